@@ -1,0 +1,211 @@
+/** File commands (reference §9.8): paths get `~` expanded and are made absolute. */
+import { mkdir, open, readdir, readFile, rmdir, stat, unlink } from "node:fs/promises";
+import { z } from "zod";
+import { appendFileAllOrNothing, writeFileAtomic } from "../src/common/atomic-write.js";
+import { CommandError, describeOsError } from "../src/common/errors.js";
+import { defineCommand } from "../src/computer/command.js";
+import { expandPath } from "../src/os/paths.js";
+
+const pathParam = z.string().min(1, "must not be empty");
+const pathOnly = z.object({ path: pathParam });
+const empty = z.object({});
+const exists = z.object({ exists: z.boolean() });
+
+/** Largest file `read_text` returns whole; bigger files are read with `read_bytes` in chunks. */
+const MAX_WHOLE_READ = 64 * 1024 * 1024;
+
+/** Runs `fn` on the expanded path and turns OS errors into messages that name the path. */
+async function onPath<T>(path: string, fn: (abs: string) => Promise<T>): Promise<T> {
+  const abs = expandPath(path);
+  try {
+    return await fn(abs);
+  } catch (err) {
+    throw describeOsError(err, path);
+  }
+}
+
+const isKind = (kind: "file" | "directory") => (path: string) =>
+  onPath(path, (abs) =>
+    stat(abs).then(
+      (s) => ({ exists: kind === "file" ? s.isFile() : s.isDirectory() }),
+      () => ({ exists: false }),
+    ),
+  );
+
+export const fileExists = defineCommand({
+  name: "file_exists",
+  description: "Whether a regular file exists at the path (false for directories).",
+  params: pathOnly,
+  result: exists,
+  handler: ({ path }) => isKind("file")(path),
+});
+
+export const directoryExists = defineCommand({
+  name: "directory_exists",
+  description: "Whether a directory exists at the path.",
+  params: pathOnly,
+  result: exists,
+  handler: ({ path }) => isKind("directory")(path),
+});
+
+export const listDir = defineCommand({
+  name: "list_dir",
+  aliases: ["ls"],
+  description: "The names of the entries of a directory, sorted.",
+  params: pathOnly,
+  result: z.object({ files: z.array(z.string()) }),
+  handler: ({ path }) => onPath(path, async (abs) => ({ files: (await readdir(abs)).sort() })),
+});
+
+export const readText = defineCommand({
+  name: "read_text",
+  aliases: ["read_file"],
+  description: "The whole content of a text file, as UTF-8 (files up to 64 MiB; use read_bytes for more).",
+  params: pathOnly,
+  result: z.string(),
+  handler: ({ path }) =>
+    onPath(path, async (abs) => {
+      const info = await stat(abs);
+      if (info.isDirectory()) throw Object.assign(new Error(), { code: "EISDIR" });
+      if (info.size > MAX_WHOLE_READ) {
+        throw new CommandError(
+          "failed",
+          `File is too large for read_text (${info.size} bytes): use read_bytes`,
+        );
+      }
+      return readFile(abs, "utf8");
+    }),
+});
+
+export const writeText = defineCommand({
+  name: "write_text",
+  aliases: ["write_file"],
+  description: "Creates or replaces a text file atomically (the parent directory must exist).",
+  params: z.object({ path: pathParam, content: z.string() }),
+  result: empty,
+  handler: ({ path, content }) =>
+    onPath(path, async (abs) => {
+      await writeFileAtomic(abs, content);
+      return {};
+    }),
+});
+
+export const readBytes = defineCommand({
+  name: "read_bytes",
+  description: "Reads `length` bytes from `offset` (to the end of the file when length is null), base64.",
+  params: z.object({
+    path: pathParam,
+    offset: z.number().int().min(0).default(0),
+    length: z.number().int().min(0).max(MAX_WHOLE_READ).nullish(),
+  }),
+  result: z.object({ content_b64: z.string() }),
+  handler: ({ path, offset, length }) =>
+    onPath(path, async (abs) => {
+      const handle = await open(abs, "r");
+      try {
+        const { size } = await handle.stat();
+        const available = Math.max(0, size - offset);
+        const wanted = Math.min(length ?? available, available);
+        if (wanted > MAX_WHOLE_READ) {
+          throw new CommandError("failed", `Too much to read at once (${wanted} bytes): pass a length`);
+        }
+        const buffer = Buffer.allocUnsafe(wanted);
+        let read = 0;
+        while (read < wanted) {
+          const { bytesRead } = await handle.read(buffer, read, wanted - read, offset + read);
+          if (bytesRead === 0) break;
+          read += bytesRead;
+        }
+        return { content_b64: buffer.subarray(0, read).toString("base64") };
+      } finally {
+        await handle.close();
+      }
+    }),
+});
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+export const writeBytes = defineCommand({
+  name: "write_bytes",
+  description:
+    "Writes base64 data to a file: replaces it atomically, or with `append` adds to its end (all or nothing).",
+  params: z.object({
+    path: pathParam,
+    content_b64: z
+      .string()
+      .refine(
+        (s) => s.length % 4 === 0 && BASE64.test(s),
+        "must be standard base64 (A-Z, a-z, 0-9, +, /, =)",
+      ),
+    append: z.boolean().nullish(),
+  }),
+  result: empty,
+  handler: ({ path, content_b64, append }) =>
+    onPath(path, async (abs) => {
+      const data = Buffer.from(content_b64, "base64");
+      if (append) await appendFileAllOrNothing(abs, data);
+      else await writeFileAtomic(abs, data);
+      return {};
+    }),
+});
+
+export const getFileSize = defineCommand({
+  name: "get_file_size",
+  description: "The size of a file in bytes.",
+  params: pathOnly,
+  result: z.object({ size: z.number() }),
+  handler: ({ path }) => onPath(path, async (abs) => ({ size: (await stat(abs)).size })),
+});
+
+export const deleteFile = defineCommand({
+  name: "delete_file",
+  aliases: ["rm"],
+  description: "Deletes a file (not a directory).",
+  params: pathOnly,
+  result: empty,
+  handler: ({ path }) =>
+    onPath(path, async (abs) => {
+      await unlink(abs);
+      return {};
+    }),
+});
+
+export const createDir = defineCommand({
+  name: "create_dir",
+  aliases: ["mkdir"],
+  description: "Creates a directory and its parents; fine if it exists.",
+  params: pathOnly,
+  result: empty,
+  handler: ({ path }) =>
+    onPath(path, async (abs) => {
+      await mkdir(abs, { recursive: true });
+      return {};
+    }),
+});
+
+export const deleteDir = defineCommand({
+  name: "delete_dir",
+  aliases: ["rmdir"],
+  description: "Deletes an empty directory.",
+  params: pathOnly,
+  result: empty,
+  handler: ({ path }) =>
+    onPath(path, async (abs) => {
+      await rmdir(abs);
+      return {};
+    }),
+});
+
+export default [
+  fileExists,
+  directoryExists,
+  listDir,
+  readText,
+  writeText,
+  readBytes,
+  writeBytes,
+  getFileSize,
+  deleteFile,
+  createDir,
+  deleteDir,
+];

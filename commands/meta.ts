@@ -1,0 +1,64 @@
+/** Commands about the server itself: `version`, `batch`, `wait`. */
+import { setTimeout as sleep } from "node:timers/promises";
+import { z } from "zod";
+import { CommandError } from "../src/common/errors.js";
+import { PACKAGE_VERSION, PROTOCOL_VERSION } from "../src/common/version.js";
+import { defineCommand } from "../src/computer/command.js";
+import { wsEnvelope } from "../src/computer/outcome.js";
+
+export const version = defineCommand({
+  name: "version",
+  description: "The wire protocol version and the server package version; also a readiness probe.",
+  params: z.object({}),
+  result: z.object({ protocol: z.number(), package: z.string() }),
+  handler: () => ({ protocol: PROTOCOL_VERSION, package: PACKAGE_VERSION }),
+});
+
+const MAX_BATCH_STEPS = 200;
+
+export const batch = defineCommand({
+  name: "batch",
+  description:
+    "Runs a list of commands in order in one request and stops at the first failure. The result has one " +
+    "cua-shaped reply per step that ran.",
+  params: z.object({
+    commands: z
+      .array(z.object({ command: z.string().min(1), params: z.record(z.string(), z.unknown()).nullish() }))
+      .min(1)
+      .max(MAX_BATCH_STEPS),
+  }),
+  result: z.object({ results: z.array(z.record(z.string(), z.unknown())) }),
+  deadlineMs: () => 600_000,
+  handler: async ({ commands }, ctx) => {
+    const results: Record<string, unknown>[] = [];
+    for (const [index, step] of commands.entries()) {
+      if (step.command === "batch") {
+        throw new CommandError(
+          "invalid_params",
+          `Invalid params: commands.${index}: a batch cannot contain a batch`,
+        );
+      }
+      const outcome = await ctx.run(step.command, step.params ?? {});
+      results.push(wsEnvelope(outcome));
+      if (!outcome.success) {
+        throw new CommandError(outcome.code, `Step ${index + 1} (${step.command}) failed: ${outcome.error}`, {
+          results,
+        });
+      }
+    }
+    return { results };
+  },
+});
+
+export const wait = defineCommand({
+  name: "wait",
+  description: "Waits the given number of milliseconds (at most one minute), e.g. for a window to appear.",
+  params: z.object({ ms: z.number().int().min(0).max(60_000).default(1000) }),
+  result: z.object({ waited_ms: z.number() }),
+  handler: async ({ ms }, ctx) => {
+    await sleep(ms, undefined, { signal: ctx.signal }).catch(() => undefined);
+    return { waited_ms: ms };
+  },
+});
+
+export default [version, batch, wait];

@@ -1,0 +1,49 @@
+/** `run_command`: a shell command line, its output and exit code. */
+import { existsSync, statSync } from "node:fs";
+import { z } from "zod";
+import { CommandError } from "../src/common/errors.js";
+import { defineCommand } from "../src/computer/command.js";
+import { expandPath } from "../src/os/paths.js";
+import { runShell } from "../src/os/process.js";
+
+/** A command without a timeout may still not outlive this (seconds). */
+const LONGEST_RUN_SECONDS = 3600;
+
+export const runCommand = defineCommand({
+  name: "run_command",
+  aliases: ["shell", "exec"],
+  description:
+    "Runs a command line with the system shell and returns stdout, stderr and return_code. A non-zero exit " +
+    "is still a success; on timeout the whole process group is killed.",
+  params: z.object({
+    command: z.string().min(1, "must not be empty"),
+    timeout: z.number().positive().max(LONGEST_RUN_SECONDS).nullish().describe("seconds"),
+    cwd: z.string().min(1).nullish(),
+    env: z.record(z.string(), z.string()).nullish(),
+  }),
+  result: z.object({ stdout: z.string(), stderr: z.string(), return_code: z.number() }),
+  deadlineMs: (p) => ((p.timeout ?? LONGEST_RUN_SECONDS) + 5) * 1000,
+  handler: async (p, ctx) => {
+    const cwd = p.cwd ? expandPath(p.cwd) : undefined;
+    if (cwd && !(existsSync(cwd) && statSync(cwd).isDirectory())) {
+      throw new CommandError("not_found", `Working directory does not exist: ${p.cwd}`);
+    }
+    const run = await runShell({
+      command: p.command,
+      cwd,
+      env: p.env ?? undefined,
+      timeoutSeconds: p.timeout ?? undefined,
+      signal: ctx.signal,
+    });
+    if (run.timedOut) {
+      throw new CommandError("timeout", `Command timed out after ${p.timeout}s`, {
+        stdout: run.stdout,
+        stderr: `Command timed out after ${p.timeout}s`,
+        return_code: -1,
+      });
+    }
+    return { stdout: run.stdout, stderr: run.stderr, return_code: run.returnCode };
+  },
+});
+
+export default [runCommand];

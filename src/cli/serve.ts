@@ -1,0 +1,32 @@
+/** `hangar serve`: the computer server. */
+import type { Command } from "commander";
+import { createLogger } from "../common/logger.js";
+import { parseBytes } from "../common/sizes.js";
+import { startComputerServer } from "../computer/server.js";
+import { onShutdown, parsePort } from "./util.js";
+
+export function registerServe(program: Command) {
+  program
+    .command("serve")
+    .description("Start the computer server (POST /cmd, /ws, /status) that lets agents drive this desktop")
+    .option("--host <address>", "address to listen on (0.0.0.0 for every interface)", "127.0.0.1")
+    .option("--port <port>", "port to listen on", parsePort, 8000)
+    .option("--log-level <level>", "debug, info, warn or error", "info")
+    .option("--body-limit <size>", "largest request body, e.g. 64MiB", "64MiB")
+    .option("--no-spread", "on /cmd, send results in `content` only (no copy of their fields beside it)")
+    .action(async (opts) => {
+      const log = createLogger({ level: opts.logLevel, name: "computer" });
+      const server = await startComputerServer({
+        host: opts.host,
+        port: opts.port,
+        log,
+        spreadResult: opts.spread,
+        bodyLimitBytes: parseBytes(opts.bodyLimit),
+      });
+      log.info({ url: server.url }, "computer server listening");
+      onShutdown(async () => {
+        log.info("shutting down");
+        await server.close();
+      });
+    });
+}

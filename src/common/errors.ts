@@ -1,0 +1,56 @@
+/**
+ * The failures a command can report. A handler throws a `CommandError`; the registry turns it into
+ * the failure envelope `{"success": false, "error", "code", ...fields}`.
+ */
+export type ErrorCode =
+  | "invalid_params"
+  | "unknown_command"
+  | "not_supported"
+  | "not_found"
+  | "timeout"
+  | "unavailable"
+  | "cancelled"
+  | "failed"
+  | "internal";
+
+export class CommandError extends Error {
+  /**
+   * @param code machine-readable reason
+   * @param message what a person can act on
+   * @param fields extra fields the reference puts on its failure replies (e.g. `return_code`)
+   */
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly fields: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = "CommandError";
+  }
+}
+
+/** Maps Node's file-system error codes to messages that name the path and the reason. */
+export function describeOsError(err: unknown, path?: string): CommandError {
+  const e = err as NodeJS.ErrnoException;
+  const where = path ? `: ${path}` : "";
+  switch (e?.code) {
+    case "ENOENT":
+      return new CommandError("not_found", `No such file or directory${where}`);
+    case "EISDIR":
+      return new CommandError("failed", `Is a directory${where}`);
+    case "ENOTDIR":
+      return new CommandError("failed", `Not a directory${where}`);
+    case "EACCES":
+    case "EPERM":
+      return new CommandError("failed", `Permission denied${where}`);
+    case "EEXIST":
+      return new CommandError("failed", `Already exists${where}`);
+    case "ENOTEMPTY":
+      return new CommandError("failed", `Directory not empty${where}`);
+    case "ENOSPC":
+      return new CommandError("failed", `No space left on device${where}`);
+    default:
+      if (err instanceof CommandError) return err;
+      return new CommandError("failed", `${e?.message ?? String(err)}`);
+  }
+}

@@ -1,0 +1,35 @@
+/**
+ * The one logger of both programs: pino, one JSON line per event on stderr. Never log a parameter's
+ * content, a key or a password; the redact list below is a second line of defence.
+ */
+import { pino } from "pino";
+
+export type Logger = pino.Logger;
+
+export function createLogger(options: { level?: string; name?: string; destination?: number | string } = {}) {
+  return pino(
+    {
+      name: options.name ?? "hangar",
+      level: options.level ?? process.env.HANGAR_LOG_LEVEL ?? "info",
+      base: undefined,
+      timestamp: pino.stdTimeFunctions.isoTime,
+      redact: {
+        paths: [
+          "apiKey",
+          "api_key",
+          "password",
+          "token",
+          "headers.authorization",
+          'headers["x-api-key"]',
+          "*.apiKey",
+          "*.password",
+        ],
+        censor: "[redacted]",
+      },
+    },
+    pino.destination({ dest: options.destination ?? 2, sync: false }),
+  );
+}
+
+/** A logger that writes nothing: the default for tests and embedded use. */
+export const silentLogger: Logger = pino({ level: "silent" });

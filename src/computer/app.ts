@@ -1,0 +1,146 @@
+/**
+ * The computer server's HTTP surface: `/status`, `/commands`, `/openapi.json` and `POST /cmd`.
+ * Transports only parse, frame and write; every command goes through `registry.run()`.
+ */
+import type { HttpBindings } from "@hono/node-server";
+import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { cors } from "hono/cors";
+import { type Logger, silentLogger } from "../common/logger.js";
+import { commandCatalog, openApiDocument } from "./catalog.js";
+import { cmdEnvelope } from "./outcome.js";
+import type { CommandRegistry } from "./registry.js";
+
+export type ComputerEnv = { Bindings: HttpBindings };
+
+export interface ComputerAppOptions {
+  registry: CommandRegistry;
+  log?: Logger;
+  /** Copy a result's fields beside `content` on `/cmd` (cua clients need it). Default on. */
+  spreadResult?: boolean;
+  /** Largest request body in bytes (default 64 MiB). */
+  bodyLimitBytes?: number;
+  /** Names reported in `/status` `features`. */
+  features?: string[];
+  /** Runs before every route but `/status` (cloud auth). */
+  auth?: MiddlewareHandler<ComputerEnv>;
+}
+
+export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
+
+export function osType(): "linux" | "darwin" | "windows" {
+  if (process.platform === "win32") return "windows";
+  if (process.platform === "darwin") return "darwin";
+  return "linux";
+}
+
+export function createComputerApp(options: ComputerAppOptions) {
+  const { registry } = options;
+  const log = options.log ?? silentLogger;
+  const spread = options.spreadResult ?? true;
+  const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
+  const status = JSON.stringify({ status: "ok", os_type: osType(), features: options.features ?? [] });
+
+  const app = new Hono<ComputerEnv>();
+  app.use(cors({ origin: (origin) => origin || "*", credentials: true, maxAge: 600 }));
+  app.get("/status", (c) => c.body(status, 200, { "content-type": "application/json" }));
+  if (options.auth) app.use("*", options.auth);
+
+  app.get("/commands", (c) => c.json(commandCatalog(registry)));
+  app.get("/openapi.json", (c) => c.json(openApiDocument(registry)));
+
+  app.post(
+    "/cmd",
+    bodyLimit({
+      maxSize: limit,
+      onError: (c) =>
+        c.json({ detail: `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)` }, 413),
+    }),
+    async (c) => {
+      let body: unknown;
+      try {
+        body = JSON.parse(await c.req.text());
+      } catch (err) {
+        return c.json({ detail: `Invalid JSON body: ${(err as Error).message}` }, 400);
+      }
+      if (typeof body !== "object" || body === null || Array.isArray(body)) {
+        return c.json(
+          { detail: 'Invalid JSON body: expected an object {"command": ..., "params": {...}}' },
+          400,
+        );
+      }
+      const { command, params } = body as { command?: unknown; params?: unknown };
+      if (typeof command !== "string" || command.length === 0) {
+        return c.json({ detail: "Command is required" }, 400);
+      }
+      if (!registry.resolve(command)) return c.json({ detail: registry.unknownCommandMessage(command) }, 400);
+      return runAsEventStream(c, registry, command, params, spread, log);
+    },
+  );
+
+  app.notFound((c) => c.json({ detail: "Not Found" }, 404));
+  app.onError((err, c) => {
+    log.error({ err, path: c.req.path }, "request failed");
+    return c.json({ detail: "Internal server error" }, 500);
+  });
+  return app;
+}
+
+/**
+ * Writes the headers at once, then one `data:` event per intermediate result and one for the final
+ * outcome. A client that goes away aborts the command.
+ */
+async function runAsEventStream(
+  c: Context<ComputerEnv>,
+  registry: CommandRegistry,
+  command: string,
+  params: unknown,
+  spread: boolean,
+  log: Logger,
+) {
+  const res = c.env.outgoing;
+  const headers: Record<string, string> = {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache",
+    "x-accel-buffering": "no",
+  };
+  c.res.headers.forEach((value, key) => {
+    headers[key] = value;
+  });
+  res.writeHead(200, headers);
+  res.flushHeaders();
+
+  const gone = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) gone.abort();
+  };
+  res.once("close", onClose);
+  const write = (event: unknown) => {
+    if (!res.writableEnded && !res.destroyed) res.write(`data: ${JSON.stringify(event)}\n\n`);
+  };
+  try {
+    const outcome = await registry.run(command, params, {
+      signal: gone.signal,
+      emit: (content) => write({ success: true, content }),
+    });
+    if (!res.destroyed) res.end(`data: ${JSON.stringify(cmdEnvelope(outcome, spread))}\n\n`);
+  } catch (err) {
+    log.error({ err, command }, "writing the reply failed");
+    res.destroy();
+  } finally {
+    res.off("close", onClose);
+  }
+  return RESPONSE_ALREADY_SENT;
+}
+
+export function formatBytes(bytes: number): string {
+  const units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${Number.isInteger(value) ? value : value.toFixed(1)} ${units[unit]}`;
+}

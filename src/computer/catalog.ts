@@ -1,0 +1,107 @@
+/**
+ * `GET /commands` and `GET /openapi.json`, generated from the registry's definitions so that they
+ * can never disagree with what the server validates.
+ */
+import { z } from "zod";
+import { PACKAGE_VERSION } from "../common/version.js";
+import type { AnyCommand } from "./command.js";
+import type { CommandRegistry } from "./registry.js";
+
+type JsonSchema = Record<string, unknown>;
+
+/** JSON Schema of a definition's parameters (as input: defaults make fields optional). */
+export function paramsJsonSchema(def: AnyCommand): JsonSchema {
+  return z.toJSONSchema(def.params, { io: "input", unrepresentable: "any" }) as JsonSchema;
+}
+
+export function resultJsonSchema(def: AnyCommand): JsonSchema {
+  return z.toJSONSchema(def.result, { io: "output", unrepresentable: "any" }) as JsonSchema;
+}
+
+/** The reference's catalog shape, plus description, JSON Schemas and result shape. */
+export function commandCatalog(registry: CommandRegistry) {
+  const commands: Record<string, unknown> = {};
+  for (const def of registry.commands) {
+    const schema = paramsJsonSchema(def);
+    const properties = (schema.properties ?? {}) as Record<string, JsonSchema>;
+    const required = new Set((schema.required ?? []) as string[]);
+    commands[def.name] = {
+      description: def.description,
+      params: Object.entries(properties).map(([name, prop]) => ({
+        name,
+        required: required.has(name),
+        default: prop.default ?? null,
+      })),
+      ...(def.aliases?.length ? { aliases: def.aliases } : {}),
+      schema,
+      result: resultJsonSchema(def),
+    };
+  }
+  return { commands, aliases: registry.aliases };
+}
+
+/** OpenAPI 3.1 of the HTTP surface: `/cmd` takes one of the commands' request bodies. */
+export function openApiDocument(registry: CommandRegistry, extraPaths: Record<string, unknown> = {}) {
+  const requests = registry.commands.map((def) => ({
+    title: def.name,
+    description: def.description,
+    type: "object",
+    required: ["command"],
+    properties: {
+      command: { enum: [def.name, ...(def.aliases ?? [])] },
+      params: paramsJsonSchema(def),
+    },
+  }));
+  const detail = {
+    content: {
+      "application/json": { schema: { type: "object", properties: { detail: { type: "string" } } } },
+    },
+  };
+  return {
+    openapi: "3.1.0",
+    info: { title: "Hangar computer server", version: PACKAGE_VERSION },
+    paths: {
+      "/status": {
+        get: {
+          summary: "Liveness and platform; never authenticated",
+          responses: {
+            200: {
+              description: "The server is up",
+              content: {
+                "application/json": {
+                  schema: {
+                    type: "object",
+                    properties: {
+                      status: { const: "ok" },
+                      os_type: { enum: ["linux", "darwin", "windows"] },
+                      features: { type: "array", items: { type: "string" } },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+      "/commands": {
+        get: { summary: "The command catalog", responses: { 200: { description: "Catalog" } } },
+      },
+      "/cmd": {
+        post: {
+          summary: "Run one command; the reply is a text/event-stream of `data: {json}` events",
+          requestBody: { required: true, content: { "application/json": { schema: { oneOf: requests } } } },
+          responses: {
+            200: {
+              description: "One event `{success, content|error, ...}` (more with streaming)",
+              content: { "text/event-stream": { schema: { type: "string" } } },
+            },
+            400: { description: "Body not JSON, no command, or unknown command", ...detail },
+            401: { description: "Cloud mode: missing or wrong credentials", ...detail },
+            413: { description: "Body larger than the server's limit", ...detail },
+          },
+        },
+      },
+      ...extraPaths,
+    },
+  };
+}

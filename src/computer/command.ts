@@ -1,0 +1,59 @@
+/**
+ * What a command is: one definition holding its name, aliases, parameter schema, result shape and
+ * handler. Everything else (validation, `/commands`, OpenAPI, MCP) is generated from it.
+ *
+ * @example
+ * export const version = defineCommand({
+ *   name: "version",
+ *   description: "Protocol and package version",
+ *   params: z.object({}),
+ *   result: z.object({ protocol: z.number(), package: z.string() }),
+ *   handler: async () => ({ protocol: 1, package: "0.1.0" }),
+ * });
+ */
+import type { z } from "zod";
+import type { Logger } from "../common/logger.js";
+import type { DesktopBackend } from "../desktop/backend.js";
+import type { Outcome } from "./outcome.js";
+
+export interface CommandContext {
+  /** Aborted when the deadline passes or the client goes away; long handlers must honour it. */
+  readonly signal: AbortSignal;
+  /** The desktop backend; throws `CommandError("unavailable")` when there is no display. */
+  desktop(): Promise<DesktopBackend>;
+  /** Runs another command through the registry (validation, queue and deadline included). */
+  run(name: string, params: unknown): Promise<Outcome>;
+  /**
+   * Sends an intermediate result to the client before the final one, for transports that can stream
+   * (`/cmd`). Undefined where the transport answers exactly once per request.
+   */
+  readonly emit?: (content: unknown) => void;
+  readonly log: Logger;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the registry holds definitions of every parameter shape
+export type AnyParams = z.ZodObject<any>;
+
+export interface CommandDefinition<S extends AnyParams = AnyParams, R = unknown> {
+  readonly name: string;
+  readonly aliases?: readonly string[];
+  /** One or two sentences for `/commands`, OpenAPI and MCP tool descriptions. */
+  readonly description: string;
+  readonly params: S;
+  /** The shape of a successful result (documentation and MCP output schema). */
+  readonly result: z.ZodType<R>;
+  /** Pointer and keyboard commands share one queue so that two clients never interleave. */
+  readonly input?: boolean;
+  /** Overrides the registry's default deadline, from the validated parameters. */
+  readonly deadlineMs?: (params: z.output<S>) => number;
+  readonly handler: (params: z.output<S>, ctx: CommandContext) => Promise<R> | R;
+}
+
+/** Identity function that keeps the parameter and result types of a definition. */
+export function defineCommand<S extends AnyParams, R>(def: CommandDefinition<S, R>): CommandDefinition<S, R> {
+  return def;
+}
+
+/** A definition whose types have been erased, as the registry stores it. */
+// biome-ignore lint/suspicious/noExplicitAny: erased for storage in one list
+export type AnyCommand = CommandDefinition<AnyParams, any>;

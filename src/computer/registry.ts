@@ -1,0 +1,213 @@
+/**
+ * The command registry: the one place that resolves aliases, validates parameters, applies the
+ * deadline and the input queue, and turns thrown errors into failure outcomes. Transports call
+ * `run()` and know no command by name.
+ */
+import type { z } from "zod";
+import { CommandError } from "../common/errors.js";
+import { type Logger, silentLogger } from "../common/logger.js";
+import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
+import type { AnyCommand, CommandContext } from "./command.js";
+import { failure, type Outcome } from "./outcome.js";
+
+export interface RegistryOptions {
+  /** Where handlers get the desktop from; without one, desktop commands fail with `unavailable`. */
+  desktop?: DesktopProvider;
+  log?: Logger;
+  /** Deadline of a command that does not set its own (default 60 s). */
+  defaultDeadlineMs?: number;
+}
+
+export interface RunOptions {
+  /** Aborted when the client goes away. */
+  signal?: AbortSignal;
+  /** Where a streaming command sends intermediate results. */
+  emit?: (content: unknown) => void;
+}
+
+export class CommandRegistry {
+  private readonly byName = new Map<string, AnyCommand>();
+  private readonly aliasTable = new Map<string, string>();
+  private inputQueue: Promise<unknown> = Promise.resolve();
+  private readonly desktop: DesktopProvider;
+  private readonly log: Logger;
+  private readonly defaultDeadlineMs: number;
+
+  constructor(commands: readonly AnyCommand[], options: RegistryOptions = {}) {
+    this.desktop = options.desktop ?? noDesktop;
+    this.log = options.log ?? silentLogger;
+    this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
+    for (const def of commands) {
+      if (this.byName.has(def.name) || this.aliasTable.has(def.name)) {
+        throw new Error(`Command defined twice: ${def.name}`);
+      }
+      this.byName.set(def.name, def);
+    }
+    for (const def of commands) {
+      for (const alias of def.aliases ?? []) {
+        if (this.byName.has(alias) || this.aliasTable.has(alias))
+          throw new Error(`Alias defined twice: ${alias}`);
+        this.aliasTable.set(alias, def.name);
+      }
+    }
+  }
+
+  /** Every definition, in registration order. */
+  get commands(): readonly AnyCommand[] {
+    return [...this.byName.values()];
+  }
+
+  /** `{alias: canonical}` for every alias. */
+  get aliases(): Record<string, string> {
+    return Object.fromEntries(this.aliasTable);
+  }
+
+  /** The definition a name or alias stands for. */
+  resolve(name: string): AnyCommand | undefined {
+    return this.byName.get(this.aliasTable.get(name) ?? name);
+  }
+
+  /**
+   * Near names for an unknown command, as the reference picks them: every command then alias whose
+   * lowercase form starts with the input's first two characters or contains the input; at most 5.
+   */
+  suggest(name: string): string[] {
+    const wanted = name.toLowerCase();
+    const prefix = wanted.slice(0, 2);
+    return [...this.byName.keys(), ...this.aliasTable.keys()]
+      .filter((candidate) => {
+        const c = candidate.toLowerCase();
+        return (prefix.length > 0 && c.startsWith(prefix)) || (wanted.length > 0 && c.includes(wanted));
+      })
+      .slice(0, 5);
+  }
+
+  /** `Unknown command: x. Did you mean: a, b?` */
+  unknownCommandMessage(name: string): string {
+    const suggestions = this.suggest(name);
+    const shown = name.length > 80 ? `${name.slice(0, 80)}…` : name;
+    return suggestions.length > 0
+      ? `Unknown command: ${shown}. Did you mean: ${suggestions.join(", ")}?`
+      : `Unknown command: ${shown}`;
+  }
+
+  /** Runs a command by name or alias with raw (unvalidated) parameters. Never throws. */
+  async run(name: string, rawParams: unknown, options: RunOptions = {}): Promise<Outcome> {
+    const def = this.resolve(name);
+    if (!def) return failure("unknown_command", this.unknownCommandMessage(name));
+    const started = performance.now();
+    const outcome = await this.execute(def, rawParams, options);
+    this.log.info(
+      {
+        command: def.name,
+        ms: Math.round((performance.now() - started) * 100) / 100,
+        success: outcome.success,
+        ...(outcome.success ? {} : { code: outcome.code }),
+      },
+      "command",
+    );
+    return outcome;
+  }
+
+  private async execute(def: AnyCommand, rawParams: unknown, options: RunOptions): Promise<Outcome> {
+    const parsed = parseParams(def.params, rawParams);
+    if (!parsed.success) return failure("invalid_params", parsed.error);
+    const params = parsed.data;
+
+    const deadlineMs = def.deadlineMs?.(params) ?? this.defaultDeadlineMs;
+    const deadline = AbortSignal.timeout(deadlineMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, deadline]) : deadline;
+    const ctx: CommandContext = {
+      signal,
+      desktop: () => this.desktop(),
+      run: (name, params) => this.run(name, params, { signal }),
+      emit: options.emit,
+      log: this.log,
+    };
+
+    const call = () =>
+      raceAbort(
+        Promise.resolve().then(() => def.handler(params, ctx)),
+        signal,
+        deadline,
+        deadlineMs,
+      );
+    try {
+      const result = def.input ? await this.enqueueInput(call, signal) : await call();
+      return { success: true, result };
+    } catch (err) {
+      return toFailure(err, def.name, this.log);
+    }
+  }
+
+  /** Runs pointer and keyboard work one at a time, in arrival order. */
+  private enqueueInput<T>(task: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    const next = this.inputQueue.then(() => {
+      if (signal.aborted) throw abortError(signal);
+      return task();
+    });
+    this.inputQueue = next.catch(() => undefined);
+    return next;
+  }
+}
+
+function parseParams(schema: AnyCommand["params"], raw: unknown) {
+  const value = raw === undefined || raw === null ? {} : raw;
+  if (typeof value !== "object" || Array.isArray(value)) {
+    const kind = Array.isArray(value) ? "an array" : `a ${typeof value}`;
+    return { success: false as const, error: `Invalid params: expected an object, got ${kind}` };
+  }
+  const result = schema.safeParse(value);
+  if (result.success) return { success: true as const, data: result.data };
+  return { success: false as const, error: describeZodError(result.error) };
+}
+
+/** `Invalid params: x: expected number, received string; y: required` */
+export function describeZodError(error: z.ZodError): string {
+  const parts = error.issues.slice(0, 5).map((issue) => {
+    const field = issue.path.length > 0 ? issue.path.join(".") : "params";
+    return `${field}: ${issue.message}`;
+  });
+  return `Invalid params: ${parts.join("; ")}`;
+}
+
+function abortError(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error("aborted");
+}
+
+function raceAbort<T>(
+  work: Promise<T>,
+  signal: AbortSignal,
+  deadline: AbortSignal,
+  deadlineMs: number,
+): Promise<T> {
+  if (signal.aborted) return Promise.reject(abortReason(signal, deadline, deadlineMs));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortReason(signal, deadline, deadlineMs));
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+function abortReason(signal: AbortSignal, deadline: AbortSignal, deadlineMs: number): CommandError {
+  if (signal.reason instanceof CommandError) return signal.reason;
+  if (deadline.aborted)
+    return new CommandError("timeout", `Command did not finish within ${deadlineMs / 1000} s`);
+  return new CommandError("cancelled", "Command cancelled: the client went away");
+}
+
+function toFailure(err: unknown, command: string, log: Logger): Outcome {
+  if (err instanceof CommandError) return failure(err.code, err.message, err.fields);
+  log.error({ command, err }, "command failed unexpectedly");
+  const message = err instanceof Error ? err.message : String(err);
+  return failure("internal", `${command} failed: ${message}`);
+}

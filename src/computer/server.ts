@@ -1,0 +1,59 @@
+/**
+ * Starts the computer server: builds the registry from every command definition, the HTTP app,
+ * and listens. Used by `hangar serve` and by the tests (on port 0).
+ */
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import { allCommands } from "../../commands/index.js";
+import { type Logger, silentLogger } from "../common/logger.js";
+import type { DesktopProvider } from "../desktop/backend.js";
+import { createComputerApp } from "./app.js";
+import { CommandRegistry } from "./registry.js";
+
+export interface ComputerServerOptions {
+  host?: string;
+  port?: number;
+  log?: Logger;
+  desktop?: DesktopProvider;
+  spreadResult?: boolean;
+  bodyLimitBytes?: number;
+}
+
+export interface RunningComputerServer {
+  readonly url: string;
+  readonly port: number;
+  readonly registry: CommandRegistry;
+  close(): Promise<void>;
+}
+
+export async function startComputerServer(
+  options: ComputerServerOptions = {},
+): Promise<RunningComputerServer> {
+  const log = options.log ?? silentLogger;
+  const registry = new CommandRegistry(allCommands, { desktop: options.desktop, log });
+  const app = createComputerApp({
+    registry,
+    log,
+    spreadResult: options.spreadResult,
+    bodyLimitBytes: options.bodyLimitBytes,
+    features: ["batch"],
+  });
+  const host = options.host ?? "127.0.0.1";
+  const server = serve({ fetch: app.fetch, hostname: host, port: options.port ?? 8000 });
+  await new Promise<void>((resolve, reject) => {
+    server.once("listening", resolve);
+    server.once("error", reject);
+  });
+  const { port } = server.address() as AddressInfo;
+  const shownHost = host.includes(":") ? `[${host}]` : host;
+  return {
+    url: `http://${shownHost}:${port}`,
+    port,
+    registry,
+    close: () =>
+      new Promise<void>((resolve) => {
+        if ("closeAllConnections" in server) server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

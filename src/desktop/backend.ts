@@ -1,0 +1,75 @@
+/**
+ * The one narrow interface every desktop backend implements (X11, nut-js). Command handlers talk
+ * to this and never know which backend is behind it. Coordinates are screen pixels, origin top-left.
+ */
+import { CommandError } from "../common/errors.js";
+
+export interface Point {
+  x: number;
+  y: number;
+}
+export interface Size {
+  width: number;
+  height: number;
+}
+export interface Rect extends Point, Size {}
+
+/** Raw pixels as captured: `channels` bytes per pixel, RGBA order when 4, RGB when 3. */
+export interface RawImage {
+  width: number;
+  height: number;
+  channels: 3 | 4;
+  data: Buffer;
+}
+
+export type MouseButton = "left" | "right" | "middle";
+
+export interface WindowInfo {
+  id: string;
+  title: string;
+  pid: number | null;
+  appName: string | null;
+  bounds: Rect;
+  active: boolean;
+  minimized: boolean;
+}
+
+export interface DesktopBackend {
+  readonly name: string;
+
+  // capture
+  screenSize(): Promise<Size>;
+  capture(region?: Rect): Promise<RawImage>;
+
+  // pointer
+  cursorPosition(): Promise<Point>;
+  moveCursor(to: Point): Promise<void>;
+  mouseButton(button: MouseButton, action: "down" | "up"): Promise<void>;
+  /** Wheel notches; positive `dy` scrolls up, positive `dx` scrolls right. */
+  scroll(dx: number, dy: number): Promise<void>;
+
+  // keyboard (keys are normalized names, see keys.ts)
+  key(key: string, action: "down" | "up"): Promise<void>;
+  typeText(text: string): Promise<void>;
+
+  // clipboard
+  readClipboard(): Promise<string>;
+  writeClipboard(text: string): Promise<void>;
+
+  // windows
+  listWindows(): Promise<WindowInfo[]>;
+  activeWindow(): Promise<WindowInfo | null>;
+  setWindowBounds(id: string, bounds: Partial<Rect>): Promise<void>;
+  windowAction(id: string, action: "activate" | "minimize" | "maximize" | "close"): Promise<void>;
+
+  /** Releases connections; the backend is not used afterwards. */
+  close(): Promise<void>;
+}
+
+/** Hands out the current backend, connecting or reconnecting as needed. */
+export type DesktopProvider = () => Promise<DesktopBackend>;
+
+/** The provider of a server with no desktop at all. */
+export const noDesktop: DesktopProvider = async () => {
+  throw new CommandError("unavailable", "No desktop is available: this server was started without a display");
+};
