@@ -1,0 +1,155 @@
+/**
+ * A private X desktop: Xvfb on a free display number (Xvfb picks it, via -displayfd), an EWMH
+ * window manager (openbox), and optionally a session D-Bus with the AT-SPI accessibility bus.
+ * `hangar serve` starts one when there is no display; every desktop test starts its own.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { existsSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+
+export interface VirtualDisplayOptions {
+  width?: number;
+  height?: number;
+  /** Start openbox (default true): windows, activation and the active window need it. */
+  windowManager?: boolean;
+  /** Start a session bus and the AT-SPI bus launcher (default false). */
+  accessibility?: boolean;
+}
+
+export interface VirtualDisplay {
+  /** `:N` */
+  readonly display: string;
+  readonly width: number;
+  readonly height: number;
+  /** Variables a program needs to use this desktop (`DISPLAY`, and the session bus when started). */
+  readonly env: Record<string, string>;
+  /** The Xvfb process, e.g. to kill it in a test of what happens when the display dies. */
+  readonly xvfb: ChildProcess;
+  stop(): Promise<void>;
+}
+
+const AT_SPI_LAUNCHER = "/usr/libexec/at-spi-bus-launcher";
+
+export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): Promise<VirtualDisplay> {
+  const width = options.width ?? 1280;
+  const height = options.height ?? 800;
+  const children: ChildProcess[] = [];
+  const stop = async () => {
+    for (const child of children.reverse()) await terminate(child);
+  };
+
+  try {
+    const xvfb = spawn(
+      "Xvfb",
+      [
+        "-displayfd",
+        "3",
+        "-screen",
+        "0",
+        `${width}x${height}x24`,
+        "-nolisten",
+        "tcp",
+        "-noreset",
+        "+extension",
+        "XTEST",
+      ],
+      { stdio: ["ignore", "ignore", "pipe", "pipe"] },
+    );
+    children.push(xvfb);
+    const display = `:${await readDisplayNumber(xvfb)}`;
+    const env: Record<string, string> = { DISPLAY: display };
+
+    if (options.accessibility) {
+      const bus = spawn("dbus-daemon", ["--session", "--nofork", "--print-address=1"], {
+        stdio: ["ignore", "pipe", "ignore"],
+      });
+      children.push(bus);
+      env.DBUS_SESSION_BUS_ADDRESS = (await firstLine(bus, "dbus-daemon")).trim();
+      if (existsSync(AT_SPI_LAUNCHER)) {
+        children.push(
+          spawn(AT_SPI_LAUNCHER, ["--launch-immediately"], {
+            stdio: "ignore",
+            env: { ...process.env, ...env },
+          }),
+        );
+      }
+      env.NO_AT_BRIDGE = "";
+      env.GTK_A11Y = "atspi";
+    }
+
+    if (options.windowManager ?? true) {
+      const wm = spawn("openbox", ["--sm-disable"], { stdio: "ignore", env: { ...process.env, ...env } });
+      children.push(wm);
+      await waitForWindowManager(env);
+    }
+    return { display, width, height, env, xvfb, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+async function readDisplayNumber(xvfb: ChildProcess): Promise<number> {
+  const line = await firstLine(xvfb, "Xvfb", 3);
+  const n = Number.parseInt(line, 10);
+  if (!Number.isInteger(n)) throw new Error(`Xvfb printed no display number: ${line}`);
+  return n;
+}
+
+/** The first line a child writes on the given stdio fd, or an error saying why there is none. */
+function firstLine(child: ChildProcess, name: string, fd = 1, timeoutMs = 10_000): Promise<string> {
+  const stream = child.stdio[fd] as NodeJS.ReadableStream | null;
+  const errors: string[] = [];
+  (child.stderr as NodeJS.ReadableStream | null)?.on("data", (d) => errors.push(String(d)));
+  return new Promise((resolve, reject) => {
+    let text = "";
+    const timer = setTimeout(
+      () => reject(new Error(`${name} did not start within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    stream?.on("data", (chunk) => {
+      text += String(chunk);
+      if (text.includes("\n")) {
+        clearTimeout(timer);
+        resolve(text.split("\n")[0]);
+      }
+    });
+    child.once("error", (err) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} could not be started: ${err.message} (is it installed?)`));
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited with code ${code}: ${errors.join("").trim().slice(-500)}`));
+    });
+  });
+}
+
+/** openbox is ready when it has set `_NET_SUPPORTING_WM_CHECK` on the root window. */
+async function waitForWindowManager(env: Record<string, string>, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const probe = spawn("xprop", ["-root", "_NET_SUPPORTING_WM_CHECK"], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    let out = "";
+    probe.stdout.on("data", (d) => {
+      out += String(d);
+    });
+    const [code] = await once(probe, "exit");
+    if (code === 0 && out.includes("window id")) return;
+    await sleep(25);
+  }
+  throw new Error("the window manager (openbox) did not start");
+}
+
+async function terminate(child: ChildProcess) {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, "exit");
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 2000);
+  await exited.catch(() => undefined);
+  clearTimeout(timer);
+}
