@@ -1,0 +1,46 @@
+/**
+ * What every benchmark shares: time a function many times and print a table of median and p95.
+ * Benchmarks print figures; they do not pass or fail.
+ */
+export interface Row {
+  name: string;
+  median: string;
+  p95: string;
+  target?: string;
+  note?: string;
+}
+
+/** Runs `fn` `warmup` times untimed, then `runs` times, and returns the row in milliseconds. */
+export async function timeIt(
+  name: string,
+  fn: () => Promise<unknown>,
+  options: { runs?: number; warmup?: number; target?: string; note?: string } = {},
+): Promise<Row> {
+  const runs = options.runs ?? 50;
+  for (let i = 0; i < (options.warmup ?? 5); i++) await fn();
+  const samples: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const start = performance.now();
+    await fn();
+    samples.push(performance.now() - start);
+  }
+  return { name, ...summarize(samples), target: options.target, note: options.note };
+}
+
+export function summarize(samples: number[], unit = "ms", digits = 2) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  return { median: `${at(0.5).toFixed(digits)} ${unit}`, p95: `${at(0.95).toFixed(digits)} ${unit}` };
+}
+
+/** Prints rows as a Markdown table, ready to paste into the README. */
+export function printTable(title: string, rows: Row[]) {
+  const header = ["what", "median", "p95", "target", "note"];
+  const lines = [
+    `\n### ${title}\n`,
+    `| ${header.join(" | ")} |`,
+    `|${header.map(() => "---").join("|")}|`,
+    ...rows.map((r) => `| ${[r.name, r.median, r.p95, r.target ?? "", r.note ?? ""].join(" | ")} |`),
+  ];
+  console.log(lines.join("\n"));
+}
