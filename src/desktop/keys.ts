@@ -132,10 +132,6 @@ const SPELLINGS: Record<string, NamedKey> = {
   cmd: "meta",
   command: "meta",
   os: "meta",
-  "⌘": "meta",
-  "⌥": "alt",
-  "⌃": "ctrl",
-  "⇧": "shift",
   superl: "meta",
   metal: "meta",
   cmdl: "meta",
@@ -203,6 +199,10 @@ const CHARACTER_NAMES: Record<string, string> = {
   "\b": "backspace",
   "\u001b": "escape",
   "\u007f": "delete",
+  "⌘": "meta",
+  "⌥": "alt",
+  "⌃": "ctrl",
+  "⇧": "shift",
 };
 
 /** Names of a few printable characters (xdotool and browsers use them). */
