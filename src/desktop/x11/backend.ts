@@ -54,6 +54,10 @@ export class X11Backend implements DesktopBackend {
     return this.conn.display;
   }
 
+  get env(): Record<string, string> {
+    return { DISPLAY: this.conn.display };
+  }
+
   get alive(): boolean {
     return this.conn.alive;
   }
