@@ -161,7 +161,9 @@ export const launch = defineCommand({
     args: z.array(z.string().max(10_000)).max(1000).nullish(),
   }),
   result: z.object({ pid: z.number() }),
-  handler: async ({ app, args }, ctx) => ({ pid: await launchDetached(app, args ?? null, { env: await desktopEnv(ctx) }) }),
+  handler: async ({ app, args }, ctx) => ({
+    pid: await launchDetached(app, args ?? null, { env: await desktopEnv(ctx) }),
+  }),
 });
 
 export const open = defineCommand({
