@@ -99,7 +99,10 @@ export async function startDesktopServer(size: { width?: number; height?: number
 export type DesktopServer = Awaited<ReturnType<typeof startDesktopServer>>;
 
 /** Polls until `check` returns a truthy value (or throws its last error after the timeout). */
-export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 5000): Promise<T> {
+export async function eventually<T>(
+  check: () => T | null | undefined | false | Promise<T | null | undefined | false>,
+  timeoutMs = 5000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
