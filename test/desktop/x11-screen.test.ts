@@ -24,7 +24,10 @@ interface Decoded {
 }
 
 async function decode(base64: string): Promise<Decoded> {
-  const { data, info } = await sharp(Buffer.from(base64, "base64")).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  const { data, info } = await sharp(Buffer.from(base64, "base64"))
+    .removeAlpha()
+    .raw()
+    .toBuffer({ resolveWithObject: true });
   return {
     width: info.width,
     height: info.height,
@@ -64,7 +67,9 @@ describe("screenshots (X11)", () => {
       [AT.x + 299, AT.y + 199, WHITE],
     ];
     for (const [x, y, colour] of checks) {
-      expect(near(at(x, y), colour, tolerance), `pixel ${x},${y} is ${at(x, y)}, expected ${colour}`).toBe(true);
+      expect(near(at(x, y), colour, tolerance), `pixel ${x},${y} is ${at(x, y)}, expected ${colour}`).toBe(
+        true,
+      );
     }
   }
 
@@ -144,7 +149,9 @@ describe("screenshots (X11)", () => {
     try {
       expect(core.captureMethod).toBe("core");
       const raw = await core.capture({ x: AT.x, y: AT.y, width: 300, height: 200 });
-      const png = await sharp(raw.data, { raw: { width: raw.width, height: raw.height, channels: raw.channels } })
+      const png = await sharp(raw.data, {
+        raw: { width: raw.width, height: raw.height, channels: raw.channels },
+      })
         .removeAlpha()
         .png()
         .toBuffer();
