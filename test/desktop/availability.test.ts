@@ -8,7 +8,7 @@ import { once } from "node:events";
 import { existsSync, rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/common/logger.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import { parseDisplaySize, startDesktopSession } from "../../src/desktop/session.js";
