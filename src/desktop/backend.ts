@@ -71,6 +71,9 @@ export interface DesktopBackend {
   setWindowBounds(id: string, bounds: Partial<Rect>): Promise<void>;
   windowAction(id: string, action: "activate" | "minimize" | "maximize" | "close"): Promise<void>;
 
+  /** Environment variables a program started on this desktop needs (e.g. `DISPLAY`). */
+  readonly env?: Readonly<Record<string, string>>;
+
   /** The desktop environment or window manager, lowercase (`openbox`, `gnome`, `mac`, `windows`). */
   environment?(): Promise<string>;
 
