@@ -3,6 +3,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import { parseBytes } from "../common/sizes.js";
 import { startComputerServer } from "../computer/server.js";
+import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
 import { parseDisplaySize, startDesktopSession } from "../desktop/session.js";
 import { onShutdown, parsePort } from "./util.js";
 
@@ -28,9 +29,10 @@ export function registerServe(program: Command) {
       },
     )
     .option("--no-virtual-display", "never start a virtual display")
+    .option("--backend <name>", `desktop backend: ${BACKEND_NAMES.join(" or ")}`, parseBackend, defaultBackend())
     .action(async (opts) => {
       const log = createLogger({ level: opts.logLevel, name: "computer" });
-      const desktop = await startDesktopSession({ virtualDisplay: opts.virtualDisplay, log });
+      const desktop = await startDesktopSession({ virtualDisplay: opts.virtualDisplay, log, backend: opts.backend });
       const server = await startComputerServer({
         desktop: desktop.manager.provider,
         host: opts.host,
@@ -49,4 +51,11 @@ export function registerServe(program: Command) {
         await desktop.stop();
       });
     });
+}
+
+function parseBackend(value: string): BackendName {
+  if (!(BACKEND_NAMES as readonly string[]).includes(value)) {
+    throw new InvalidArgumentError(`expected one of ${BACKEND_NAMES.join(", ")}`);
+  }
+  return value as BackendName;
 }

@@ -3,6 +3,7 @@
  * Linux when `DISPLAY` is unset) a private Xvfb + openbox started here and stopped on exit.
  */
 import type { Logger } from "../common/logger.js";
+import { type BackendName, backendOptions, defaultBackend } from "./choose-backend.js";
 import { DesktopManager } from "./manager.js";
 import { startVirtualDisplay, type VirtualDisplay } from "./virtual-display.js";
 
@@ -10,6 +11,8 @@ export interface DesktopSessionOptions {
   /** `"WxH"` or `true` (default size) to start one, `false` never, `undefined` only without DISPLAY. */
   virtualDisplay?: string | boolean;
   log: Logger;
+  /** `x11` or `nut`; default x11 on Linux, nut on macOS and Windows. */
+  backend?: BackendName;
 }
 
 export interface DesktopSession {
@@ -59,7 +62,7 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
     }
   }
 
-  const manager = new DesktopManager({ log });
+  const manager = new DesktopManager({ log, ...backendOptions(options.backend ?? defaultBackend(), log) });
   return {
     manager,
     virtualDisplay,

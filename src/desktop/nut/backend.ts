@@ -1,38 +1,71 @@
 /**
  * The nut-js desktop backend, for macOS and Windows (and X11, where the tests run it). nut-js runs
  * in a worker process (worker.ts) so that its crashes cost a restart, not the server; this class
- * turns the backend interface into worker operations and works around nut-js's traps:
- * text is typed key by key with Shift for shifted symbols, and pasted when a character has no key.
+ * turns the backend interface into worker operations and works around nut-js's traps: text is
+ * typed key by key with Shift for shifted symbols, and pasted when a character has no key.
+ *
+ * @example
+ * const desktop = await NutBackend.connect(":1");
+ * await desktop.typeText("héllo ✓");
  */
-import { CommandError } from "../../common/errors.js";
 import type { Logger } from "../../common/logger.js";
-import type {
-  DesktopBackend,
-  MouseButton,
-  Point,
-  RawImage,
-  Rect,
-  Size,
-  WindowInfo,
-} from "../backend.js";
+import type { DesktopBackend, MouseButton, Point, RawImage, Rect, Size, WindowInfo } from "../backend.js";
 import { strokesForKey, strokesForText } from "./key-strokes.js";
+import { NativeServices } from "./native-services.js";
 import { pasteText } from "./paste.js";
-import type { NutWindow } from "./protocol.js";
-import { NutWorker, type NutWorkerOptions } from "./worker-client.js";
-import { readSelection, writeSelection } from "./x11-selection.js";
+import type { DesktopServices } from "./services.js";
+import { NutWorker } from "./worker-client.js";
+import { X11Services } from "./x11-services.js";
 
-const USES_X11 = process.platform !== "darwin" && process.platform !== "win32";
+export const USES_X11 = process.platform !== "darwin" && process.platform !== "win32";
 
-export interface NutBackendOptions extends NutWorkerOptions {
+export interface NutBackendOptions {
+  /** Variables of the desktop (on X11 `DISPLAY` is required), on top of the server's own. */
+  env?: Record<string, string>;
   log?: Logger;
+  /** How long one nut-js operation may take before its worker is killed (default 15 s). */
+  callTimeoutMs?: number;
 }
 
 export class NutBackend implements DesktopBackend {
   readonly name = "nut";
+  readonly env: Readonly<Record<string, string>>;
   private readonly worker: NutWorker;
+  private readonly services: DesktopServices;
+  private closed = false;
+  private readonly closeListeners: ((reason: string) => void)[] = [];
 
   constructor(options: NutBackendOptions = {}) {
-    this.worker = new NutWorker(options);
+    this.env = { ...options.env };
+    const display = this.env.DISPLAY ?? process.env.DISPLAY ?? "";
+    let services: DesktopServices | null = null;
+    this.worker = new NutWorker({ ...options, check: () => services!.check() });
+    services = USES_X11 ? new X11Services(display) : new NativeServices(this.worker);
+    this.services = services;
+  }
+
+  /** A backend whose worker is already running; `unavailable` when the display cannot be used. */
+  static async connect(display: string, options: Omit<NutBackendOptions, "env"> = {}): Promise<NutBackend> {
+    const backend = new NutBackend({ ...options, env: USES_X11 ? { DISPLAY: display } : {} });
+    try {
+      await backend.ready();
+      return backend;
+    } catch (err) {
+      await backend.close();
+      throw err;
+    }
+  }
+
+  /**
+   * True until closed: when nut-js dies with its display, the next call starts it again, so this
+   * backend never needs replacing.
+   */
+  get alive(): boolean {
+    return !this.closed;
+  }
+
+  onClose(listener: (reason: string) => void) {
+    this.closeListeners.push(listener);
   }
 
   /** Starts nut-js if it is not running; `unavailable` when the display cannot be used. */
@@ -80,85 +113,39 @@ export class NutBackend implements DesktopBackend {
     else await pasteText(this.worker, text);
   }
 
-  async readClipboard(): Promise<string> {
-    if (USES_X11) return (await readSelection("clipboard", this.worker.env)) ?? "";
-    return this.worker.call("readClipboard", {});
+  readClipboard(): Promise<string> {
+    return this.services.readClipboard();
   }
 
-  async writeClipboard(text: string): Promise<void> {
-    if (USES_X11) await writeSelection("clipboard", text, this.worker.env);
-    else await this.worker.call("writeClipboard", { text });
+  writeClipboard(text: string): Promise<void> {
+    return this.services.writeClipboard(text);
   }
 
-  async listWindows(): Promise<WindowInfo[]> {
-    const [windows, active] = await Promise.all([
-      this.worker.call("listWindows", {}),
-      this.worker.call("activeWindow", {}),
-    ]);
-    return windows.map((w) => windowInfo(w, w.handle === active?.handle));
+  listWindows(): Promise<WindowInfo[]> {
+    return this.services.listWindows();
   }
 
-  async activeWindow(): Promise<WindowInfo | null> {
-    const active = await this.worker.call("activeWindow", {});
-    return active ? windowInfo(active, true) : null;
+  activeWindow(): Promise<WindowInfo | null> {
+    return this.services.activeWindow();
   }
 
-  async setWindowBounds(id: string, bounds: Partial<Rect>): Promise<void> {
-    const handle = parseHandle(id);
-    const { x, y, width, height } = bounds;
-    if (x !== undefined || y !== undefined) {
-      const current = x === undefined || y === undefined ? await this.windowBounds(handle) : null;
-      await this.worker.call("moveWindow", { handle, x: x ?? current!.x, y: y ?? current!.y });
-    }
-    if (width !== undefined || height !== undefined) {
-      const current = width === undefined || height === undefined ? await this.windowBounds(handle) : null;
-      await this.worker.call("resizeWindow", {
-        handle,
-        width: width ?? current!.width,
-        height: height ?? current!.height,
-      });
-    }
+  setWindowBounds(id: string, bounds: Partial<Rect>): Promise<void> {
+    return this.services.setWindowBounds(id, bounds);
   }
 
-  async windowAction(id: string, action: "activate" | "minimize" | "maximize" | "close"): Promise<void> {
-    const handle = parseHandle(id);
-    if (action !== "activate") {
-      throw new CommandError("not_supported", `The nut-js backend cannot ${action} windows`);
-    }
-    await this.worker.call("focusWindow", { handle });
+  windowAction(id: string, action: "activate" | "minimize" | "maximize" | "close"): Promise<void> {
+    return this.services.windowAction(id, action);
   }
 
-  async environment(): Promise<string> {
-    if (process.platform === "darwin") return "mac";
-    if (process.platform === "win32") return "windows";
-    return "x11";
+  environment(): Promise<string> {
+    return this.services.environment();
   }
 
-  close(): Promise<void> {
-    return this.worker.close();
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.services.close();
+    await this.worker.close();
+    for (const listener of this.closeListeners) listener("closed");
   }
-
-  private async windowBounds(handle: number): Promise<Rect> {
-    const window = (await this.worker.call("listWindows", {})).find((w) => w.handle === handle);
-    if (!window) throw new CommandError("not_found", `No window with id ${handle}`);
-    return window.bounds;
-  }
-}
-
-function windowInfo(window: NutWindow, active: boolean): WindowInfo {
-  return {
-    id: String(window.handle),
-    title: window.title,
-    pid: null,
-    appName: null,
-    bounds: window.bounds,
-    active,
-    minimized: false,
-  };
-}
-
-function parseHandle(id: string): number {
-  const handle = /^(0x[0-9a-f]+|\d+)$/i.test(id.trim()) ? Number(id.trim()) : Number.NaN;
-  if (!Number.isSafeInteger(handle)) throw new CommandError("invalid_params", `Not a window id: ${id}`);
-  return handle;
 }

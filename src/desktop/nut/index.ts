@@ -6,20 +6,14 @@
  * await desktop.moveCursor({ x: 10, y: 20 });
  */
 import type { Logger } from "../../common/logger.js";
-import type { DesktopProvider } from "../backend.js";
 import { NutBackend } from "./backend.js";
 
 export { NutBackend } from "./backend.js";
 
-/** A nut-js backend for the desktop described by `env` (on X11: `DISPLAY`), added to the server's own environment. */
+/**
+ * A nut-js backend for the desktop that `env` describes (on X11 its `DISPLAY`). nut-js starts on
+ * the first call; `await backend.ready()` starts it now.
+ */
 export function createNutBackend(env: Record<string, string> = {}, options: { log?: Logger } = {}): NutBackend {
   return new NutBackend({ env, log: options.log });
-}
-
-/** A provider for the server: hands out the backend once nut-js runs, else fails with `unavailable`. */
-export function nutDesktopProvider(backend: NutBackend): DesktopProvider {
-  return async () => {
-    await backend.ready();
-    return backend;
-  };
 }

@@ -7,7 +7,6 @@ import { type ChildProcess, fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { CommandError } from "../../common/errors.js";
 import type { Logger } from "../../common/logger.js";
-import { probeDisplay } from "./display-probe.js";
 import type { OpName, WorkerOps, WorkerReply } from "./protocol.js";
 
 export interface NutWorkerOptions {
@@ -18,6 +17,11 @@ export interface NutWorkerOptions {
   startTimeoutMs?: number;
   /** How long one operation may take before the worker is killed (default 15 s). */
   callTimeoutMs?: number;
+  /**
+   * Runs before each start of the worker and fails (`unavailable`) when the desktop cannot be used:
+   * nut-js crashes its process when it opens a display that is not there.
+   */
+  check?: () => Promise<void>;
   /** After a failed start, calls fail at once with the same error for this long (default 1 s). */
   retryDelayMs?: number;
 }
@@ -27,9 +31,6 @@ interface Pending {
   reject(err: Error): void;
   timer: NodeJS.Timeout;
 }
-
-/** Only X11 platforms need the display probe; macOS and Windows always have their desktop. */
-const USES_X11 = process.platform !== "darwin" && process.platform !== "win32";
 
 export class NutWorker {
   private child: ChildProcess | null = null;
@@ -93,7 +94,7 @@ export class NutWorker {
   private async start(): Promise<ChildProcess> {
     try {
       const env = this.env;
-      if (USES_X11) await probeDisplay(env);
+      await this.options.check?.();
       const child = await this.spawnWorker(env);
       if (this.closed) {
         child.kill("SIGKILL");
