@@ -29,10 +29,19 @@ export function registerServe(program: Command) {
       },
     )
     .option("--no-virtual-display", "never start a virtual display")
-    .option("--backend <name>", `desktop backend: ${BACKEND_NAMES.join(" or ")}`, parseBackend, defaultBackend())
+    .option(
+      "--backend <name>",
+      `desktop backend: ${BACKEND_NAMES.join(" or ")}`,
+      parseBackend,
+      defaultBackend(),
+    )
     .action(async (opts) => {
       const log = createLogger({ level: opts.logLevel, name: "computer" });
-      const desktop = await startDesktopSession({ virtualDisplay: opts.virtualDisplay, log, backend: opts.backend });
+      const desktop = await startDesktopSession({
+        virtualDisplay: opts.virtualDisplay,
+        log,
+        backend: opts.backend,
+      });
       const server = await startComputerServer({
         desktop: desktop.manager.provider,
         host: opts.host,

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
+import { type BackendName, backendOptions } from "../../src/desktop/choose-backend.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
 import { startTestServer } from "./server.js";
@@ -17,9 +18,15 @@ export const APPS = join(import.meta.dirname, "../desktop/apps");
 /** The system Python, which has python3-gi (a pyenv python3 on PATH may not). */
 export const PYTHON = "/usr/bin/python3";
 
-export async function startDesktopServer(size: { width?: number; height?: number } = {}) {
+export async function startDesktopServer(
+  size: { width?: number; height?: number } = {},
+  options: { backend?: BackendName } = {},
+) {
   const display: VirtualDisplay = await startVirtualDisplay(size);
-  const manager = new DesktopManager({ display: display.display });
+  const manager = new DesktopManager({
+    display: display.display,
+    ...backendOptions(options.backend ?? "x11"),
+  });
   const server = await startTestServer({ desktop: manager.provider });
   const env = { ...process.env, ...display.env };
   const children: ChildProcess[] = [];

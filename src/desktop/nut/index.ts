@@ -14,6 +14,9 @@ export { NutBackend } from "./backend.js";
  * A nut-js backend for the desktop that `env` describes (on X11 its `DISPLAY`). nut-js starts on
  * the first call; `await backend.ready()` starts it now.
  */
-export function createNutBackend(env: Record<string, string> = {}, options: { log?: Logger } = {}): NutBackend {
+export function createNutBackend(
+  env: Record<string, string> = {},
+  options: { log?: Logger } = {},
+): NutBackend {
   return new NutBackend({ env, log: options.log });
 }

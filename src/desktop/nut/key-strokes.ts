@@ -115,7 +115,8 @@ export function keyForName(name: string): Key | undefined {
 export function strokesForKey(name: string, action: "down" | "up"): KeyStroke[] | undefined {
   const named = keyForName(name);
   if (named !== undefined) return [[named, action]];
-  if ([...name].length !== 1) throw new CommandError("not_supported", `The nut-js backend cannot press ${name}`);
+  if ([...name].length !== 1)
+    throw new CommandError("not_supported", `The nut-js backend cannot press ${name}`);
   const typed = keyForCharacter(name);
   if (!typed) return undefined;
   if (!typed.shift) return [[typed.key, action]];

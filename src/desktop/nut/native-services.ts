@@ -51,7 +51,11 @@ export class NativeServices implements DesktopServices {
   }
 
   async environment(): Promise<string> {
-    return process.platform === "darwin" ? "mac" : process.platform === "win32" ? "windows" : process.platform;
+    return process.platform === "darwin"
+      ? "mac"
+      : process.platform === "win32"
+        ? "windows"
+        : process.platform;
   }
 
   close(): void {}

@@ -55,12 +55,18 @@ export class NutWorker {
     return new Promise<WorkerOps[K][1]>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(new CommandError("unavailable", `nut-js did not finish ${op} within ${timeoutMs} ms; it was restarted`));
+        reject(
+          new CommandError(
+            "unavailable",
+            `nut-js did not finish ${op} within ${timeoutMs} ms; it was restarted`,
+          ),
+        );
         child.kill("SIGKILL");
       }, timeoutMs);
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
       child.send({ id, op, args }, (err) => {
-        if (err) this.settle(id, () => new CommandError("unavailable", `The nut-js worker is gone: ${err.message}`));
+        if (err)
+          this.settle(id, () => new CommandError("unavailable", `The nut-js worker is gone: ${err.message}`));
       });
     });
   }
@@ -105,7 +111,9 @@ export class NutWorker {
       return child;
     } catch (err) {
       const error =
-        err instanceof CommandError ? err : new CommandError("unavailable", `nut-js could not start: ${String(err)}`);
+        err instanceof CommandError
+          ? err
+          : new CommandError("unavailable", `nut-js could not start: ${String(err)}`);
       this.lastFailure = { error, at: Date.now() };
       throw error;
     }
@@ -175,7 +183,10 @@ export class NutWorker {
 function workerEntry(): { file: string; execArgv: string[] } {
   const self = import.meta.url;
   if (self.endsWith(".ts")) {
-    return { file: fileURLToPath(new URL("./worker.ts", self)), execArgv: ["--import", import.meta.resolve("tsx")] };
+    return {
+      file: fileURLToPath(new URL("./worker.ts", self)),
+      execArgv: ["--import", import.meta.resolve("tsx")],
+    };
   }
   return { file: fileURLToPath(new URL("./worker.js", self)), execArgv: [] };
 }

@@ -6,8 +6,9 @@
  * Delays are 0, the pointer jumps (no animated moves), and scroll and capture are corrected for
  * nut-js's quirks (see `scroll` and `capture` below).
  */
-import type { WorkerOps, WorkerReply, WorkerRequest } from "./protocol.js";
+
 import { bgraToRgba } from "./pixels.js";
+import type { WorkerOps, WorkerReply, WorkerRequest } from "./protocol.js";
 
 type Nut = typeof import("@nut-tree-fork/nut-js");
 type Handlers = { [K in keyof WorkerOps]: (args: WorkerOps[K][0]) => Promise<WorkerOps[K][1]> };
@@ -41,7 +42,10 @@ async function main() {
   const buttons = { left: nut.Button.LEFT, right: nut.Button.RIGHT, middle: nut.Button.MIDDLE };
 
   const describe = async (handle: number) => {
-    const [title, region] = await Promise.all([windows.getWindowTitle(handle), windows.getWindowRegion(handle)]);
+    const [title, region] = await Promise.all([
+      windows.getWindowTitle(handle),
+      windows.getWindowRegion(handle),
+    ]);
     return {
       handle,
       title,

@@ -26,7 +26,10 @@ export function readSelection(selection: Selection, env: NodeJS.ProcessEnv): Pro
       clearTimeout(timer);
       if (code === 0) resolve(Buffer.concat(out).toString("utf8"));
       else if (/not available|no owner/i.test(err) || code === 1) resolve(null);
-      else reject(new CommandError("failed", `Reading the ${selection} failed (${signal ?? code}): ${err.trim()}`));
+      else
+        reject(
+          new CommandError("failed", `Reading the ${selection} failed (${signal ?? code}): ${err.trim()}`),
+        );
     });
   });
 }
@@ -46,7 +49,10 @@ export function writeSelection(selection: Selection, text: string, env: NodeJS.P
       clearTimeout(timer);
       child.stderr.destroy();
       if (code === 0) resolve();
-      else reject(new CommandError("failed", `Setting the ${selection} failed (${signal ?? code}): ${err.trim()}`));
+      else
+        reject(
+          new CommandError("failed", `Setting the ${selection} failed (${signal ?? code}): ${err.trim()}`),
+        );
     });
     child.stdin.end(text);
   });
@@ -61,7 +67,11 @@ export interface SelectionOffer {
 }
 
 /** Offers `text` on a selection; resolves once xclip owns it. */
-export function offerSelection(selection: Selection, text: string, env: NodeJS.ProcessEnv): Promise<SelectionOffer> {
+export function offerSelection(
+  selection: Selection,
+  text: string,
+  env: NodeJS.ProcessEnv,
+): Promise<SelectionOffer> {
   return new Promise((resolve, reject) => {
     const child = spawn("xclip", ["-selection", selection, "-i", "-verbose"], {
       env,
@@ -100,12 +110,17 @@ export function offerSelection(selection: Selection, text: string, env: NodeJS.P
     });
     child.once("close", (code) => {
       clearTimeout(timer);
-      reject(new CommandError("failed", `xclip exited (${code}) before owning the ${selection}: ${log.trim()}`));
+      reject(
+        new CommandError("failed", `xclip exited (${code}) before owning the ${selection}: ${log.trim()}`),
+      );
     });
     child.stdin.end(text);
   });
 }
 
 function xclipMissing(err: Error): CommandError {
-  return new CommandError("unavailable", `xclip could not be run (${err.message}); install the xclip package`);
+  return new CommandError(
+    "unavailable",
+    `xclip could not be run (${err.message}); install the xclip package`,
+  );
 }
