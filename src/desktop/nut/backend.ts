@@ -103,14 +103,19 @@ export class NutBackend implements DesktopBackend {
     const strokes = strokesForKey(key, action);
     if (strokes) await this.worker.call("keys", { strokes });
     // A character without a key is entered whole when pressed; releasing it has nothing to do.
-    else if (action === "down") await pasteText(this.worker, key);
+    else if (action === "down") await this.paste(key);
   }
 
   async typeText(text: string): Promise<void> {
     if (text.length === 0) return;
     const strokes = strokesForText(text);
     if (strokes) await this.worker.call("keys", { strokes });
-    else await pasteText(this.worker, text);
+    else await this.paste(text);
+  }
+
+  private async paste(text: string): Promise<void> {
+    const focused = USES_X11 ? await this.services.activeWindow().catch(() => null) : null;
+    await pasteText(this.worker, text, focused?.appName);
   }
 
   readClipboard(): Promise<string> {

@@ -3,9 +3,11 @@
  * clipboard saved before and put back after, so that nothing is dropped and the user's clipboard
  * survives.
  *
- * - X11: the text is offered on both CLIPBOARD and PRIMARY and pasted with Shift+Insert, which
- *   terminals (xterm, VTE: PRIMARY) and toolkits (GTK, Qt, browsers: CLIPBOARD) all honour. The
- *   old contents are put back as soon as the window has read the text, which xclip reports.
+ * - X11: the text is offered on CLIPBOARD and pasted with Shift+Insert, which toolkits (GTK, Qt,
+ *   browsers) honour; terminals paste PRIMARY on Shift+Insert, so for them it is offered there too.
+ *   (Not for other windows: a GTK entry that loses PRIMARY drops its selection, and typing over a
+ *   selection must replace it.) The old contents are put back as soon as the window has read the
+ *   text, which xclip reports.
  * - macOS (Cmd+V) and Windows (Ctrl+V): through nut-js's clipboard; there is no read receipt, so
  *   the old text is put back after a pause.
  */
@@ -21,15 +23,22 @@ const PASTE_TIMEOUT_MS = 2000;
 /** How long the pasted text stays on the clipboard where there is no read receipt. */
 const RESTORE_DELAY_MS = 150;
 
-export async function pasteText(worker: NutWorker, text: string): Promise<void> {
+/** Window classes of X terminals, which paste PRIMARY on Shift+Insert. */
+const TERMINAL_CLASS = /term|rxvt|^st(-\w+)?$|konsole|alacritty|kitty|tilix|terminator/i;
+
+/**
+ * Pastes `text` into the focused window.
+ * @param focusedApp the focused window's class (X11 `WM_CLASS`), to tell terminals apart
+ */
+export async function pasteText(worker: NutWorker, text: string, focusedApp?: string | null): Promise<void> {
   if (process.platform === "darwin") return pasteThroughClipboard(worker, text, [Key.LeftCmd, Key.V]);
   if (process.platform === "win32") return pasteThroughClipboard(worker, text, [Key.LeftControl, Key.V]);
-  return pasteThroughSelections(worker, text);
+  const terminal = TERMINAL_CLASS.test(focusedApp ?? "");
+  return pasteThroughSelections(worker, text, terminal ? ["clipboard", "primary"] : ["clipboard"]);
 }
 
-async function pasteThroughSelections(worker: NutWorker, text: string) {
+async function pasteThroughSelections(worker: NutWorker, text: string, selections: Selection[]) {
   const env = worker.env;
-  const selections: Selection[] = ["clipboard", "primary"];
   const saved = await Promise.all(selections.map((s) => readSelection(s, env)));
   const offers = await Promise.all(selections.map((s) => offerSelection(s, text, env)));
   try {
