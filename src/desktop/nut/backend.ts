@@ -114,8 +114,13 @@ export class NutBackend implements DesktopBackend {
   }
 
   private async paste(text: string): Promise<void> {
-    const focused = USES_X11 ? await this.services.activeWindow().catch(() => null) : null;
-    await pasteText(this.worker, text, focused?.appName);
+    const x11 = this.services instanceof X11Services ? this.services : null;
+    const focused = x11 ? await x11.activeWindow().catch(() => null) : null;
+    await pasteText(
+      this.worker,
+      text,
+      x11 ? { focusedApp: focused?.appName, selectionOwner: (s) => x11.selectionOwner(s) } : undefined,
+    );
   }
 
   readClipboard(): Promise<string> {

@@ -30,18 +30,38 @@ const TERMINAL_CLASS = /term|rxvt|^st(-\w+)?$|konsole|alacritty|kitty|tilix|term
  * Pastes `text` into the focused window.
  * @param focusedApp the focused window's class (X11 `WM_CLASS`), to tell terminals apart
  */
-export async function pasteText(worker: NutWorker, text: string, focusedApp?: string | null): Promise<void> {
-  if (process.platform === "darwin") return pasteThroughClipboard(worker, text, [Key.LeftCmd, Key.V]);
-  if (process.platform === "win32") return pasteThroughClipboard(worker, text, [Key.LeftControl, Key.V]);
-  const terminal = TERMINAL_CLASS.test(focusedApp ?? "");
-  return pasteThroughSelections(worker, text, terminal ? ["clipboard", "primary"] : ["clipboard"]);
+export interface X11PasteContext {
+  /** The focused window's class (`WM_CLASS`), to tell terminals apart. */
+  focusedApp?: string | null;
+  /** The window that owns a selection (0 for none), to know when xclip's claim has landed. */
+  selectionOwner(selection: Selection): Promise<number>;
 }
 
-async function pasteThroughSelections(worker: NutWorker, text: string, selections: Selection[]) {
+/** Pastes `text` into the focused window; on X11 `x11` is required. */
+export async function pasteText(worker: NutWorker, text: string, x11?: X11PasteContext): Promise<void> {
+  if (process.platform === "darwin") return pasteThroughClipboard(worker, text, [Key.LeftCmd, Key.V]);
+  if (process.platform === "win32") return pasteThroughClipboard(worker, text, [Key.LeftControl, Key.V]);
+  if (!x11) throw new CommandError("internal", "Pasting on X11 needs the X connection");
+  const terminal = TERMINAL_CLASS.test(x11.focusedApp ?? "");
+  return pasteThroughSelections(worker, text, terminal ? ["clipboard", "primary"] : ["clipboard"], x11);
+}
+
+async function pasteThroughSelections(
+  worker: NutWorker,
+  text: string,
+  selections: Selection[],
+  x11: X11PasteContext,
+) {
   const env = worker.env;
-  const saved = await Promise.all(selections.map((s) => readSelection(s, env)));
+  const owners = () => Promise.all(selections.map((s) => x11.selectionOwner(s)));
+  const [saved, before] = await Promise.all([
+    Promise.all(selections.map((s) => readSelection(s, env))),
+    owners(),
+  ]);
   const offers = await Promise.all(selections.map((s) => offerSelection(s, text, env)));
   try {
+    // xclip says it is waiting before its claim has reached the server; wait for a new owner.
+    await waitFor(async () => (await owners()).every((owner, i) => owner !== 0 && owner !== before[i]));
     await worker.call("keys", { strokes: strokesForCombo([Key.LeftShift, Key.Insert]) });
     const timeout = sleep(PASTE_TIMEOUT_MS, "timeout" as const);
     const outcome = await Promise.race([...offers.map((o) => o.taken.then(() => "taken" as const)), timeout]);
@@ -70,5 +90,13 @@ async function pasteThroughClipboard(worker: NutWorker, text: string, shortcut: 
     await sleep(RESTORE_DELAY_MS);
   } finally {
     if (saved !== null) await worker.call("writeClipboard", { text: saved }).catch(() => undefined);
+  }
+}
+
+async function waitFor(done: () => Promise<boolean>, timeoutMs = 2000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new CommandError("failed", "xclip did not take the selection in time");
+    await sleep(1);
   }
 }

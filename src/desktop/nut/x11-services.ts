@@ -48,6 +48,13 @@ export class X11Services implements DesktopServices {
     return name ? name.toLowerCase() : "unknown";
   }
 
+  /** The window owning a selection, 0 when none. */
+  async selectionOwner(selection: "clipboard" | "primary"): Promise<number> {
+    const conn = await this.connect();
+    const atom = await conn.atom(selection.toUpperCase());
+    return conn.call<number>((cb) => conn.X.GetSelectionOwner(atom, cb));
+  }
+
   close(): void {
     const pending = this.connection;
     this.connection = null;
