@@ -83,9 +83,21 @@ async function main() {
       return null;
     },
     keys: async ({ strokes }) => {
-      for (const [key, action] of strokes) {
-        if (action === "down") await keys.pressKey(key);
-        else await keys.releaseKey(key);
+      const held = new Set<number>();
+      try {
+        for (const [key, action] of strokes) {
+          if (action === "down") {
+            await keys.pressKey(key);
+            held.add(key);
+          } else {
+            await keys.releaseKey(key);
+            held.delete(key);
+          }
+        }
+      } catch (err) {
+        // Leave no key of a failed sequence stuck down.
+        for (const key of held) await keys.releaseKey(key).catch(() => undefined);
+        throw err;
       }
       return null;
     },
