@@ -7,6 +7,7 @@
  * It also remembers how the last screenshot maps to the screen (region origin and scale), for
  * `to_screen_coordinates` and `to_screenshot_coordinates`.
  */
+import { availableParallelism } from "node:os";
 import sharp from "sharp";
 import { CommandError } from "../common/errors.js";
 import type { DesktopBackend, Point, RawImage, Rect } from "./backend.js";
@@ -27,6 +28,8 @@ export interface ScreenshotOptions {
 
 export interface Screenshot {
   data: Buffer;
+  /** `data` in base64 (computed once per encoding, as repeat screenshots reuse it). */
+  base64: string;
   format: ImageFormat;
   width: number;
   height: number;
@@ -42,6 +45,10 @@ export interface Screenshot {
  * typically 10–25 % larger. See bench/desktop.ts.
  */
 export const PNG_OPTIONS = { compressionLevel: 2, adaptiveFiltering: false } as const;
+
+// On glibc Linux sharp gives libvips a single thread by default (to limit memory fragmentation);
+// JPEG encoding and resizing are about twice as fast with two.
+sharp.concurrency(Math.max(sharp.concurrency(), Math.min(4, availableParallelism())));
 
 interface CacheEntry {
   raw: RawImage;
@@ -157,6 +164,7 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
     const data = await pipeline.toBuffer();
     return {
       data,
+      base64: data.toString("base64"),
       format: options.format,
       width: size.width,
       height: size.height,
