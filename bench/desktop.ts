@@ -17,6 +17,7 @@ import { startComputerServer } from "../src/computer/server.js";
 import { DesktopManager } from "../src/desktop/manager.js";
 import { PNG_OPTIONS } from "../src/desktop/screenshot.js";
 import { startVirtualDisplay } from "../src/desktop/virtual-display.js";
+import { X11Backend } from "../src/desktop/x11/backend.js";
 import { printTable, type Row, summarize, timeIt } from "./lib.js";
 
 const RUNS = 30;
@@ -182,6 +183,41 @@ async function kib(url: string, params: unknown) {
   return `${shot.width}x${shot.height}, ${Math.round(Buffer.from(shot.image_data, "base64").length / 1024)} KiB`;
 }
 
+/** PNG encoder settings on the same 1920x1080 capture (encoding only, no capture or HTTP). */
+async function pngSettings(display: string): Promise<Row[]> {
+  const backend = await X11Backend.connect(display);
+  try {
+    const raw = await backend.capture();
+    const input = () =>
+      sharp(raw.data, {
+        raw: { width: raw.width, height: raw.height, channels: raw.channels },
+      }).removeAlpha();
+    const settings: [string, sharp.PngOptions][] = [
+      ["sharp default (level 6, adaptive filtering)", { compressionLevel: 6, adaptiveFiltering: true }],
+      ["level 6, no filtering", { compressionLevel: 6, adaptiveFiltering: false }],
+      ["level 3, no filtering", { compressionLevel: 3, adaptiveFiltering: false }],
+      ["level 2, no filtering (chosen)", { ...PNG_OPTIONS }],
+      ["level 1, no filtering", { compressionLevel: 1, adaptiveFiltering: false }],
+    ];
+    const rows: Row[] = [];
+    for (const [name, options] of settings) {
+      const size = (await input().png(options).toBuffer()).length;
+      rows.push(
+        await timeIt(name, () => input().png(options).toBuffer(), {
+          runs: 15,
+          warmup: 2,
+          note: `${Math.round(size / 1024)} KiB`,
+        }),
+      );
+    }
+    return rows;
+  } finally {
+    await backend.close();
+  }
+}
+
+const encoderRows: Row[] = [];
+
 async function main() {
   const rows: Row[] = [];
   const full = await startScene(1920, 1080);
@@ -247,6 +283,7 @@ async function main() {
       ...row,
       note: `${[...MIXED].length} chars; ${exact ? "exact" : "NOT EXACT"} (${typed} runs)`,
     });
+    encoderRows.push(...(await pngSettings(full.display.display)));
   } finally {
     await full.stop();
   }
@@ -272,6 +309,7 @@ async function main() {
   }
 
   printTable("Linux desktop through POST /cmd (Xvfb + openbox, 2 cores)", rows);
+  printTable("PNG encoder settings, one 1920x1080 capture of the same scene (encoding only)", encoderRows);
   agent.destroy();
 }
 
