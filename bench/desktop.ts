@@ -12,7 +12,7 @@ import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import sharp from "sharp";
+import sharp, { type PngOptions } from "sharp";
 import { startComputerServer } from "../src/computer/server.js";
 import { DesktopManager } from "../src/desktop/manager.js";
 import { PNG_OPTIONS } from "../src/desktop/screenshot.js";
@@ -192,7 +192,7 @@ async function pngSettings(display: string): Promise<Row[]> {
       sharp(raw.data, {
         raw: { width: raw.width, height: raw.height, channels: raw.channels },
       }).removeAlpha();
-    const settings: [string, sharp.PngOptions][] = [
+    const settings: [string, PngOptions][] = [
       ["sharp default (level 6, adaptive filtering)", { compressionLevel: 6, adaptiveFiltering: true }],
       ["level 6, no filtering", { compressionLevel: 6, adaptiveFiltering: false }],
       ["level 3, no filtering", { compressionLevel: 3, adaptiveFiltering: false }],
