@@ -25,7 +25,7 @@ const APPS = join(import.meta.dirname, "../test/desktop/apps");
 const PYTHON = "/usr/bin/python3";
 /** 100 characters: letters, digits, ASCII symbols, accents, CJK and emoji. */
 const MIXED =
-  'Hello, World 123 ~!@#$%^&*()_+{}|:"<>? café naïve Grüße ñ 日本語テキスト 中文 😀🎉✓ — fin. abcdefghijklmnopq';
+  'Hello, World 123 ~!@#$%^&*()_+{}|:"<>? café naïve Grüße ñ 日本語テキスト 中文 😀🎉✓ — fin. abcdefghijklmnopqrst';
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 
