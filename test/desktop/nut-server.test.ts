@@ -50,7 +50,8 @@ describe("nut-js backend through the server", () => {
   });
 
   it("takes a PNG screenshot with the right colours in the right place", async () => {
-    const pixelAt = async (x: number, y: number) => {
+    /** A screenshot's pixels, as a lookup by screen coordinates. */
+    const screenshot = async () => {
       const shot = await desk.cmd("screenshot", {});
       expect(shot).toMatchObject({ success: true, format: "png", width: 1024, height: 768 });
       const { data } = await sharp(Buffer.from(shot.image_data, "base64")).removeAlpha().raw().toBuffer({
@@ -60,7 +61,7 @@ describe("nut-js backend through the server", () => {
     };
     const { x, y } = PATTERN_AT;
     const pixel = await eventually(async () => {
-      const p = await pixelAt(x, y);
+      const p = await screenshot();
       return p(x, y).join() === "255,0,0" ? p : null;
     }, 15_000);
     expect(pixel(x + 150, y + 10)).toEqual([0, 255, 0]);
