@@ -45,6 +45,8 @@ describe("nut-js backend on X11", () => {
     });
     child.stdin.end(text);
     await new Promise((resolve) => child.once("exit", resolve));
+    // xclip's daemon may claim the selection a moment after its parent exits.
+    await eventually(async () => (await run("xclip", ["-selection", "clipboard", "-o"])) === text);
   }
   async function windowId(title: string): Promise<string> {
     return eventually(

@@ -119,7 +119,13 @@ export class NutBackend implements DesktopBackend {
     await pasteText(
       this.worker,
       text,
-      x11 ? { focusedApp: focused?.appName, selectionOwner: (s) => x11.selectionOwner(s) } : undefined,
+      x11
+        ? {
+            focusedApp: focused?.appName,
+            selectionOwner: (s) => x11.selectionOwner(s),
+            waitForNewOwner: (s, before) => x11.waitForNewOwner(s, before),
+          }
+        : undefined,
     );
   }
 

@@ -33,8 +33,10 @@ const TERMINAL_CLASS = /term|rxvt|^st(-\w+)?$|konsole|alacritty|kitty|tilix|term
 export interface X11PasteContext {
   /** The focused window's class (`WM_CLASS`), to tell terminals apart. */
   focusedApp?: string | null;
-  /** The window that owns a selection (0 for none), to know when xclip's claim has landed. */
+  /** The window that owns a selection (0 for none). */
   selectionOwner(selection: Selection): Promise<number>;
+  /** Resolves once a selection is owned by another window than `before` (an xclip claim landed). */
+  waitForNewOwner(selection: Selection, before: number): Promise<void>;
 }
 
 /** Pastes `text` into the focused window; on X11 `x11` is required. */
@@ -59,9 +61,11 @@ async function pasteThroughSelections(
     owners(),
   ]);
   const offers = await Promise.all(selections.map((s) => offerSelection(s, text, env)));
+  let offered = before;
   try {
-    // xclip says it is waiting before its claim has reached the server; wait for a new owner.
-    await waitFor(async () => (await owners()).every((owner, i) => owner !== 0 && owner !== before[i]));
+    // xclip says it is waiting before its claim has reached the server; wait for the new owners.
+    await Promise.all(selections.map((s, i) => x11.waitForNewOwner(s, before[i])));
+    offered = await owners();
     await worker.call("keys", { strokes: strokesForCombo([Key.LeftShift, Key.Insert]) });
     const timeout = sleep(PASTE_TIMEOUT_MS, "timeout" as const);
     const outcome = await Promise.race([...offers.map((o) => o.taken.then(() => "taken" as const)), timeout]);
@@ -75,7 +79,11 @@ async function pasteThroughSelections(
     await Promise.all(
       selections.map(async (selection, i) => {
         const old = saved[i];
-        if (old !== null) await writeSelection(selection, old, env).catch(() => undefined);
+        if (old !== null) {
+          await writeSelection(selection, old, env)
+            .then(() => x11.waitForNewOwner(selection, offered[i]))
+            .catch(() => undefined);
+        }
         offers[i].withdraw();
       }),
     );
@@ -90,13 +98,5 @@ async function pasteThroughClipboard(worker: NutWorker, text: string, shortcut: 
     await sleep(RESTORE_DELAY_MS);
   } finally {
     if (saved !== null) await worker.call("writeClipboard", { text: saved }).catch(() => undefined);
-  }
-}
-
-async function waitFor(done: () => Promise<boolean>, timeoutMs = 2000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await done())) {
-    if (Date.now() > deadline) throw new CommandError("failed", "xclip did not take the selection in time");
-    await sleep(1);
   }
 }

@@ -3,11 +3,14 @@
  * backend: EWMH over a pure-JavaScript X connection (which, unlike nut-js, survives the display
  * going away) and xclip. The connection is opened lazily and again after the display comes back.
  */
+import { setTimeout as sleep } from "node:timers/promises";
+import { CommandError } from "../../common/errors.js";
 import type { Rect, WindowInfo } from "../backend.js";
 import { readClipboard, writeClipboard } from "../x11/clipboard.js";
 import { XConnection } from "../x11/connection.js";
 import { Windows } from "../x11/windows.js";
 import type { DesktopServices } from "./services.js";
+import type { Selection } from "./x11-selection.js";
 
 export class X11Services implements DesktopServices {
   private connection: Promise<XConnection> | null = null;
@@ -39,8 +42,10 @@ export class X11Services implements DesktopServices {
     return readClipboard(this.display);
   }
 
-  writeClipboard(text: string): Promise<void> {
-    return writeClipboard(this.display, text);
+  async writeClipboard(text: string): Promise<void> {
+    const before = await this.selectionOwner("clipboard");
+    await writeClipboard(this.display, text);
+    await this.waitForNewOwner("clipboard", before);
   }
 
   async environment(): Promise<string> {
@@ -49,10 +54,25 @@ export class X11Services implements DesktopServices {
   }
 
   /** The window owning a selection, 0 when none. */
-  async selectionOwner(selection: "clipboard" | "primary"): Promise<number> {
+  async selectionOwner(selection: Selection): Promise<number> {
     const conn = await this.connect();
     const atom = await conn.atom(selection.toUpperCase());
     return conn.call<number>((cb) => conn.X.GetSelectionOwner(atom, cb));
+  }
+
+  /**
+   * Waits until a selection has an owner other than `before`: xclip can exit (or say it is ready)
+   * before its claim has reached the X server, and a paste or read right then sees the old owner.
+   */
+  async waitForNewOwner(selection: Selection, before: number, timeoutMs = 2000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const owner = await this.selectionOwner(selection);
+      if (owner !== 0 && owner !== before) return;
+      if (Date.now() > deadline)
+        throw new CommandError("failed", `The ${selection} did not change owner in time`);
+      await sleep(1);
+    }
   }
 
   close(): void {
