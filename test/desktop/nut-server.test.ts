@@ -7,9 +7,12 @@ import { spawn } from "node:child_process";
 import { join } from "node:path";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { backendOptions } from "../../src/desktop/choose-backend.js";
+import { DesktopManager } from "../../src/desktop/manager.js";
 import { NutBackend } from "../../src/desktop/nut/index.js";
 import { startVirtualDisplay } from "../../src/desktop/virtual-display.js";
 import { APPS, type DesktopServer, eventually, PYTHON, startDesktopServer } from "../support/desktop.js";
+import { startTestServer } from "../support/server.js";
 
 const TEXT = "Hello ~`!@#$%^&*()_+-={}[]|\\:;\"'<>,.?/ héllo wörld ✓ 日本語 한국어 😀🎉";
 const PATTERN_AT = { x: 600, y: 420 };
@@ -89,6 +92,22 @@ describe("nut-js backend without a display", () => {
       await nut.close();
     }
     expect(process.exitCode ?? 0).toBe(0);
+  });
+
+  it("through the server: desktop commands answer unavailable, the rest keep working", async () => {
+    const manager = new DesktopManager({ display: ":4998", ...backendOptions("nut") });
+    const server = await startTestServer({ desktop: manager.provider });
+    try {
+      for (const command of ["screenshot", "move_cursor", "type_text", "get_application_windows"]) {
+        const { event } = await server.cmd(command, { x: 1, y: 1, text: "é", app: "x" });
+        expect(event, command).toMatchObject({ success: false, code: "unavailable" });
+        expect(event.error).toContain(":4998");
+      }
+      expect((await server.cmd("run_command", { command: "echo alive" })).event.stdout).toBe("alive\n");
+    } finally {
+      await server.close();
+      await manager.close();
+    }
   });
 
   it("survives the X server dying under nut-js, and works again once a display is back", async () => {

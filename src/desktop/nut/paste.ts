@@ -67,8 +67,10 @@ async function pasteThroughSelections(
     await Promise.all(selections.map((s, i) => x11.waitForNewOwner(s, before[i])));
     offered = await owners();
     await worker.call("keys", { strokes: strokesForCombo([Key.LeftShift, Key.Insert]) });
-    const timeout = sleep(PASTE_TIMEOUT_MS, "timeout" as const);
+    const stopTimer = new AbortController();
+    const timeout = sleep(PASTE_TIMEOUT_MS, "timeout" as const, { signal: stopTimer.signal }).catch(() => "stopped");
     const outcome = await Promise.race([...offers.map((o) => o.taken.then(() => "taken" as const)), timeout]);
+    stopTimer.abort();
     if (outcome === "timeout") {
       throw new CommandError(
         "failed",
