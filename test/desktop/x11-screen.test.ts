@@ -144,6 +144,23 @@ describe("screenshots (X11)", () => {
     expect(changed.image_data).not.toBe(first.image_data);
   });
 
+  it("serves concurrent screenshots in different formats and sizes", async () => {
+    const requests = [
+      {},
+      { format: "jpeg" },
+      { max_width: 256 },
+      { region: { x: AT.x, y: AT.y, width: 300, height: 200 } },
+    ];
+    const shots = await Promise.all(requests.map((params) => desk.cmd("screenshot", params)));
+    expect(shots.map((s) => [s.success, s.width, s.height])).toEqual([
+      [true, 1024, 768],
+      [true, 1024, 768],
+      [true, 256, 192],
+      [true, 300, 200],
+    ]);
+    expectPattern(await decode(shots[3].image_data), AT);
+  });
+
   it("captures the same pixels through the core GetImage path", async () => {
     const core = await X11Backend.connect(desk.display.display, { useShm: false });
     try {

@@ -147,7 +147,6 @@ export class Keyboard {
         const known = places.get(sym);
         if (!known || level < known.level) places.set(sym, { keycode, level });
       });
-      // A key whose second level is empty gives its first keysym with Shift too.
     });
     this.places = places;
     // Keycode 8 is the lowest and some clients ignore it: use it last.
