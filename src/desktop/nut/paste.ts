@@ -68,7 +68,9 @@ async function pasteThroughSelections(
     offered = await owners();
     await worker.call("keys", { strokes: strokesForCombo([Key.LeftShift, Key.Insert]) });
     const stopTimer = new AbortController();
-    const timeout = sleep(PASTE_TIMEOUT_MS, "timeout" as const, { signal: stopTimer.signal }).catch(() => "stopped");
+    const timeout = sleep(PASTE_TIMEOUT_MS, "timeout" as const, { signal: stopTimer.signal }).catch(
+      () => "stopped",
+    );
     const outcome = await Promise.race([...offers.map((o) => o.taken.then(() => "taken" as const)), timeout]);
     stopTimer.abort();
     if (outcome === "timeout") {

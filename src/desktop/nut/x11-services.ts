@@ -87,7 +87,9 @@ export class X11Services implements DesktopServices {
 
   private connect(): Promise<XConnection> {
     if (!this.display) {
-      return Promise.reject(new CommandError("unavailable", "No display: DISPLAY is not set for the nut-js backend"));
+      return Promise.reject(
+        new CommandError("unavailable", "No display: DISPLAY is not set for the nut-js backend"),
+      );
     }
     const pending = this.connection ?? XConnection.open(this.display);
     this.connection = pending;
