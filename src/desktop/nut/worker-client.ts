@@ -151,7 +151,7 @@ export class NutWorker {
           this.settle(reply.id, () => reply);
         }
       });
-      child.once("error", (err) => {
+      child.on("error", (err) => {
         clearTimeout(timer);
         reject(new CommandError("unavailable", `nut-js worker could not be started: ${err.message}`));
       });

@@ -54,6 +54,7 @@ export function writeSelection(selection: Selection, text: string, env: NodeJS.P
           new CommandError("failed", `Setting the ${selection} failed (${signal ?? code}): ${err.trim()}`),
         );
     });
+    child.stdin.on("error", () => undefined); // EPIPE when xclip exits at once; its exit says why
     child.stdin.end(text);
   });
 }
@@ -114,6 +115,7 @@ export function offerSelection(
         new CommandError("failed", `xclip exited (${code}) before owning the ${selection}: ${log.trim()}`),
       );
     });
+    child.stdin.on("error", () => undefined); // EPIPE when xclip exits at once; its exit says why
     child.stdin.end(text);
   });
 }
