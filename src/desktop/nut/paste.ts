@@ -20,6 +20,8 @@ import { offerSelection, readSelection, type Selection, writeSelection } from ".
 
 /** How long a window gets to read pasted text before the paste counts as failed (X11). */
 const PASTE_TIMEOUT_MS = 2000;
+/** How long xclip keeps running after the window has read the text (see below). */
+const WITHDRAW_GRACE_MS = 250;
 /** How long the pasted text stays on the clipboard where there is no read receipt. */
 const RESTORE_DELAY_MS = 150;
 
@@ -88,7 +90,9 @@ async function pasteThroughSelections(
             .then(() => x11.waitForNewOwner(selection, offered[i]))
             .catch(() => undefined);
         }
-        offers[i].withdraw();
+        // xclip reports a request served before it has flushed the answer to the X server: a
+        // moment's grace, or the window would wait for text that never comes.
+        setTimeout(() => offers[i].withdraw(), WITHDRAW_GRACE_MS).unref();
       }),
     );
   }
