@@ -19,7 +19,7 @@ import type { NutWorker } from "./worker-client.js";
 import { offerSelection, readSelection, type Selection, writeSelection } from "./x11-selection.js";
 
 /** How long a window gets to read pasted text before the paste counts as failed (X11). */
-const PASTE_TIMEOUT_MS = 2000;
+const PASTE_TIMEOUT_MS = 5000;
 /** How long xclip keeps running after the window has read the text (see below). */
 const WITHDRAW_GRACE_MS = 250;
 /** How long the pasted text stays on the clipboard where there is no read receipt. */
