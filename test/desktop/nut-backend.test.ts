@@ -197,6 +197,17 @@ describe("nut-js backend on X11", () => {
     expect(pixel(screen, x + 250, y + 170)).toEqual([0, 0, 255, 255]);
     expect(pixel(screen, x + 10, y + 190)).toEqual([255, 255, 255, 255]);
 
+    // An unchanged screen comes back as the same image; a changed one as a new image.
+    await eventually(async () => (await nut.capture()) === (await nut.capture()));
+    const before = await nut.capture();
+    await focus("nutcat");
+    await nut.typeText("changes the screen");
+    const after = await eventually(async () => {
+      const image = await nut.capture();
+      return image !== before && !image.data.equals(before.data) ? image : null;
+    });
+    expect(pixel(after, x, y)).toEqual([255, 0, 0, 255]);
+
     const region = await nut.capture({ x: x + 90, y: y + 100, width: 30, height: 20 });
     expect([region.width, region.height, region.data.length]).toEqual([30, 20, 30 * 20 * 4]);
     expect(pixel(region, 0, 0)).toEqual([255, 0, 0, 255]);

@@ -8,6 +8,7 @@
  * const desktop = await NutBackend.connect(":1");
  * await desktop.typeText("héllo ✓");
  */
+import { CommandError } from "../../common/errors.js";
 import type { Logger } from "../../common/logger.js";
 import type { DesktopBackend, MouseButton, Point, RawImage, Rect, Size, WindowInfo } from "../backend.js";
 import { strokesForKey, strokesForText } from "./key-strokes.js";
@@ -33,6 +34,7 @@ export class NutBackend implements DesktopBackend {
   private readonly worker: NutWorker;
   private readonly services: DesktopServices;
   private closed = false;
+  private lastFrame: { id: string; image: RawImage } | null = null;
   private readonly closeListeners: ((reason: string) => void)[] = [];
 
   constructor(options: NutBackendOptions = {}) {
@@ -77,10 +79,24 @@ export class NutBackend implements DesktopBackend {
     return this.worker.call("screenSize", {});
   }
 
+  /** An unchanged screen gives the same RawImage object again (the encoder then reuses its work). */
   async capture(region?: Rect): Promise<RawImage> {
-    const image = await this.worker.call("capture", { region });
-    const data = Buffer.from(image.data.buffer, image.data.byteOffset, image.data.byteLength);
-    return { width: image.width, height: image.height, channels: 4, data };
+    const last = this.lastFrame;
+    let frame = await this.worker.call("capture", { region, known: last?.id });
+    if (frame.data === null) {
+      if (last && frame.id === last.id) return last.image;
+      frame = await this.worker.call("capture", { region });
+    }
+    const { data } = frame;
+    if (data === null) throw new CommandError("internal", "nut-js worker sent no pixels");
+    const image: RawImage = {
+      width: frame.width,
+      height: frame.height,
+      channels: 4,
+      data: Buffer.from(data.buffer, data.byteOffset, data.byteLength),
+    };
+    this.lastFrame = { id: frame.id, image };
+    return image;
   }
 
   cursorPosition(): Promise<Point> {

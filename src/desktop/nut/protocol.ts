@@ -17,8 +17,14 @@ export interface NutWindow {
 /** Each operation the worker performs: its arguments and what it answers. */
 export interface WorkerOps {
   screenSize: [Record<string, never>, Size];
-  /** Pixels in RGBA order, the alpha byte set to 255. */
-  capture: [{ region?: Rect }, { width: number; height: number; data: Uint8Array }];
+  /**
+   * Pixels in RGBA order, the alpha byte set to 255, and an id for this frame. When the caller
+   * already holds frame `known` and the pixels have not changed, `data` is null (no 8 MB copy).
+   */
+  capture: [
+    { region?: Rect; known?: string },
+    { id: string; width: number; height: number; data: Uint8Array | null },
+  ];
   cursorPosition: [Record<string, never>, Point];
   moveCursor: [Point, null];
   mouseButton: [{ button: MouseButton; action: "down" | "up" }, null];

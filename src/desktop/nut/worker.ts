@@ -7,6 +7,7 @@
  * nut-js's quirks (see `scroll` and `capture` below).
  */
 
+import { randomUUID } from "node:crypto";
 import { bgraToRgba } from "./pixels.js";
 import type { WorkerOps, WorkerReply, WorkerRequest } from "./protocol.js";
 
@@ -39,6 +40,10 @@ async function main() {
   const pointer = providerRegistry.getMouse();
   const keys = providerRegistry.getKeyboard();
   const windows = providerRegistry.getWindow();
+  // The last capture, to tell the server "unchanged" instead of sending the same pixels again.
+  const session = randomUUID();
+  let frames = 0;
+  let lastFrame: { key: string; id: string; data: Buffer } | null = null;
   const buttons = { left: nut.Button.LEFT, right: nut.Button.RIGHT, middle: nut.Button.MIDDLE };
 
   const describe = async (handle: number) => {
@@ -55,12 +60,18 @@ async function main() {
 
   const handlers: Handlers = {
     screenSize: async () => ({ width: await screen.width(), height: await screen.height() }),
-    capture: async ({ region }) => {
+    capture: async ({ region, known }) => {
       const image = region
         ? await screen.grabRegion(new nut.Region(region.x, region.y, region.width, region.height))
         : await screen.grab();
       const data = bgraToRgba(image.data, image.width, image.height, image.byteWidth);
-      return { width: image.width, height: image.height, data };
+      const { width, height } = image;
+      const key = region ? `${region.x},${region.y},${width}x${height}` : `screen ${width}x${height}`;
+      if (lastFrame && lastFrame.key === key && lastFrame.id === known && lastFrame.data.equals(data)) {
+        return { id: lastFrame.id, width, height, data: null };
+      }
+      lastFrame = { key, id: `${session}-${++frames}`, data };
+      return { id: lastFrame.id, width, height, data };
     },
     cursorPosition: async () => {
       const p = await pointer.currentMousePosition();
