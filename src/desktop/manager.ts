@@ -22,8 +22,11 @@ export interface ConnectedBackend extends DesktopBackend {
 export interface DesktopManagerOptions {
   /** The X display (`:N`); default `$DISPLAY` at the time of each connection attempt. */
   display?: string;
-  /** How to connect (default: the X11 backend). */
-  connect?: (display: string) => Promise<ConnectedBackend>;
+  /**
+   * How to connect (default: the X11 backend, which needs a display). Another backend (nut-js on
+   * macOS or Windows) gets the display setting as it is, possibly undefined.
+   */
+  connect?: (display: string | undefined) => Promise<ConnectedBackend>;
   log?: Logger;
 }
 
@@ -32,11 +35,11 @@ export class DesktopManager {
   private connecting: Promise<ConnectedBackend> | null = null;
   private closed = false;
   private readonly log: Logger;
-  private readonly connectTo: (display: string) => Promise<ConnectedBackend>;
+  private readonly connectTo: (display: string | undefined) => Promise<ConnectedBackend>;
 
   constructor(private readonly options: DesktopManagerOptions = {}) {
     this.log = options.log ?? silentLogger;
-    this.connectTo = options.connect ?? ((display) => X11Backend.connect(display));
+    this.connectTo = options.connect ?? connectX11;
   }
 
   /** The provider to give the server. */
@@ -64,13 +67,6 @@ export class DesktopManager {
 
   private async connect(): Promise<ConnectedBackend> {
     const display = this.options.display ?? process.env.DISPLAY;
-    if (!display) {
-      throw new CommandError(
-        "unavailable",
-        "No display: DISPLAY is not set. Start the server inside a desktop session, or let it start its own " +
-          "(hangar serve --virtual-display 1280x800)",
-      );
-    }
     const backend = await this.connectTo(display);
     if (this.closed) {
       await backend.close();
@@ -85,4 +81,16 @@ export class DesktopManager {
     this.backend = backend;
     return backend;
   }
+}
+
+/** The X11 backend on `display`, or `unavailable` saying how to get a display when there is none. */
+async function connectX11(display: string | undefined): Promise<ConnectedBackend> {
+  if (!display) {
+    throw new CommandError(
+      "unavailable",
+      "No display: DISPLAY is not set. Start the server inside a desktop session, or let it start its own " +
+        "(hangar serve --virtual-display 1280x800)",
+    );
+  }
+  return X11Backend.connect(display);
 }
