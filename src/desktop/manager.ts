@@ -22,11 +22,8 @@ export interface ConnectedBackend extends DesktopBackend {
 export interface DesktopManagerOptions {
   /** The X display (`:N`); default `$DISPLAY` at the time of each connection attempt. */
   display?: string;
-  /**
-   * How to connect (default: the X11 backend, which needs a display). Another backend (nut-js on
-   * macOS or Windows) gets the display setting as it is, possibly undefined.
-   */
-  connect?: (display: string | undefined) => Promise<ConnectedBackend>;
+  /** How to connect (default: the X11 backend). */
+  connect?: (display: string) => Promise<ConnectedBackend>;
   log?: Logger;
 }
 
@@ -35,11 +32,11 @@ export class DesktopManager {
   private connecting: Promise<ConnectedBackend> | null = null;
   private closed = false;
   private readonly log: Logger;
-  private readonly connectTo: (display: string | undefined) => Promise<ConnectedBackend>;
+  private readonly connectTo: (display: string) => Promise<ConnectedBackend>;
 
   constructor(private readonly options: DesktopManagerOptions = {}) {
     this.log = options.log ?? silentLogger;
-    this.connectTo = options.connect ?? connectX11;
+    this.connectTo = options.connect ?? ((display) => X11Backend.connect(display));
   }
 
   /** The provider to give the server. */
@@ -67,6 +64,13 @@ export class DesktopManager {
 
   private async connect(): Promise<ConnectedBackend> {
     const display = this.options.display ?? process.env.DISPLAY;
+    if (!display) {
+      throw new CommandError(
+        "unavailable",
+        "No display: DISPLAY is not set. Start the server inside a desktop session, or let it start its own " +
+          "(hangar serve --virtual-display 1280x800)",
+      );
+    }
     const backend = await this.connectTo(display);
     if (this.closed) {
       await backend.close();
@@ -81,16 +85,4 @@ export class DesktopManager {
     this.backend = backend;
     return backend;
   }
-}
-
-/** The X11 backend on `display`, or `unavailable` saying how to get a display when there is none. */
-async function connectX11(display: string | undefined): Promise<ConnectedBackend> {
-  if (!display) {
-    throw new CommandError(
-      "unavailable",
-      "No display: DISPLAY is not set. Start the server inside a desktop session, or let it start its own " +
-        "(hangar serve --virtual-display 1280x800)",
-    );
-  }
-  return X11Backend.connect(display);
 }
