@@ -31,8 +31,11 @@ describe("keyboard commands (X11)", () => {
   afterAll(() => desk?.stop());
 
   async function focus(id: number) {
-    await desk.run("xdotool", ["windowactivate", String(id)]).catch(() => undefined);
-    await eventually(async () => (await desk.run("xdotool", ["getactivewindow"])).trim() === String(id));
+    await eventually(async () => {
+      if ((await desk.run("xdotool", ["getactivewindow"]).catch(() => "")).trim() === String(id)) return true;
+      await desk.run("xdotool", ["windowactivate", String(id)]).catch(() => undefined);
+      return false;
+    }, 15_000);
   }
 
   /** What the recorder receives while `action` runs (waits until `expected` bytes arrived). */

@@ -115,14 +115,18 @@ describe("windows and applications (X11)", () => {
   it("launches an application with args, or as a command line, on this desktop", async () => {
     const launched = await desk.cmd("launch", { app: "xterm", args: ["-title", "launched one"] });
     expect(launched.success).toBe(true);
-    const id = await desk.waitForWindow("launched one");
-    expect(Number((await desk.run("xdotool", ["getwindowpid", String(id)])).trim())).toBe(launched.pid);
+    const pidOf = async (title: string) => {
+      const id = await desk.waitForWindow(title);
+      return eventually(async () => Number((await desk.run("xdotool", ["getwindowpid", String(id)])).trim()));
+    };
+    expect(await pidOf("launched one")).toBe(launched.pid);
     process.kill(launched.pid);
 
     const shell = await desk.cmd("launch", { app: "exec xterm -title 'launched two'" });
     expect(shell.success).toBe(true);
-    const second = await desk.waitForWindow("launched two");
-    process.kill(Number((await desk.run("xdotool", ["getwindowpid", String(second)])).trim()));
+    // `exec` replaces the shell, so the window's pid is the one launch reported.
+    expect(await pidOf("launched two")).toBe(shell.pid);
+    process.kill(shell.pid);
 
     const missing = await desk.cmd("launch", { app: "no-such-program-here", args: ["x"] });
     expect(missing).toMatchObject({ success: false, code: "not_found" });
