@@ -63,6 +63,19 @@ describe("keyboard commands (X11)", () => {
     expect(got).toBe(text);
   });
 
+  it("types two clients' texts one after the other, never interleaved", async () => {
+    const first = `first: ${Array.from({ length: 12 }, (_, i) => String.fromCodePoint(0x3041 + i)).join("")} end1;`;
+    const second = `second: ${Array.from({ length: 12 }, (_, i) => String.fromCodePoint(0x30a1 + i)).join("")} end2;`;
+    const got = await received(async () => {
+      const events = await Promise.all([
+        desk.cmd("type_text", { text: first }),
+        desk.cmd("type_text", { text: second }),
+      ]);
+      expect(events.every((e) => e.success)).toBe(true);
+    }, first + second);
+    expect([first + second, second + first]).toContain(got);
+  });
+
   it("presses named keys and combinations as the terminal sees them", async () => {
     const cases: [string, unknown, string][] = [
       ["press_key", { key: "Return" }, "\r"],
