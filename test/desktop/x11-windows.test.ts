@@ -2,6 +2,7 @@
  * Window, application and clipboard commands against a real Xvfb + openbox, read back with
  * xwininfo, xdotool, xprop, wmctrl and xclip.
  */
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { APPS, type DesktopServer, eventually, PYTHON, startDesktopServer } from "../support/desktop.js";
@@ -130,6 +131,27 @@ describe("windows and applications (X11)", () => {
 
     const missing = await desk.cmd("launch", { app: "no-such-program-here", args: ["x"] });
     expect(missing).toMatchObject({ success: false, code: "not_found" });
+  });
+
+  it("opens a target with the desktop's opener, on this display", async () => {
+    const bin = join(desk.dir, "bin");
+    mkdirSync(bin);
+    const opener = join(bin, "xdg-open");
+    writeFileSync(opener, `#!/bin/sh\necho "$DISPLAY $1" > '${join(desk.dir, "opened.txt")}'\n`);
+    chmodSync(opener, 0o755);
+    const savedPath = process.env.PATH;
+    process.env.PATH = `${bin}:${savedPath}`;
+    try {
+      expect((await desk.cmd("open", { target: "https://example.com/a b" })).success).toBe(true);
+      const opened = await eventually(() => desk.read("opened.txt"));
+      expect(opened.trim()).toBe(`${desk.display.display} https://example.com/a b`);
+      process.env.PATH = join(desk.dir, "empty");
+      const none = await desk.cmd("open", { target: "/tmp" });
+      expect(none).toMatchObject({ success: false, code: "not_supported" });
+      expect(none.error).toContain("xdg-open");
+    } finally {
+      process.env.PATH = savedPath;
+    }
   });
 
   it("names the window manager as the desktop environment", async () => {
