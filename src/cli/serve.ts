@@ -30,6 +30,8 @@ export function registerServe(program: Command) {
     .option("--no-virtual-display", "never start a virtual display")
     .action(async (opts) => {
       const log = createLogger({ level: opts.logLevel, name: "computer" });
+      // Check every option before starting a virtual display that a mistake would leave behind.
+      const bodyLimitBytes = parseBytes(opts.bodyLimit);
       const desktop = await startDesktopSession({ virtualDisplay: opts.virtualDisplay, log });
       const server = await startComputerServer({
         desktop: desktop.manager.provider,
@@ -37,7 +39,7 @@ export function registerServe(program: Command) {
         port: opts.port,
         log,
         spreadResult: opts.spread,
-        bodyLimitBytes: parseBytes(opts.bodyLimit),
+        bodyLimitBytes,
       }).catch(async (err) => {
         await desktop.stop();
         throw err;
