@@ -13,7 +13,7 @@ export function registerServe(program: Command) {
     .description("Start the computer server (POST /cmd, /ws, /status) that lets agents drive this desktop")
     .option("--host <address>", "address to listen on (0.0.0.0 for every interface)", "127.0.0.1")
     .option("--port <port>", "port to listen on", parsePort, 8000)
-    .option("--log-level <level>", "debug, info, warn or error", "info")
+    .option("--log-level <level>", "debug, info, warn or error", process.env.HANGAR_LOG_LEVEL ?? "info")
     .option("--body-limit <size>", "largest request body, e.g. 64MiB", "64MiB")
     .option("--no-spread", "on /cmd, send results in `content` only (no copy of their fields beside it)")
     .option(
@@ -37,6 +37,8 @@ export function registerServe(program: Command) {
     )
     .action(async (opts) => {
       const log = createLogger({ level: opts.logLevel, name: "computer" });
+      // Check every option before starting a virtual display that a mistake would leave behind.
+      const bodyLimitBytes = parseBytes(opts.bodyLimit);
       const desktop = await startDesktopSession({
         virtualDisplay: opts.virtualDisplay,
         log,
@@ -48,7 +50,7 @@ export function registerServe(program: Command) {
         port: opts.port,
         log,
         spreadResult: opts.spread,
-        bodyLimitBytes: parseBytes(opts.bodyLimit),
+        bodyLimitBytes,
       }).catch(async (err) => {
         await desktop.stop();
         throw err;

@@ -58,6 +58,11 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
     if (virtualDisplay) {
       // Programs started by commands (launch, run_command) use this desktop too.
       Object.assign(process.env, virtualDisplay.env);
+      // If the server exits without stop() (an error on the way out), do not leave the X server behind.
+      const xvfb = virtualDisplay.xvfb;
+      process.once("exit", () => {
+        if (xvfb.exitCode === null && xvfb.signalCode === null) xvfb.kill("SIGTERM");
+      });
       log.info({ display: virtualDisplay.display, ...size }, "virtual display started");
     }
   }

@@ -110,6 +110,29 @@ describe("desktop availability", () => {
     expect(shot.event).toMatchObject({ success: true, width: 640, height: 480 });
   });
 
+  it("fails a command that is waiting on the X server as soon as the server dies", async () => {
+    const n = freeDisplayNumber();
+    const xvfb = await startXvfb(n);
+    const manager = new DesktopManager({ display: `:${n}` });
+    const server = await startTestServer({ desktop: manager.provider });
+    cleanups.push(async () => {
+      await server.close();
+      await manager.close();
+      await killXvfb(xvfb, n);
+    });
+    expect((await server.cmd("get_screen_size")).event.success).toBe(true);
+
+    xvfb.kill("SIGSTOP");
+    const started = Date.now();
+    const pending = server.cmd("get_cursor_position");
+    await sleep(300);
+    await killXvfb(xvfb, n);
+    const { event } = await pending;
+    expect(event).toMatchObject({ success: false, code: "unavailable" });
+    expect(event.error).toContain(`:${n}`);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
   it("hangar serve's virtual display: started at the asked size, used, and stopped", async () => {
     const saved = { ...process.env };
     const session = await startDesktopSession({ virtualDisplay: "800x600", log: silentLogger });

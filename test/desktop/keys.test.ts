@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { CommandError } from "../../src/common/errors.js";
 import { keysymOf, NAMED_KEYS, normalizeCombo, normalizeKey } from "../../src/desktop/keys.js";
+import { textToKeysyms } from "../../src/desktop/x11/keyboard.js";
 
 describe("key names", () => {
   it("accepts the union of cua's spellings, case-insensitively, as one canonical name each", () => {
@@ -62,5 +63,13 @@ describe("key names", () => {
     expect(keysymOf("é")).toBe(0xe9);
     expect(keysymOf("日")).toBe(0x01000000 + 0x65e5);
     expect(keysymOf("😀")).toBe(0x01000000 + 0x1f600);
+  });
+});
+
+describe("text to keysyms", () => {
+  it("types line breaks as Enter and tabs as Tab, and skips what no key can type", () => {
+    expect(textToKeysyms("a\r\nb\tc\u0007\ud800é😀")).toEqual([
+      0x61, 0xff0d, 0x62, 0xff09, 0x63, 0xe9, 0x0101f600,
+    ]);
   });
 });

@@ -198,7 +198,11 @@ describe("nut-js backend on X11", () => {
     expect(pixel(screen, x + 10, y + 190)).toEqual([255, 255, 255, 255]);
 
     // An unchanged screen comes back as the same image; a changed one as a new image.
-    await eventually(async () => (await nut.capture()) === (await nut.capture()));
+    await eventually(async () => {
+      const first = await nut.capture();
+      const second = await nut.capture();
+      return first === second;
+    });
     const before = await nut.capture();
     await focus("nutcat");
     await nut.typeText("changes the screen");

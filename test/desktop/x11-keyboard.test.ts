@@ -31,8 +31,11 @@ describe("keyboard commands (X11)", () => {
   afterAll(() => desk?.stop());
 
   async function focus(id: number) {
-    await desk.run("xdotool", ["windowactivate", String(id)]).catch(() => undefined);
-    await eventually(async () => (await desk.run("xdotool", ["getactivewindow"])).trim() === String(id));
+    await eventually(async () => {
+      if ((await desk.run("xdotool", ["getactivewindow"]).catch(() => "")).trim() === String(id)) return true;
+      await desk.run("xdotool", ["windowactivate", String(id)]).catch(() => undefined);
+      return false;
+    }, 15_000);
   }
 
   /** What the recorder receives while `action` runs (waits until `expected` bytes arrived). */
@@ -58,6 +61,19 @@ describe("keyboard commands (X11)", () => {
     const text = Array.from({ length: 40 }, (_, i) => String.fromCodePoint(0x4e00 + i * 7)).join("");
     const got = await received(() => desk.cmd("type", { text }), text);
     expect(got).toBe(text);
+  });
+
+  it("types two clients' texts one after the other, never interleaved", async () => {
+    const first = `first: ${Array.from({ length: 12 }, (_, i) => String.fromCodePoint(0x3041 + i)).join("")} end1;`;
+    const second = `second: ${Array.from({ length: 12 }, (_, i) => String.fromCodePoint(0x30a1 + i)).join("")} end2;`;
+    const got = await received(async () => {
+      const events = await Promise.all([
+        desk.cmd("type_text", { text: first }),
+        desk.cmd("type_text", { text: second }),
+      ]);
+      expect(events.every((e) => e.success)).toBe(true);
+    }, first + second);
+    expect([first + second, second + first]).toContain(got);
   });
 
   it("presses named keys and combinations as the terminal sees them", async () => {

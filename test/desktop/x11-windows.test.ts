@@ -2,6 +2,7 @@
  * Window, application and clipboard commands against a real Xvfb + openbox, read back with
  * xwininfo, xdotool, xprop, wmctrl and xclip.
  */
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { APPS, type DesktopServer, eventually, PYTHON, startDesktopServer } from "../support/desktop.js";
@@ -115,17 +116,42 @@ describe("windows and applications (X11)", () => {
   it("launches an application with args, or as a command line, on this desktop", async () => {
     const launched = await desk.cmd("launch", { app: "xterm", args: ["-title", "launched one"] });
     expect(launched.success).toBe(true);
-    const id = await desk.waitForWindow("launched one");
-    expect(Number((await desk.run("xdotool", ["getwindowpid", String(id)])).trim())).toBe(launched.pid);
+    const pidOf = async (title: string) => {
+      const id = await desk.waitForWindow(title);
+      return eventually(async () => Number((await desk.run("xdotool", ["getwindowpid", String(id)])).trim()));
+    };
+    expect(await pidOf("launched one")).toBe(launched.pid);
     process.kill(launched.pid);
 
     const shell = await desk.cmd("launch", { app: "exec xterm -title 'launched two'" });
     expect(shell.success).toBe(true);
-    const second = await desk.waitForWindow("launched two");
-    process.kill(Number((await desk.run("xdotool", ["getwindowpid", String(second)])).trim()));
+    // `exec` replaces the shell, so the window's pid is the one launch reported.
+    expect(await pidOf("launched two")).toBe(shell.pid);
+    process.kill(shell.pid);
 
     const missing = await desk.cmd("launch", { app: "no-such-program-here", args: ["x"] });
     expect(missing).toMatchObject({ success: false, code: "not_found" });
+  });
+
+  it("opens a target with the desktop's opener, on this display", async () => {
+    const bin = join(desk.dir, "bin");
+    mkdirSync(bin);
+    const opener = join(bin, "xdg-open");
+    writeFileSync(opener, `#!/bin/sh\necho "$DISPLAY $1" > '${join(desk.dir, "opened.txt")}'\n`);
+    chmodSync(opener, 0o755);
+    const savedPath = process.env.PATH;
+    process.env.PATH = `${bin}:${savedPath}`;
+    try {
+      expect((await desk.cmd("open", { target: "https://example.com/a b" })).success).toBe(true);
+      const opened = await eventually(() => desk.read("opened.txt"));
+      expect(opened.trim()).toBe(`${desk.display.display} https://example.com/a b`);
+      process.env.PATH = join(desk.dir, "empty");
+      const none = await desk.cmd("open", { target: "/tmp" });
+      expect(none).toMatchObject({ success: false, code: "not_supported" });
+      expect(none.error).toContain("xdg-open");
+    } finally {
+      process.env.PATH = savedPath;
+    }
   });
 
   it("names the window manager as the desktop environment", async () => {

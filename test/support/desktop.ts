@@ -57,11 +57,11 @@ export async function startDesktopServer(
       const match = /x:(-?\d+) y:(-?\d+)/.exec(out);
       return { x: Number(match?.[1]), y: Number(match?.[2]) };
     },
-    /** Waits for a window whose title matches exactly; returns its id. */
-    async waitForWindow(title: string, timeoutMs = 10_000): Promise<number> {
+    /** Waits for a mapped window whose title matches exactly; returns its id. */
+    async waitForWindow(title: string, timeoutMs = 15_000): Promise<number> {
       const deadline = Date.now() + timeoutMs;
       while (Date.now() < deadline) {
-        const out = await run("xdotool", ["search", "--name", `^${title}$`]).catch(() => "");
+        const out = await run("xdotool", ["search", "--onlyvisible", "--name", `^${title}$`]).catch(() => "");
         const id = out.trim().split("\n").filter(Boolean)[0];
         if (id) return Number(id);
         await sleep(50);

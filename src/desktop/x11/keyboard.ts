@@ -252,7 +252,10 @@ export class Keyboard {
   }
 }
 
-/** The keysyms that type a text: one per code point; line breaks are Enter, tabs are Tab. */
+/**
+ * The keysyms that type a text: one per code point; line breaks are Enter, tabs are Tab, other
+ * control characters are skipped.
+ */
 export function textToKeysyms(text: string): number[] {
   const keysyms: number[] = [];
   const normalized = text.replace(/\r\n?/g, "\n");
@@ -260,7 +263,8 @@ export function textToKeysyms(text: string): number[] {
     const cp = char.codePointAt(0) as number;
     if (char === "\n") keysyms.push(0xff0d);
     else if (char === "\t") keysyms.push(0xff09);
-    else if (cp < 0x20 || cp === 0x7f) continue;
+    // Control characters and lone UTF-16 surrogates have no key to type.
+    else if (cp < 0x20 || cp === 0x7f || (cp >= 0xd800 && cp <= 0xdfff)) continue;
     else keysyms.push(keysymOfCharacter(cp));
   }
   return keysyms;
