@@ -28,6 +28,9 @@ describe("the hangar command line", () => {
     const size = hangar(["serve", "--port", "0", "--body-limit", "lots"]);
     expect(size.status).toBe(1);
     expect(size.stderr).toMatch(/^hangar: Invalid size "lots"/);
+    const backend = hangar(["serve", "--port", "0", "--backend", "vnc"]);
+    expect(backend.status).not.toBe(0);
+    expect(backend.stderr).toMatch(/--backend.*'vnc' is invalid\. expected one of x11, nut/);
   });
 
   it("serve listens on loopback, logs where, answers, and stops cleanly on SIGTERM", async () => {
