@@ -61,7 +61,7 @@ export class NativeServices implements DesktopServices {
   close(): void {}
 
   private async bounds(handle: number): Promise<Rect> {
-    const window = (await this.worker.call("listWindows", {})).find((w) => w.handle === handle);
+    const window = await this.worker.call("describeWindow", { handle }).catch(() => null);
     if (!window) throw new CommandError("not_found", `No window with id ${handle}`);
     return window.bounds;
   }

@@ -35,6 +35,7 @@ export interface WorkerOps {
   writeClipboard: [{ text: string }, null];
   listWindows: [Record<string, never>, NutWindow[]];
   activeWindow: [Record<string, never>, NutWindow | null];
+  describeWindow: [{ handle: number }, NutWindow];
   focusWindow: [{ handle: number }, null];
   moveWindow: [{ handle: number; x: number; y: number }, null];
   resizeWindow: [{ handle: number; width: number; height: number }, null];

@@ -122,6 +122,7 @@ async function main() {
       const handle = await windows.getActiveWindow();
       return handle ? describe(handle) : null;
     },
+    describeWindow: async ({ handle }) => describe(handle),
     focusWindow: async ({ handle }) => {
       await windows.focusWindow(handle);
       return null;
