@@ -76,21 +76,27 @@ describe("desktop availability", () => {
     );
   });
 
-  it("survives the X server dying and reconnects when it is back", async () => {
+  /** Xvfb on a display number of our choosing (so it can be restarted there) and a server using it. */
+  async function serverOnOwnXvfb() {
     const n = freeDisplayNumber();
-    let xvfb = await startXvfb(n);
+    const x = { n, xvfb: await startXvfb(n) };
     const manager = new DesktopManager({ display: `:${n}` });
     const server = await startTestServer({ desktop: manager.provider });
     cleanups.push(async () => {
       await server.close();
       await manager.close();
-      await killXvfb(xvfb, n);
+      await killXvfb(x.xvfb, n);
     });
+    return { x, server };
+  }
 
+  it("survives the X server dying and reconnects when it is back", async () => {
+    const { x, server } = await serverOnOwnXvfb();
+    const n = x.n;
     expect((await server.cmd("get_screen_size")).event.size).toEqual({ width: 640, height: 480 });
     expect((await server.cmd("move_cursor", { x: 10, y: 20 })).event.success).toBe(true);
 
-    await killXvfb(xvfb, n);
+    await killXvfb(x.xvfb, n);
     for (const command of ["get_screen_size", "screenshot", "move_cursor"]) {
       const { event } = await server.cmd(command, { x: 1, y: 1 });
       expect(event, command).toMatchObject({ success: false, code: "unavailable" });
@@ -98,7 +104,7 @@ describe("desktop availability", () => {
     }
     expect((await server.cmd("version")).event.success).toBe(true);
 
-    xvfb = await startXvfb(n);
+    x.xvfb = await startXvfb(n);
     const back = await server.cmd("get_screen_size");
     expect(back.event).toMatchObject({ success: true, size: { width: 640, height: 480 } });
     expect((await server.cmd("move_cursor", { x: 123, y: 45 })).event.success).toBe(true);
@@ -111,22 +117,15 @@ describe("desktop availability", () => {
   });
 
   it("fails a command that is waiting on the X server as soon as the server dies", async () => {
-    const n = freeDisplayNumber();
-    const xvfb = await startXvfb(n);
-    const manager = new DesktopManager({ display: `:${n}` });
-    const server = await startTestServer({ desktop: manager.provider });
-    cleanups.push(async () => {
-      await server.close();
-      await manager.close();
-      await killXvfb(xvfb, n);
-    });
+    const { x, server } = await serverOnOwnXvfb();
+    const n = x.n;
     expect((await server.cmd("get_screen_size")).event.success).toBe(true);
 
-    xvfb.kill("SIGSTOP");
+    x.xvfb.kill("SIGSTOP");
     const started = Date.now();
     const pending = server.cmd("get_cursor_position");
     await sleep(300);
-    await killXvfb(xvfb, n);
+    await killXvfb(x.xvfb, n);
     const { event } = await pending;
     expect(event).toMatchObject({ success: false, code: "unavailable" });
     expect(event.error).toContain(`:${n}`);
