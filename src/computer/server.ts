@@ -6,6 +6,8 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
 import { type Logger, silentLogger } from "../common/logger.js";
+import type { AccessibilityProvider } from "../desktop/accessibility.js";
+import { atspiProvider } from "../desktop/atspi/index.js";
 import type { DesktopProvider } from "../desktop/backend.js";
 import { createComputerApp } from "./app.js";
 import { CommandRegistry } from "./registry.js";
@@ -15,6 +17,11 @@ export interface ComputerServerOptions {
   port?: number;
   log?: Logger;
   desktop?: DesktopProvider;
+  /**
+   * Default on Linux: AT-SPI on the session bus named by this process's environment at the time of
+   * the first accessibility command (a virtual desktop started by `serve` exports its bus there).
+   */
+  accessibility?: AccessibilityProvider;
   spreadResult?: boolean;
   bodyLimitBytes?: number;
 }
@@ -30,7 +37,10 @@ export async function startComputerServer(
   options: ComputerServerOptions = {},
 ): Promise<RunningComputerServer> {
   const log = options.log ?? silentLogger;
-  const registry = new CommandRegistry(allCommands, { desktop: options.desktop, log });
+  const ownAccessibility =
+    options.accessibility || process.platform !== "linux" ? undefined : atspiProvider(() => process.env);
+  const accessibility = options.accessibility ?? ownAccessibility;
+  const registry = new CommandRegistry(allCommands, { desktop: options.desktop, accessibility, log });
   const app = createComputerApp({
     registry,
     log,
@@ -52,6 +62,7 @@ export async function startComputerServer(
     registry,
     close: () =>
       new Promise<void>((resolve) => {
+        ownAccessibility?.close();
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());
       }),
