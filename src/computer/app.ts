@@ -10,6 +10,8 @@ import { cors } from "hono/cors";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
 import { cmdEnvelope } from "./outcome.js";
+import { ptyRoutes } from "./pty.js";
+import type { PtySessions } from "./pty-sessions.js";
 import type { CommandRegistry } from "./registry.js";
 
 export type ComputerEnv = { Bindings: HttpBindings };
@@ -25,6 +27,8 @@ export interface ComputerAppOptions {
   features?: string[];
   /** Runs before every route but `/status` (cloud auth). */
   auth?: MiddlewareHandler<ComputerEnv>;
+  /** Terminal sessions: serves the PTY routes (`/pty…`) when given. */
+  pty?: PtySessions;
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
@@ -78,6 +82,8 @@ export function createComputerApp(options: ComputerAppOptions) {
       return runAsEventStream(c, registry, command, params, spread, log);
     },
   );
+
+  if (options.pty) app.route("/pty", ptyRoutes(options.pty, log));
 
   app.notFound((c) => c.json({ detail: "Not Found" }, 404));
   app.onError((err, c) => {
