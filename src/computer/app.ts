@@ -9,6 +9,7 @@ import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
+import { mcpHandler } from "./mcp.js";
 import { cmdEnvelope } from "./outcome.js";
 import { ptyRoutes } from "./pty.js";
 import type { PtySessions } from "./pty-sessions.js";
@@ -84,6 +85,7 @@ export function createComputerApp(options: ComputerAppOptions) {
   );
 
   if (options.pty) app.route("/pty", ptyRoutes(options.pty, log));
+  app.all("/mcp", mcpHandler(registry, { log, bodyLimitBytes: limit }));
 
   app.notFound((c) => c.json({ detail: "Not Found" }, 404));
   app.onError((err, c) => {

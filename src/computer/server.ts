@@ -41,8 +41,7 @@ export async function startComputerServer(
   options: ComputerServerOptions = {},
 ): Promise<RunningComputerServer> {
   const log = options.log ?? silentLogger;
-  const ownAccessibility =
-    options.accessibility || process.platform !== "linux" ? undefined : atspiProvider(() => process.env);
+  const ownAccessibility = options.accessibility ? undefined : defaultAccessibility();
   const accessibility = options.accessibility ?? ownAccessibility;
   const registry = new CommandRegistry(allCommands, { desktop: options.desktop, accessibility, log });
   const pty = new PtySessions(options.pty);
@@ -82,4 +81,13 @@ export async function startComputerServer(
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * The accessibility provider of this platform: on Linux, AT-SPI on the session bus named by this
+ * process's environment at the first accessibility command (a virtual desktop that `serve` starts
+ * exports its bus there). Undefined elsewhere.
+ */
+export function defaultAccessibility() {
+  return process.platform === "linux" ? atspiProvider(() => process.env) : undefined;
 }

@@ -1,0 +1,121 @@
+/**
+ * The registry as Model Context Protocol tools: every command is a tool with the same name,
+ * description and JSON Schema. Served at `/mcp` (streamable HTTP, stateless: one MCP server per
+ * request) and over stdio (`hangar mcp`). Like every transport it knows no command by name; a
+ * result holding `image_data` and `format` becomes image content, whatever command produced it.
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ListToolsRequestSchema,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { Context } from "hono";
+import { type Logger, silentLogger } from "../common/logger.js";
+import { PACKAGE_VERSION } from "../common/version.js";
+import { paramsJsonSchema } from "./catalog.js";
+import type { Outcome } from "./outcome.js";
+import type { CommandRegistry } from "./registry.js";
+
+const IMAGE_FORMATS = new Set(["png", "jpeg", "jpg", "webp", "gif"]);
+
+/** The tools, generated from the registry's definitions. */
+export function toolList(registry: CommandRegistry): Tool[] {
+  return registry.commands.map((def) => {
+    const { $schema: _schema, ...inputSchema } = paramsJsonSchema(def);
+    return { name: def.name, description: def.description, inputSchema: inputSchema as Tool["inputSchema"] };
+  });
+}
+
+/** A command's outcome as an MCP tool result: JSON text (and structured content), or an image. */
+export function toolResult(outcome: Outcome): CallToolResult {
+  if (!outcome.success) {
+    return { isError: true, content: [{ type: "text", text: `${outcome.error} (${outcome.code})` }] };
+  }
+  const { result } = outcome;
+  if (isRecord(result) && typeof result.image_data === "string" && typeof result.format === "string") {
+    const format = result.format.toLowerCase();
+    if (IMAGE_FORMATS.has(format)) {
+      const { image_data, ...rest } = result;
+      return {
+        content: [
+          { type: "image", data: image_data, mimeType: `image/${format === "jpg" ? "jpeg" : format}` },
+          { type: "text", text: JSON.stringify(rest) },
+        ],
+      };
+    }
+  }
+  return {
+    content: [{ type: "text", text: typeof result === "string" ? result : JSON.stringify(result ?? null) }],
+    ...(isRecord(result) ? { structuredContent: result } : {}),
+  };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * An MCP server whose tools are the registry's commands. `signal` (the HTTP request's) cancels the
+ * commands it runs when the client goes away, as MCP cancellation does.
+ */
+export function createMcpServer(
+  registry: CommandRegistry,
+  log: Logger = silentLogger,
+  signal?: AbortSignal,
+): Server {
+  const server = new Server(
+    { name: "hangar-computer-server", version: PACKAGE_VERSION },
+    { capabilities: { tools: {} } },
+  );
+  const tools = toolList(registry);
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const outcome = await registry.run(request.params.name, request.params.arguments ?? {}, {
+      signal: signal ? AbortSignal.any([extra.signal, signal]) : extra.signal,
+    });
+    return toolResult(outcome);
+  });
+  server.onerror = (err) => log.warn({ err }, "mcp protocol error");
+  return server;
+}
+
+/**
+ * The `/mcp` route (streamable HTTP, stateless). Mounted under the app's `auth` middleware.
+ * @example app.all("/mcp", mcpHandler(registry, { log, bodyLimitBytes }))
+ */
+export function mcpHandler(
+  registry: CommandRegistry,
+  options: { log?: Logger; bodyLimitBytes?: number } = {},
+) {
+  return async (c: Context) => {
+    const server = createMcpServer(registry, options.log, c.req.raw.signal);
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+      maxRequestBodySize: options.bodyLimitBytes,
+    });
+    await server.connect(transport);
+    try {
+      return await transport.handleRequest(c.req.raw);
+    } finally {
+      // With JSON responses the reply is complete here; the per-request server is done.
+      void server.close();
+    }
+  };
+}
+
+/** Serves the registry over stdin/stdout until stdin closes (desktop agents start `hangar mcp`). */
+export async function serveMcpStdio(registry: CommandRegistry, log: Logger = silentLogger): Promise<void> {
+  const server = createMcpServer(registry, log);
+  const closed = new Promise<void>((resolve) => {
+    server.onclose = resolve;
+  });
+  await server.connect(new StdioServerTransport());
+  // The SDK's stdio transport does not notice the end of stdin; the client going away ends the server.
+  process.stdin.once("end", () => void server.close());
+  await closed;
+}
