@@ -1,9 +1,9 @@
 /**
  * The PTY routes of cua's protocol (§11): `POST /pty`, `GET`/`DELETE /pty/{pid}`,
  * `POST /pty/{pid}/stdin` (base64), `POST /pty/{pid}/resize`, `GET /pty/{pid}/stream` (SSE) and
- * `WS /pty/{pid}/ws`. Mounted under the app's `auth` middleware, so cloud mode covers them; a
- * WebSocket client sends its credentials as the query parameters `api_key` and `container_name`
- * (see `ptySocketCredentials`).
+ * `WS /pty/{pid}/ws`. Mounted under the app's `auth` middleware, so cloud mode covers them; the
+ * auth middleware reads a WebSocket upgrade's credentials from the query parameters `api_key` and
+ * `container_name`, as cua's Python `PtyInterface` sends them.
  */
 import { existsSync, statSync } from "node:fs";
 import { upgradeWebSocket } from "@hono/node-server";
@@ -36,11 +36,6 @@ const socketFrame = z.discriminatedUnion("type", [
   z.object({ type: z.literal("resize"), cols: size.default(80), rows: size.default(24) }),
   z.object({ type: z.literal("disconnect") }),
 ]);
-
-/** Where a PTY WebSocket's credentials are: query parameters, as cua's Python `PtyInterface` sends them. */
-export function ptySocketCredentials(c: Context): { apiKey?: string; containerName?: string } {
-  return { apiKey: c.req.query("api_key"), containerName: c.req.query("container_name") };
-}
 
 /** The wire form of a session event: output bytes in base64. */
 export function eventJson(event: PtyEvent): string {
