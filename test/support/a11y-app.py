@@ -1,7 +1,8 @@
 """A small GTK 3 window for the accessibility tests: a button, a text entry and a label.
 
 Prints one line on stdout for everything a test wants to observe: `ready`, `clicked N`, `entry: TEXT`.
-Run it with the system Python (it needs python3-gi and gir1.2-gtk-3.0).
+Run it with the system Python (it needs python3-gi and gir1.2-gtk-3.0). An optional argument N adds
+a grid of N more labels (for benchmarks of bigger trees).
 """
 import sys
 
@@ -43,6 +44,13 @@ def on_click(_button):
 button = Gtk.Button(label="Press me")
 button.connect("clicked", on_click)
 box.pack_start(button, False, False, 0)
+
+extra = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+if extra:
+    grid = Gtk.Grid()
+    for i in range(extra):
+        grid.attach(Gtk.Label(label="cell %d" % i), i % 20, i // 20, 1, 1)
+    box.pack_start(grid, False, False, 0)
 
 window.connect("destroy", Gtk.main_quit)
 window.show_all()

@@ -16,8 +16,9 @@ export interface A11yApp {
   stop(): Promise<void>;
 }
 
-export async function startA11yApp(env: Record<string, string>): Promise<A11yApp> {
-  const child = spawn(SYSTEM_PYTHON, [SCRIPT], {
+/** `extraLabels` adds a grid of that many labels, for bigger trees. */
+export async function startA11yApp(env: Record<string, string>, extraLabels = 0): Promise<A11yApp> {
+  const child = spawn(SYSTEM_PYTHON, [SCRIPT, String(extraLabels)], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -69,7 +69,7 @@ export class AtspiAccessibility implements AccessibilityBackend {
       );
     }
     try {
-      return { ref, ...(await readNode(this.connection, ref)) };
+      return { ref, ...(await readNode(this.connection, ref, false)) };
     } catch (err) {
       if (err instanceof CommandError && err.code !== "timeout") throw err;
       throw new CommandError(

@@ -32,25 +32,38 @@ export interface ReadNode {
   children: AccessibleRef[];
 }
 
-/** Everything about one object, with the calls in flight together (one round trip, mostly). */
-export async function readNode(conn: AtspiConnection, ref: AccessibleRef): Promise<ReadNode> {
+/**
+ * Everything about one object in two rounds of calls in flight together. `withChildren: false`
+ * leaves the list of children out (elements at the depth limit, single elements).
+ */
+export async function readNode(
+  conn: AtspiConnection,
+  ref: AccessibleRef,
+  withChildren = true,
+): Promise<ReadNode> {
   const optional = <T>(p: Promise<T>) => p.catch(() => undefined);
-  const [roleName, props, state, ifaces, children] = await Promise.all([
+  const [roleName, props, state, ifaces] = await Promise.all([
     conn.call<[string]>(ref, IFACE.accessible, "GetRoleName"),
     optional(
       conn.call<[Record<string, dbus.Variant>]>(ref, IFACE.properties, "GetAll", "s", [IFACE.accessible]),
     ),
     optional(conn.call<[number[]]>(ref, IFACE.accessible, "GetState")),
     optional(conn.call<[string[]]>(ref, IFACE.accessible, "GetInterfaces")),
-    optional(conn.call<[[string, string][]]>(ref, IFACE.accessible, "GetChildren")),
   ]);
   const interfaces = new Set(ifaces?.[0] ?? []);
   const name = String(props?.[0]?.Name?.value ?? "");
   const description = String(props?.[0]?.Description?.value ?? "");
+  const childCount = props?.[0]?.ChildCount?.value;
 
-  const [bounds, text, value, actions] = await Promise.all([
+  const [children, bounds, text, value, actions] = await Promise.all([
+    withChildren && childCount !== 0
+      ? optional(conn.call<[[string, string][]]>(ref, IFACE.accessible, "GetChildren"))
+      : undefined,
     interfaces.has(IFACE.component) ? optional(readBounds(conn, ref)) : undefined,
-    interfaces.has(IFACE.text) ? optional(readText(conn, ref)) : undefined,
+    // A label's name is its text: one call less per label (they are most of a big tree).
+    interfaces.has(IFACE.text) && (roleName[0] !== "label" || name === "")
+      ? optional(readText(conn, ref))
+      : undefined,
     interfaces.has(IFACE.value)
       ? optional(conn.property<number>(ref, IFACE.value, "CurrentValue"))
       : undefined,
@@ -123,7 +136,9 @@ export async function walkTree(conn: AtspiConnection, options: TreeOptions): Pro
     const refs = read.children.slice(0, Math.max(0, budget));
     if (refs.length < read.children.length) truncated = true;
     budget -= refs.length;
-    const reads = await Promise.all(refs.map((ref) => readNode(conn, ref).catch(() => null)));
+    const reads = await Promise.all(
+      refs.map((ref) => readNode(conn, ref, depth + 1 < options.maxDepth).catch(() => null)),
+    );
     const kept = reads.filter((r): r is ReadNode => r !== null && keep(r.node, depth + 1));
     // Pruned siblings give their budget back before the next level is read.
     budget += refs.length - kept.length;
