@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isAlive, waitUntilGone } from "../support/processes.js";
 import { startTestServer } from "../support/server.js";
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -28,15 +29,6 @@ async function* readEvents(res: Response) {
 
 function post(body: unknown, signal?: AbortSignal) {
   return fetch(`${server.url}/cmd`, { method: "POST", body: JSON.stringify(body), signal });
-}
-
-function isAlive(pid: number) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe("run_command with stream: true", () => {
@@ -78,8 +70,6 @@ describe("run_command with stream: true", () => {
 
     client.abort();
     await events.return(undefined).catch(() => undefined);
-    const deadline = Date.now() + 3000;
-    while (isAlive(sleepPid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-    expect(isAlive(sleepPid)).toBe(false);
+    expect(await waitUntilGone(sleepPid)).toBe(true);
   });
 });

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
+import { isAlive, waitUntilGone } from "../support/processes.js";
 import { startTestServer } from "../support/server.js";
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -74,15 +75,6 @@ function follow(pid: number) {
   };
 }
 
-function isAlive(pid: number) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe("PTY sessions over HTTP", () => {
   it("keeps the first prompt for a subscriber that attaches late, then runs typed commands", async () => {
     const pid = await startBash();
@@ -128,9 +120,7 @@ describe("PTY sessions over HTTP", () => {
     await stream.waitFor(/hangar-prompt/);
     expect((await api("DELETE", `/pty/${pid}`)).json).toEqual({ killed: true });
     expect(await stream.exit()).toBe(-1);
-    const deadline = Date.now() + 3000;
-    while (isAlive(pid) && Date.now() < deadline) await sleep(20);
-    expect(isAlive(pid)).toBe(false);
+    expect(await waitUntilGone(pid)).toBe(true);
     expect((await api("DELETE", `/pty/${pid}`)).json).toEqual({ killed: false });
   });
 
@@ -214,9 +204,7 @@ describe("idle sessions", () => {
       });
       const { pid } = (await res.json()) as { pid: number };
       expect(isAlive(pid)).toBe(true);
-      const deadline = Date.now() + 3000;
-      while (isAlive(pid) && Date.now() < deadline) await sleep(50);
-      expect(isAlive(pid)).toBe(false);
+      expect(await waitUntilGone(pid)).toBe(true);
       expect((await fetch(`${quick.url}/pty/${pid}`)).status).toBe(404);
     } finally {
       await quick.close();
