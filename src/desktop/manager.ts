@@ -79,7 +79,8 @@ export class DesktopManager {
     this.log.info({ display, backend: backend.name }, "desktop connected");
     backend.onClose((reason) => {
       if (this.backend === backend) this.backend = null;
-      if (!this.closed) this.log.warn({ display, reason }, "desktop lost; will reconnect on the next desktop command");
+      if (!this.closed)
+        this.log.warn({ display, reason }, "desktop lost; will reconnect on the next desktop command");
     });
     this.backend = backend;
     return backend;

@@ -52,13 +52,23 @@ const MAX_CACHED_VARIANTS = 8;
 let cached: CacheEntry | null = null;
 let lastMapping: { origin: Point; scale: number } = { origin: { x: 0, y: 0 }, scale: 1 };
 
-export async function takeScreenshot(backend: DesktopBackend, options: ScreenshotOptions): Promise<Screenshot> {
+export async function takeScreenshot(
+  backend: DesktopBackend,
+  options: ScreenshotOptions,
+): Promise<Screenshot> {
   const raw = await backend.capture(options.region);
   const origin = options.region
     ? { x: Math.max(0, Math.floor(options.region.x)), y: Math.max(0, Math.floor(options.region.y)) }
     : { x: 0, y: 0 };
   const entry = cacheEntryFor(raw);
-  const key = JSON.stringify([options.format, options.quality, options.maxWidth, options.maxHeight, options.scale, origin]);
+  const key = JSON.stringify([
+    options.format,
+    options.quality,
+    options.maxWidth,
+    options.maxHeight,
+    options.scale,
+    origin,
+  ]);
   let pending = entry.encoded.get(key);
   if (!pending) {
     if (entry.encoded.size >= MAX_CACHED_VARIANTS) entry.encoded.clear();
@@ -72,12 +82,20 @@ export async function takeScreenshot(backend: DesktopBackend, options: Screensho
 }
 
 /** Screen pixels of a point given in the last screenshot's pixels. */
-export function toScreenCoordinates(point: Point, scale = lastMapping.scale, origin = lastMapping.origin): Point {
+export function toScreenCoordinates(
+  point: Point,
+  scale = lastMapping.scale,
+  origin = lastMapping.origin,
+): Point {
   return { x: Math.round(point.x / scale + origin.x), y: Math.round(point.y / scale + origin.y) };
 }
 
 /** The last screenshot's pixels of a point given in screen pixels. */
-export function toScreenshotCoordinates(point: Point, scale = lastMapping.scale, origin = lastMapping.origin): Point {
+export function toScreenshotCoordinates(
+  point: Point,
+  scale = lastMapping.scale,
+  origin = lastMapping.origin,
+): Point {
   return { x: Math.round((point.x - origin.x) * scale), y: Math.round((point.y - origin.y) * scale) };
 }
 
@@ -137,7 +155,14 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
   }
   try {
     const data = await pipeline.toBuffer();
-    return { data, format: options.format, width: size.width, height: size.height, scale: size.scale, origin };
+    return {
+      data,
+      format: options.format,
+      width: size.width,
+      height: size.height,
+      scale: size.scale,
+      origin,
+    };
   } catch (err) {
     throw new CommandError("failed", `Screenshot encoding failed: ${(err as Error).message}`);
   }

@@ -37,14 +37,18 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
     options.virtualDisplay === false
       ? false
       : options.virtualDisplay !== undefined || (process.platform === "linux" && !process.env.DISPLAY);
-  const size = typeof options.virtualDisplay === "string" ? parseDisplaySize(options.virtualDisplay) : DEFAULT_SIZE;
+  const size =
+    typeof options.virtualDisplay === "string" ? parseDisplaySize(options.virtualDisplay) : DEFAULT_SIZE;
 
   let virtualDisplay: VirtualDisplay | null = null;
   if (wanted) {
     virtualDisplay = await startVirtualDisplay({ ...size, accessibility: true }).catch((err: Error) => {
       log.warn({ err: err.message }, "virtual display with accessibility bus failed; trying without");
       return startVirtualDisplay(size).catch((second: Error) => {
-        log.error({ err: second.message }, "could not start a virtual display; desktop commands will be unavailable");
+        log.error(
+          { err: second.message },
+          "could not start a virtual display; desktop commands will be unavailable",
+        );
         return null;
       });
     });

@@ -44,7 +44,8 @@ export function launchDetached(file: string, args: readonly string[] | null, opt
 /** Opens a URL or a file with the desktop's default application. */
 export function openWithDefaultApp(target: string, options: LaunchOptions = {}) {
   if (process.platform === "darwin") return launchDetached("open", [target], options);
-  if (process.platform === "win32") return launchDetached("cmd.exe", ["/d", "/c", "start", '""', target], options);
+  if (process.platform === "win32")
+    return launchDetached("cmd.exe", ["/d", "/c", "start", '""', target], options);
   for (const [opener, args] of [
     ["xdg-open", [target]],
     ["gio", ["open", target]],

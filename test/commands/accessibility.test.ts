@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AccessibleNode } from "../../src/desktop/accessibility.js";
 import { atspiProvider } from "../../src/desktop/atspi/index.js";
+import { DesktopManager } from "../../src/desktop/manager.js";
 import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
 import { type A11yApp, startA11yApp } from "../support/a11y-app.js";
 import { startTestServer } from "../support/server.js";
@@ -10,16 +11,19 @@ let app: A11yApp;
 let server: Awaited<ReturnType<typeof startTestServer>>;
 const provider = () => atspiProvider(display.env);
 let a11y: ReturnType<typeof atspiProvider>;
+let desktop: DesktopManager;
 
 beforeAll(async () => {
   display = await startVirtualDisplay({ width: 1280, height: 800, accessibility: true });
   app = await startA11yApp(display.env);
   a11y = provider();
-  server = await startTestServer({ accessibility: a11y });
+  desktop = new DesktopManager({ display: display.display });
+  server = await startTestServer({ accessibility: a11y, desktop: desktop.provider });
 });
 afterAll(async () => {
   a11y?.close();
   await server?.close();
+  await desktop?.close();
   await app?.stop();
   await display?.stop();
 });
@@ -141,6 +145,19 @@ describe("set_element_text and click_element", () => {
     await app.waitFor(/^clicked 1$/);
     const label = await server.cmd("find_element", { role: "label", title: "clicks:" });
     expect(label.event.element.name).toBe("clicks: 1");
+  });
+
+  it("clicks with the mouse at the element's centre when asked", async () => {
+    const before = app.lines.filter((l) => l.startsWith("clicked ")).length;
+    const r = await server.cmd("click_element", { role: "push button", title: "Press me", method: "mouse" });
+    expect(r.event).toMatchObject({ success: true, method: "mouse" });
+    await app.waitFor(new RegExp(`^clicked ${before + 1}$`));
+    const { bounds } = r.event.element;
+    const cursor = await server.cmd("get_cursor_position");
+    expect(cursor.event.position).toEqual({
+      x: Math.round(bounds.x + bounds.width / 2),
+      y: Math.round(bounds.y + bounds.height / 2),
+    });
   });
 
   it("tells a malformed id from an element that is gone", async () => {

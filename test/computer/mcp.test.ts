@@ -16,6 +16,8 @@ import { allCommands } from "../../commands/index.js";
 import { createComputerApp } from "../../src/computer/app.js";
 import { defineCommand } from "../../src/computer/command.js";
 import { CommandRegistry } from "../../src/computer/registry.js";
+import { DesktopManager } from "../../src/desktop/manager.js";
+import { startVirtualDisplay } from "../../src/desktop/virtual-display.js";
 import { startTestServer } from "../support/server.js";
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -80,7 +82,31 @@ describe("/mcp (streamable HTTP)", () => {
   });
 });
 
-describe("image results", () => {
+describe("screenshot over MCP", () => {
+  it("comes back as a PNG image of the screen, with its size as text", async () => {
+    const display = await startVirtualDisplay({ width: 800, height: 600 });
+    const desktop = new DesktopManager({ display: display.display });
+    const shooter = await startTestServer({ desktop: desktop.provider });
+    const shotClient = new Client({ name: "hangar-test", version: "1.0.0" });
+    try {
+      await shotClient.connect(new StreamableHTTPClientTransport(new URL(`${shooter.url}/mcp`)));
+      const r = (await shotClient.callTool({ name: "screenshot", arguments: {} })) as CallToolResult;
+      expect(r.isError).toBeFalsy();
+      const [image, rest] = r.content as [{ type: string; data: string; mimeType: string }, { text: string }];
+      expect(image).toMatchObject({ type: "image", mimeType: "image/png" });
+      const meta = await sharp(Buffer.from(image.data, "base64")).metadata();
+      expect([meta.format, meta.width, meta.height]).toEqual(["png", 800, 600]);
+      expect(JSON.parse(rest.text)).toMatchObject({ format: "png", width: 800, height: 600 });
+    } finally {
+      await shotClient.close();
+      await shooter.close();
+      await desktop.close();
+      await display.stop();
+    }
+  });
+});
+
+describe("image results of any command", () => {
   // Any command whose result carries image_data + format becomes image content: the transport looks
   // at the result's shape, not at the command's name. This one encodes a real PNG with sharp.
   const paint = defineCommand({
