@@ -7,7 +7,11 @@
 import pty from "@lydell/node-pty";
 
 export type PtyEvent = { type: "output"; data: Buffer } | { type: "exit"; code: number };
-export type PtySubscriber = (event: PtyEvent) => void;
+export interface PtySubscriber {
+  send(event: PtyEvent): void;
+  /** Bytes sent but not yet written to the client; the terminal pauses while a client lags behind. */
+  queuedBytes(): number;
+}
 
 export interface PtyStart {
   /** Command line run by `/bin/sh -c` (default `bash`). */
@@ -30,12 +34,17 @@ export interface PtySessionsOptions {
 
 /** Output events are cut to at most this many bytes, as the reference does. */
 const CHUNK_BYTES = 4096;
+/** A subscriber this far behind pauses the terminal's output until every one is below `RESUME_BYTES`. */
+const PAUSE_BYTES = 1024 * 1024;
+const RESUME_BYTES = 256 * 1024;
+const BACKLOG_POLL_MS = 20;
 
 export class PtySession {
   private readonly scrollback: Buffer[] = [];
   private scrollbackSize = 0;
   private readonly subscribers = new Set<PtySubscriber>();
   private exitCode: number | null = null;
+  private resumeTimer: NodeJS.Timeout | undefined;
   lastUsed = Date.now();
 
   constructor(
@@ -83,9 +92,9 @@ export class PtySession {
    */
   subscribe(subscriber: PtySubscriber): () => void {
     this.lastUsed = Date.now();
-    for (const chunk of this.scrollback) subscriber({ type: "output", data: chunk });
+    for (const chunk of this.scrollback) subscriber.send({ type: "output", data: chunk });
     if (this.exitCode !== null) {
-      subscriber({ type: "exit", code: this.exitCode });
+      subscriber.send({ type: "exit", code: this.exitCode });
       return () => undefined;
     }
     this.subscribers.add(subscriber);
@@ -110,8 +119,27 @@ export class PtySession {
     for (let offset = 0; offset < data.length; offset += CHUNK_BYTES) {
       const chunk = data.subarray(offset, offset + CHUNK_BYTES);
       this.keep(chunk);
-      for (const subscriber of this.subscribers) subscriber({ type: "output", data: chunk });
+      for (const subscriber of this.subscribers) subscriber.send({ type: "output", data: chunk });
     }
+    this.throttle();
+  }
+
+  /** Pauses reading the terminal while a subscriber lags, so a flood cannot fill the server's memory. */
+  private throttle() {
+    if (this.resumeTimer || !this.lagging(PAUSE_BYTES)) return;
+    this.term.pause();
+    this.resumeTimer = setInterval(() => {
+      if (this.exited || !this.lagging(RESUME_BYTES)) {
+        clearInterval(this.resumeTimer);
+        this.resumeTimer = undefined;
+        if (!this.exited) this.term.resume();
+      }
+    }, BACKLOG_POLL_MS);
+  }
+
+  private lagging(limit: number): boolean {
+    for (const subscriber of this.subscribers) if (subscriber.queuedBytes() > limit) return true;
+    return false;
   }
 
   private keep(chunk: Buffer) {
@@ -125,7 +153,7 @@ export class PtySession {
   private finish(code: number) {
     if (this.exitCode !== null) return;
     this.exitCode = code;
-    for (const subscriber of this.subscribers) subscriber({ type: "exit", code });
+    for (const subscriber of this.subscribers) subscriber.send({ type: "exit", code });
     this.subscribers.clear();
   }
 }

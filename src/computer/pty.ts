@@ -30,6 +30,8 @@ const stdinBody = z.object({
     .max(16 * 1024 * 1024)
     .regex(/^[A-Za-z0-9+/]*={0,2}$/, "must be base64"),
 });
+/** What an SSE stream may hold for a client before it counts as lagging. */
+const SSE_QUEUE_BYTES = 64 * 1024;
 const resizeBody = z.object({ cols: size.default(80), rows: size.default(24) });
 const socketFrame = z.discriminatedUnion("type", [
   z.object({ type: z.literal("stdin"), data: stdinBody.shape.data }),
@@ -116,17 +118,23 @@ export function ptyRoutes(sessions: PtySessions, log: Logger = silentLogger) {
     if (!session) return notFound(c, c.req.param("pid"));
     const encoder = new TextEncoder();
     let unsubscribe = () => {};
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        unsubscribe = session.subscribe((event) => {
-          controller.enqueue(encoder.encode(`data: ${eventJson(event)}\n\n`));
-          if (event.type === "exit") queueMicrotask(() => controller.close());
-        });
+    const body = new ReadableStream<Uint8Array>(
+      {
+        start(controller) {
+          unsubscribe = session.subscribe({
+            send: (event) => {
+              controller.enqueue(encoder.encode(`data: ${eventJson(event)}\n\n`));
+              if (event.type === "exit") queueMicrotask(() => controller.close());
+            },
+            queuedBytes: () => SSE_QUEUE_BYTES - (controller.desiredSize ?? 0),
+          });
+        },
+        cancel() {
+          unsubscribe();
+        },
       },
-      cancel() {
-        unsubscribe();
-      },
-    });
+      new ByteLengthQueuingStrategy({ highWaterMark: SSE_QUEUE_BYTES }),
+    );
     return new Response(body, {
       headers: {
         "content-type": "text/event-stream; charset=utf-8",
@@ -155,10 +163,13 @@ export function ptyRoutes(sessions: PtySessions, log: Logger = silentLogger) {
       };
       return {
         onOpen: (_event, ws) => {
-          unsubscribe = session.subscribe((event) => {
-            if (ws.readyState !== 1) return;
-            ws.send(eventJson(event));
-            if (event.type === "exit") ws.close(1000, "exited");
+          unsubscribe = session.subscribe({
+            send: (event) => {
+              if (ws.readyState !== 1) return;
+              ws.send(eventJson(event));
+              if (event.type === "exit") ws.close(1000, "exited");
+            },
+            queuedBytes: () => (ws.raw as { bufferedAmount?: number } | undefined)?.bufferedAmount ?? 0,
           });
         },
         onMessage: (event, ws) => onFrame(event.data, ws),

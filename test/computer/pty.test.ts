@@ -1,3 +1,5 @@
+import { readFile } from "node:fs/promises";
+import { get, type IncomingMessage } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
@@ -191,6 +193,40 @@ describe("PTY over WebSocket", () => {
       ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0)),
     );
     expect(status).toBe(404);
+  });
+});
+
+describe("a client that does not keep up", () => {
+  const written = async (pid: number) =>
+    Number(/wchar: (\d+)/.exec(await readFile(`/proc/${pid}/io`, "utf8"))![1]);
+
+  it("pauses the terminal instead of buffering a flood, and resumes when the client reads", async () => {
+    const { json } = await api("POST", "/pty", { command: "exec yes hangar-flood" });
+    const pid = json.pid as number;
+    const response = await new Promise<IncomingMessage>((resolve) =>
+      get(`${server.url}/pty/${pid}/stream`, resolve),
+    );
+    try {
+      response.pause();
+      // Once the socket's buffers are full the process blocks: what it wrote stops growing.
+      let before = await written(pid);
+      let stalled = false;
+      for (const deadline = Date.now() + 5000; !stalled && Date.now() < deadline; ) {
+        await sleep(300);
+        const now = await written(pid);
+        stalled = now === before;
+        before = now;
+      }
+      expect(stalled).toBe(true);
+      expect(before).toBeLessThan(32 * 1024 * 1024);
+
+      response.resume();
+      await sleep(500);
+      expect((await written(pid)) - before).toBeGreaterThan(1024 * 1024);
+    } finally {
+      response.destroy();
+      await api("DELETE", `/pty/${pid}`);
+    }
   });
 });
 
