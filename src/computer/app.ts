@@ -6,6 +6,7 @@ import type { HttpBindings } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { cors } from "hono/cors";
+import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
@@ -33,6 +34,8 @@ export interface ComputerAppOptions {
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
+/** A streaming client this far behind (bytes not yet sent) is treated as gone: its command is cancelled. */
+const STREAM_BACKLOG_LIMIT = 64 * 1024 * 1024;
 
 export function osType(): "linux" | "darwin" | "windows" {
   if (process.platform === "win32") return "windows";
@@ -124,7 +127,11 @@ async function runAsEventStream(
   };
   res.once("close", onClose);
   const write = (event: unknown) => {
-    if (!res.writableEnded && !res.destroyed) res.write(`data: ${JSON.stringify(event)}\n\n`);
+    if (res.writableEnded || res.destroyed) return;
+    res.write(`data: ${JSON.stringify(event)}\n\n`);
+    if (res.writableLength > STREAM_BACKLOG_LIMIT && !gone.signal.aborted) {
+      gone.abort(new CommandError("cancelled", "Command cancelled: the client stopped reading its output"));
+    }
   };
   try {
     const outcome = await registry.run(command, params, {

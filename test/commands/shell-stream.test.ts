@@ -1,3 +1,5 @@
+import { once } from "node:events";
+import { type IncomingMessage, request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isAlive, waitUntilGone } from "../support/processes.js";
 import { startTestServer } from "../support/server.js";
@@ -72,4 +74,32 @@ describe("run_command with stream: true", () => {
     await events.return(undefined).catch(() => undefined);
     expect(await waitUntilGone(sleepPid)).toBe(true);
   });
+
+  it("cancels a command whose client stops reading a flood, instead of buffering without end", async () => {
+    const body = JSON.stringify({
+      command: "run_command",
+      params: { command: "echo $$; exec yes hangar-flood", stream: true },
+    });
+    const response = await new Promise<IncomingMessage>((resolve) => {
+      const req = request(`${server.url}/cmd`, { method: "POST" }, resolve);
+      req.end(body);
+    });
+    try {
+      const first = String(await once(response, "data"));
+      const pid = Number(/"data":"(\d+)\\n"/.exec(first)![1]);
+      response.pause();
+      expect(await waitUntilGone(pid, 20_000)).toBe(true);
+      response.resume();
+      let rest = "";
+      response.on("data", (d) => {
+        rest += String(d);
+      });
+      await once(response, "end");
+      const last = JSON.parse(rest.trim().split("\n\n").at(-1)!.slice(6));
+      expect(last).toMatchObject({ success: false, code: "cancelled" });
+      expect(last.error).toMatch(/stopped reading/);
+    } finally {
+      response.destroy();
+    }
+  }, 30_000);
 });
