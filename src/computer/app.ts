@@ -10,9 +10,9 @@ import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
-import { mcpHandler } from "./mcp.js";
+import { mcpHandler, mcpOpenApiPaths } from "./mcp.js";
 import { cmdEventBytes } from "./outcome.js";
-import { ptyRoutes } from "./pty.js";
+import { ptyOpenApiPaths, ptyRoutes } from "./pty.js";
 import type { PtySessions } from "./pty-sessions.js";
 import type { CommandRegistry } from "./registry.js";
 
@@ -56,7 +56,8 @@ export function createComputerApp(options: ComputerAppOptions) {
   if (options.auth) app.use("*", options.auth);
 
   app.get("/commands", (c) => c.json(commandCatalog(registry)));
-  app.get("/openapi.json", (c) => c.json(openApiDocument(registry)));
+  const extraPaths = { ...(options.pty ? ptyOpenApiPaths : {}), ...mcpOpenApiPaths };
+  app.get("/openapi.json", (c) => c.json(openApiDocument(registry, extraPaths)));
 
   app.post("/cmd", async (c) => {
     let body: unknown;

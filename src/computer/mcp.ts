@@ -119,3 +119,13 @@ export async function serveMcpStdio(registry: CommandRegistry, log: Logger = sil
   process.stdin.once("end", () => void server.close());
   await closed;
 }
+
+/** `/mcp` for `/openapi.json`. */
+export const mcpOpenApiPaths = {
+  "/mcp": {
+    post: {
+      summary: "Model Context Protocol (streamable HTTP, stateless): every command as a tool",
+      responses: { 200: { description: "JSON-RPC reply" } },
+    },
+  },
+};

@@ -181,3 +181,87 @@ export function ptyRoutes(sessions: PtySessions, log: Logger = silentLogger) {
 
   return routes;
 }
+
+const json = (schema: Record<string, unknown>) => ({ content: { "application/json": { schema } } });
+const detailReply = json({ type: "object", properties: { detail: { type: "string" } } });
+const sizeReply = json({
+  type: "object",
+  properties: { pid: { type: "integer" }, cols: { type: "integer" }, rows: { type: "integer" } },
+});
+const pidParam = [{ name: "pid", in: "path", required: true, schema: { type: "integer" } }];
+
+/** The PTY routes for `/openapi.json`. */
+export const ptyOpenApiPaths = {
+  "/pty": {
+    post: {
+      summary: "Start a terminal session (bash by default)",
+      requestBody: json(z.toJSONSchema(startBody, { io: "input" }) as Record<string, unknown>),
+      responses: {
+        200: { description: "Started", ...sizeReply },
+        400: { description: "Bad body", ...detailReply },
+      },
+    },
+  },
+  "/pty/{pid}": {
+    get: {
+      summary: "A session's size",
+      parameters: pidParam,
+      responses: {
+        200: { description: "The session", ...sizeReply },
+        404: { description: "No such session", ...detailReply },
+      },
+    },
+    delete: {
+      summary: "Kill a session",
+      parameters: pidParam,
+      responses: {
+        200: {
+          description: "`{killed}`",
+          ...json({ type: "object", properties: { killed: { type: "boolean" } } }),
+        },
+      },
+    },
+  },
+  "/pty/{pid}/stdin": {
+    post: {
+      summary: "Write bytes (base64) to the terminal",
+      parameters: pidParam,
+      requestBody: json(z.toJSONSchema(stdinBody) as Record<string, unknown>),
+      responses: {
+        200: { description: "`{ok: true}`" },
+        404: { description: "No such session", ...detailReply },
+      },
+    },
+  },
+  "/pty/{pid}/resize": {
+    post: {
+      summary: "Resize the terminal",
+      parameters: pidParam,
+      requestBody: json(z.toJSONSchema(resizeBody, { io: "input" }) as Record<string, unknown>),
+      responses: {
+        200: { description: "`{ok: true}`" },
+        404: { description: "No such session", ...detailReply },
+      },
+    },
+  },
+  "/pty/{pid}/stream": {
+    get: {
+      summary: "Recent output replayed, then live output and the exit code, as Server-Sent Events",
+      parameters: pidParam,
+      responses: {
+        200: { description: '`data: {"type":"output","data":base64}` … `data: {"type":"exit","code":N}`' },
+        404: { description: "No such session", ...detailReply },
+      },
+    },
+  },
+  "/pty/{pid}/ws": {
+    get: {
+      summary: "WebSocket: stdin/resize/disconnect frames in, output/exit frames out",
+      parameters: pidParam,
+      responses: {
+        101: { description: "Upgraded" },
+        404: { description: "No such session", ...detailReply },
+      },
+    },
+  },
+};
