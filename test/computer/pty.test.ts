@@ -114,6 +114,12 @@ describe("PTY sessions over HTTP", () => {
     const stream = follow(pid);
     await api("POST", `/pty/${pid}/stdin`, { data: b64("exit 7\r") });
     expect(await stream.exit()).toBe(7);
+    // As in the reference, the session still answers after its process exited (clients reconnect).
+    expect((await api("GET", `/pty/${pid}`)).json).toEqual({ pid, cols: 80, rows: 24 });
+    const late = follow(pid);
+    expect(await late.exit()).toBe(7);
+    expect(late.output).toMatch(/hangar-prompt\$ exit 7/);
+    await api("DELETE", `/pty/${pid}`);
   });
 
   it("kills a session on DELETE: the subscriber sees exit -1 and the process is gone", async () => {
