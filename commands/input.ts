@@ -22,7 +22,7 @@ const modifiersParam = z
   .array(z.string().min(1))
   .max(8)
   .nullish()
-  .describe("Keys held during the click, e.g. [\"ctrl\", \"shift\"]");
+  .describe('Keys held during the click, e.g. ["ctrl", "shift"]');
 const empty = z.object({});
 
 async function moveIfGiven(desktop: DesktopBackend, x?: number | null, y?: number | null) {
@@ -30,7 +30,11 @@ async function moveIfGiven(desktop: DesktopBackend, x?: number | null, y?: numbe
 }
 
 /** Runs `action` with the modifier keys held, releasing them (in reverse) whatever happens. */
-async function withModifiers(desktop: DesktopBackend, modifiers: readonly string[], action: () => Promise<void>) {
+async function withModifiers(
+  desktop: DesktopBackend,
+  modifiers: readonly string[],
+  action: () => Promise<void>,
+) {
   const keys = modifiers.map((k) => normalizeKey(k, "modifier"));
   const pressed: string[] = [];
   try {
@@ -51,7 +55,13 @@ async function click(desktop: DesktopBackend, button: MouseButton, count: number
   }
 }
 
-function clickCommand(name: string, button: MouseButton, count: number, description: string, aliases?: string[]) {
+function clickCommand(
+  name: string,
+  button: MouseButton,
+  count: number,
+  description: string,
+  aliases?: string[],
+) {
   return defineCommand({
     name,
     aliases,
@@ -113,12 +123,20 @@ function buttonCommand(name: string, action: "down" | "up", description: string)
   });
 }
 
-export const mouseDown = buttonCommand("mouse_down", "down", "Presses a mouse button (and holds it), at x,y when given.");
+export const mouseDown = buttonCommand(
+  "mouse_down",
+  "down",
+  "Presses a mouse button (and holds it), at x,y when given.",
+);
 export const mouseUp = buttonCommand("mouse_up", "up", "Releases a mouse button, at x,y when given.");
 
 const DRAG_STEPS = 10;
 
-async function dragAlong(desktop: DesktopBackend, points: readonly { x: number; y: number }[], button: MouseButton) {
+async function dragAlong(
+  desktop: DesktopBackend,
+  points: readonly { x: number; y: number }[],
+  button: MouseButton,
+) {
   await desktop.mouseButton(button, "down");
   try {
     let from = points[0];
@@ -144,7 +162,12 @@ export const dragTo = defineCommand({
     x: coordinate,
     y: coordinate,
     button: buttonParam,
-    duration: z.number().min(0).max(60).default(0.5).describe("Accepted for compatibility; the move is immediate"),
+    duration: z
+      .number()
+      .min(0)
+      .max(60)
+      .default(0.5)
+      .describe("Accepted for compatibility; the move is immediate"),
   }),
   result: empty,
   handler: async ({ x, y, button }, ctx) => {
@@ -165,7 +188,12 @@ export const drag = defineCommand({
       .min(1, "Path is empty")
       .max(10_000),
     button: buttonParam,
-    duration: z.number().min(0).max(60).default(0.5).describe("Accepted for compatibility; the move is immediate"),
+    duration: z
+      .number()
+      .min(0)
+      .max(60)
+      .default(0.5)
+      .describe("Accepted for compatibility; the move is immediate"),
   }),
   result: empty,
   handler: async ({ path, button }, ctx) => {
@@ -263,7 +291,8 @@ const keyParam = z.string().min(1).max(100);
 export const pressKey = defineCommand({
   name: "press_key",
   aliases: ["key"],
-  description: "Presses and releases one key: a name (enter, esc, f5, pagedown, ctrl, win, …) or one character.",
+  description:
+    "Presses and releases one key: a name (enter, esc, f5, pagedown, ctrl, win, …) or one character.",
   input: true,
   params: z.object({ key: keyParam }),
   result: empty,
@@ -306,7 +335,7 @@ export const hotkey = defineCommand({
   name: "hotkey",
   description:
     "Presses a key combination: holds every key but the last in order, taps the last, releases the others " +
-    "in reverse (e.g. [\"ctrl\", \"shift\", \"t\"]).",
+    'in reverse (e.g. ["ctrl", "shift", "t"]).',
   input: true,
   params: z.object({ keys: z.array(keyParam).min(1, "keys is empty").max(16) }),
   result: empty,

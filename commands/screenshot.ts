@@ -79,7 +79,11 @@ export const getCursorPosition = defineCommand({
 const mappingParams = z.object({
   x: z.number(),
   y: z.number(),
-  scale: z.number().positive().nullish().describe("Image pixels per screen pixel; default: the last screenshot's"),
+  scale: z
+    .number()
+    .positive()
+    .nullish()
+    .describe("Image pixels per screen pixel; default: the last screenshot's"),
 });
 const coordinatesResult = z.object({ coordinates: z.tuple([z.number(), z.number()]) });
 
