@@ -12,7 +12,8 @@ import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
 import { mcpHandler, mcpOpenApiPaths } from "./mcp.js";
 import { cmdEventBytes } from "./outcome.js";
-import { ptyOpenApiPaths, ptyRoutes } from "./pty.js";
+import { ptyRoutes } from "./pty.js";
+import { ptyOpenApiPaths } from "./pty-openapi.js";
 import type { PtySessions } from "./pty-sessions.js";
 import type { CommandRegistry } from "./registry.js";
 

@@ -17,14 +17,14 @@ import type { PtyEvent, PtySession, PtySessions } from "./pty-sessions.js";
 import { describeZodError } from "./registry.js";
 
 const size = z.number().int().min(1).max(1000);
-const startBody = z.object({
+export const startBody = z.object({
   command: z.string().max(100_000).nullish(),
   cols: size.default(80),
   rows: size.default(24),
   cwd: z.string().min(1).nullish(),
   envs: z.record(z.string(), z.string()).nullish(),
 });
-const stdinBody = z.object({
+export const stdinBody = z.object({
   data: z
     .string()
     .max(16 * 1024 * 1024)
@@ -32,7 +32,7 @@ const stdinBody = z.object({
 });
 /** What an SSE stream may hold for a client before it counts as lagging. */
 const SSE_QUEUE_BYTES = 64 * 1024;
-const resizeBody = z.object({ cols: size.default(80), rows: size.default(24) });
+export const resizeBody = z.object({ cols: size.default(80), rows: size.default(24) });
 const socketFrame = z.discriminatedUnion("type", [
   z.object({ type: z.literal("stdin"), data: stdinBody.shape.data }),
   z.object({ type: z.literal("resize"), cols: size.default(80), rows: size.default(24) }),
@@ -181,87 +181,3 @@ export function ptyRoutes(sessions: PtySessions, log: Logger = silentLogger) {
 
   return routes;
 }
-
-const json = (schema: Record<string, unknown>) => ({ content: { "application/json": { schema } } });
-const detailReply = json({ type: "object", properties: { detail: { type: "string" } } });
-const sizeReply = json({
-  type: "object",
-  properties: { pid: { type: "integer" }, cols: { type: "integer" }, rows: { type: "integer" } },
-});
-const pidParam = [{ name: "pid", in: "path", required: true, schema: { type: "integer" } }];
-
-/** The PTY routes for `/openapi.json`. */
-export const ptyOpenApiPaths = {
-  "/pty": {
-    post: {
-      summary: "Start a terminal session (bash by default)",
-      requestBody: json(z.toJSONSchema(startBody, { io: "input" }) as Record<string, unknown>),
-      responses: {
-        200: { description: "Started", ...sizeReply },
-        400: { description: "Bad body", ...detailReply },
-      },
-    },
-  },
-  "/pty/{pid}": {
-    get: {
-      summary: "A session's size",
-      parameters: pidParam,
-      responses: {
-        200: { description: "The session", ...sizeReply },
-        404: { description: "No such session", ...detailReply },
-      },
-    },
-    delete: {
-      summary: "Kill a session",
-      parameters: pidParam,
-      responses: {
-        200: {
-          description: "`{killed}`",
-          ...json({ type: "object", properties: { killed: { type: "boolean" } } }),
-        },
-      },
-    },
-  },
-  "/pty/{pid}/stdin": {
-    post: {
-      summary: "Write bytes (base64) to the terminal",
-      parameters: pidParam,
-      requestBody: json(z.toJSONSchema(stdinBody) as Record<string, unknown>),
-      responses: {
-        200: { description: "`{ok: true}`" },
-        404: { description: "No such session", ...detailReply },
-      },
-    },
-  },
-  "/pty/{pid}/resize": {
-    post: {
-      summary: "Resize the terminal",
-      parameters: pidParam,
-      requestBody: json(z.toJSONSchema(resizeBody, { io: "input" }) as Record<string, unknown>),
-      responses: {
-        200: { description: "`{ok: true}`" },
-        404: { description: "No such session", ...detailReply },
-      },
-    },
-  },
-  "/pty/{pid}/stream": {
-    get: {
-      summary: "Recent output replayed, then live output and the exit code, as Server-Sent Events",
-      parameters: pidParam,
-      responses: {
-        200: { description: '`data: {"type":"output","data":base64}` … `data: {"type":"exit","code":N}`' },
-        404: { description: "No such session", ...detailReply },
-      },
-    },
-  },
-  "/pty/{pid}/ws": {
-    get: {
-      summary: "WebSocket: stdin/resize/disconnect frames in, output/exit frames out",
-      parameters: pidParam,
-      responses: {
-        101: { description: "Upgraded" },
-        404: { description: "No such session", ...detailReply },
-      },
-    },
-  },
-};
