@@ -11,11 +11,13 @@ const size = json({
   properties: { pid: { type: "integer" }, cols: { type: "integer" }, rows: { type: "integer" } },
 });
 
+const pidParameters = [{ name: "pid", in: "path", required: true, schema: { type: "integer" } }];
+
 /** An operation on `/pty/{pid}…`: its success reply, and 404 for an unknown pid. */
 function onSession(summary: string, ok: Schema, requestBody?: Schema, okStatus = 200) {
   return {
     summary,
-    parameters: [{ name: "pid", in: "path", required: true, schema: { type: "integer" } }],
+    parameters: pidParameters,
     ...(requestBody ? { requestBody } : {}),
     responses: { [okStatus]: ok, 404: { description: "No such session", ...detail } },
   };
@@ -35,7 +37,7 @@ export const ptyOpenApiPaths = {
     get: onSession("A session's size", { description: "The session", ...size }),
     delete: {
       summary: "Kill a session",
-      parameters: onSession("", {}).parameters,
+      parameters: pidParameters,
       responses: { 200: { description: "`{killed}`: false for an unknown pid" } },
     },
   },
