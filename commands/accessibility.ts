@@ -49,12 +49,8 @@ const target = {
 const SEARCH_NODES = 5000;
 const SEARCH_DEPTH = 50;
 
-type Search = { app?: string | null; window?: string | null } & {
-  role?: string | null;
-  title?: string | null;
-  name?: string | null;
-  value?: string | null;
-};
+const searchParams = z.object(search);
+type Search = z.output<typeof searchParams>;
 
 /** The first element matching a search, or `not_found` naming what was looked for. */
 async function findOne(p: Search, ctx: CommandContext): Promise<AccessibleNode> {
@@ -117,7 +113,7 @@ export const findElement = defineCommand({
   description:
     "Finds the first user-interface element with the given role, title (name) and/or value and returns " +
     "it with its id and bounds in screen pixels; a not_found failure when nothing matches.",
-  params: z.object(search),
+  params: searchParams,
   result: z.object({ element }),
   handler: async (p, ctx) => ({ element: await findOne(p, ctx) }),
 });

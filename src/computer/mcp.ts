@@ -22,12 +22,23 @@ import type { CommandRegistry } from "./registry.js";
 
 const IMAGE_FORMATS = new Set(["png", "jpeg", "jpg", "webp", "gif"]);
 
-/** The tools, generated from the registry's definitions. */
+const toolCache = new WeakMap<CommandRegistry, Tool[]>();
+
+/** The tools, generated from the registry's definitions (once per registry: it takes milliseconds). */
 export function toolList(registry: CommandRegistry): Tool[] {
-  return registry.commands.map((def) => {
-    const { $schema: _schema, ...inputSchema } = paramsJsonSchema(def);
-    return { name: def.name, description: def.description, inputSchema: inputSchema as Tool["inputSchema"] };
-  });
+  let tools = toolCache.get(registry);
+  if (!tools) {
+    tools = registry.commands.map((def) => {
+      const { $schema: _schema, ...inputSchema } = paramsJsonSchema(def);
+      return {
+        name: def.name,
+        description: def.description,
+        inputSchema: inputSchema as Tool["inputSchema"],
+      };
+    });
+    toolCache.set(registry, tools);
+  }
+  return tools;
 }
 
 /** A command's outcome as an MCP tool result: JSON text (and structured content), or an image. */
