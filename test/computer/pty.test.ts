@@ -253,16 +253,22 @@ describe("/openapi.json", () => {
 
 describe("idle sessions", () => {
   it("are reaped after the idle timeout when nobody uses them", async () => {
-    const quick = await startTestServer({ pty: { idleMs: 300 } });
+    const quick = await startTestServer({ pty: { idleMs: 300, maxSessions: 1 } });
+    const start = () =>
+      fetch(`${quick.url}/pty`, { method: "POST", body: JSON.stringify({ command: "sleep 60" }) });
     try {
-      const res = await fetch(`${quick.url}/pty`, {
-        method: "POST",
-        body: JSON.stringify({ command: "sleep 60" }),
-      });
-      const { pid } = (await res.json()) as { pid: number };
+      const { pid } = (await (await start()).json()) as { pid: number };
       expect(isAlive(pid)).toBe(true);
+      // Only one session may exist at a time here: the next one is refused while this one lives.
+      const refused = await start();
+      expect(refused.status).toBe(503);
+      expect((await refused.json()).detail).toMatch(/Too many terminal sessions \(1\)/);
+
       expect(await waitUntilGone(pid)).toBe(true);
       expect((await fetch(`${quick.url}/pty/${pid}`)).status).toBe(404);
+      const again = await start();
+      expect(again.status).toBe(200);
+      await fetch(`${quick.url}/pty/${(await again.json()).pid}`, { method: "DELETE" });
     } finally {
       await quick.close();
     }
