@@ -2,10 +2,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
+import { PYTHON } from "./desktop.js";
 
 const SCRIPT = fileURLToPath(new URL("./a11y-app.py", import.meta.url));
-/** The system Python: it has python3-gi, where a python3 earlier on PATH may not. */
-const SYSTEM_PYTHON = "/usr/bin/python3";
 
 export interface A11yApp {
   readonly child: ChildProcess;
@@ -18,7 +17,7 @@ export interface A11yApp {
 
 /** `extraLabels` adds a grid of that many labels, for bigger trees. */
 export async function startA11yApp(env: Record<string, string>, extraLabels = 0): Promise<A11yApp> {
-  const child = spawn(SYSTEM_PYTHON, [SCRIPT, String(extraLabels)], {
+  const child = spawn(PYTHON, [SCRIPT, String(extraLabels)], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
