@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PYTHON } from "../support/desktop.js";
 import { postCmd } from "../support/server.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -46,7 +47,7 @@ describe("hangar serve --virtual-display", () => {
   it("starts the accessibility bus with the desktop: an app launched through it shows in the tree", async () => {
     const launched = await postCmd(url, {
       command: "run_command",
-      params: { command: `nohup /usr/bin/python3 '${appScript}' >/dev/null 2>&1 &` },
+      params: { command: `nohup ${PYTHON} '${appScript}' >/dev/null 2>&1 &` },
     });
     expect(launched.event.success).toBe(true);
 
