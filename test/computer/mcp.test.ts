@@ -1,5 +1,7 @@
 import { once } from "node:events";
+import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { request } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,6 +20,7 @@ import { defineCommand } from "../../src/computer/command.js";
 import { CommandRegistry } from "../../src/computer/registry.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import { startVirtualDisplay } from "../../src/desktop/virtual-display.js";
+import { isAlive, waitUntilGone } from "../support/processes.js";
 import { startTestServer } from "../support/server.js";
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -79,6 +82,30 @@ describe("/mcp (streamable HTTP)", () => {
     const unknown = await call("launch_rockets", {});
     expect(unknown.isError).toBe(true);
     expect(text(unknown)).toMatch(/^Unknown command: launch_rockets/);
+  });
+});
+
+describe("a client that goes away mid-call", () => {
+  it("has its command cancelled: the process is killed", async () => {
+    const pidFile = join(dir, "mcp.pid");
+    const call = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "tools/call",
+      params: { name: "run_command", arguments: { command: `echo $$ > '${pidFile}'; sleep 30` } },
+    };
+    const req = request(`${server.url}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+    });
+    req.on("error", () => undefined);
+    req.end(JSON.stringify(call));
+    const deadline = Date.now() + 5000;
+    while (!existsSync(pidFile) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const pid = Number(await readFile(pidFile, "utf8"));
+    expect(isAlive(pid)).toBe(true);
+    req.destroy();
+    expect(await waitUntilGone(pid)).toBe(true);
   });
 });
 
