@@ -65,6 +65,9 @@ describe("pointer commands (X11)", () => {
     expect(await desk.pointer()).toEqual({ x: 321, y: 234 });
     const position = await desk.cmd("get_cursor_position");
     expect(position.position).toEqual({ x: 321, y: 234 });
+    // Far outside the screen: the pointer stops at its edge.
+    expect((await desk.cmd("move_cursor", { x: 1e9, y: -5 })).success).toBe(true);
+    expect(await desk.pointer()).toEqual({ x: 1023, y: 0 });
   });
 
   it("clicks each button at x,y", async () => {

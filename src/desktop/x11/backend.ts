@@ -91,7 +91,9 @@ export class X11Backend implements DesktopBackend {
   }
 
   async moveCursor(to: Point): Promise<void> {
-    this.fake(MOTION_NOTIFY, 0, Math.round(to.x), Math.round(to.y));
+    // X coordinates are 16-bit; the server clamps to the screen.
+    const clamp = (v: number) => Math.max(-32768, Math.min(32767, Math.round(v)));
+    this.fake(MOTION_NOTIFY, 0, clamp(to.x), clamp(to.y));
     await this.conn.sync();
   }
 

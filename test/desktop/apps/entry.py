@@ -7,6 +7,8 @@ gi.require_version("Gtk", "3.0")
 from gi.repository import Gtk  # noqa: E402
 
 out_path, title = sys.argv[1], sys.argv[2]
+# A blinking caret would change the screen twice a second.
+Gtk.Settings.get_default().set_property("gtk-cursor-blink", False)
 window = Gtk.Window(title=title)
 window.set_default_size(500, 80)
 entry = Gtk.Entry()
