@@ -10,7 +10,7 @@ import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
-import { mcpHandler, mcpOpenApiPaths } from "./mcp.js";
+import { mcpHandler, mcpOpenApiPaths } from "./mcp-http.js";
 import { cmdEventBytes } from "./outcome.js";
 import { ptyRoutes } from "./pty.js";
 import { ptyOpenApiPaths } from "./pty-openapi.js";

@@ -1,19 +1,18 @@
 /**
  * The registry as Model Context Protocol tools: every command is a tool with the same name,
- * description and JSON Schema. Served at `/mcp` (streamable HTTP, stateless: one MCP server per
- * request) and over stdio (`hangar mcp`). Like every transport it knows no command by name; a
+ * description and JSON Schema. Served at `/mcp` (streamable HTTP, see `mcp-http.ts`) and over
+ * stdio (`hangar mcp`). Like every transport it knows no command by name; a
  * result holding `image_data` and `format` becomes image content, whatever command produced it.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import {
   CallToolRequestSchema,
   type CallToolResult,
   ListToolsRequestSchema,
+  type RequestId,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
-import type { Context } from "hono";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { PACKAGE_VERSION } from "../common/version.js";
 import { paramsJsonSchema } from "./catalog.js";
@@ -70,13 +69,13 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /**
- * An MCP server whose tools are the registry's commands. `signal` (the HTTP request's) cancels the
- * commands it runs when the client goes away, as MCP cancellation does.
+ * An MCP server whose tools are the registry's commands. A call is cancelled by MCP cancellation,
+ * and by `signalOf(requestId)` when given (the HTTP request that carried the call going away).
  */
 export function createMcpServer(
   registry: CommandRegistry,
   log: Logger = silentLogger,
-  signal?: AbortSignal,
+  signalOf?: (requestId: RequestId) => AbortSignal | undefined,
 ): Server {
   const server = new Server(
     { name: "hangar-computer-server", version: PACKAGE_VERSION },
@@ -85,38 +84,14 @@ export function createMcpServer(
   const tools = toolList(registry);
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const transportSignal = signalOf?.(extra.requestId);
     const outcome = await registry.run(request.params.name, request.params.arguments ?? {}, {
-      signal: signal ? AbortSignal.any([extra.signal, signal]) : extra.signal,
+      signal: transportSignal ? AbortSignal.any([extra.signal, transportSignal]) : extra.signal,
     });
     return toolResult(outcome);
   });
   server.onerror = (err) => log.warn({ err }, "mcp protocol error");
   return server;
-}
-
-/**
- * The `/mcp` route (streamable HTTP, stateless). Mounted under the app's `auth` middleware.
- * @example app.all("/mcp", mcpHandler(registry, { log, bodyLimitBytes }))
- */
-export function mcpHandler(
-  registry: CommandRegistry,
-  options: { log?: Logger; bodyLimitBytes?: number } = {},
-) {
-  return async (c: Context) => {
-    const server = createMcpServer(registry, options.log, c.req.raw.signal);
-    const transport = new WebStandardStreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-      maxRequestBodySize: options.bodyLimitBytes,
-    });
-    await server.connect(transport);
-    try {
-      return await transport.handleRequest(c.req.raw);
-    } finally {
-      // With JSON responses the reply is complete here; the per-request server is done.
-      void server.close();
-    }
-  };
 }
 
 /** Serves the registry over stdin/stdout until stdin closes (desktop agents start `hangar mcp`). */
@@ -130,13 +105,3 @@ export async function serveMcpStdio(registry: CommandRegistry, log: Logger = sil
   process.stdin.once("end", () => void server.close());
   await closed;
 }
-
-/** `/mcp` for `/openapi.json`. */
-export const mcpOpenApiPaths = {
-  "/mcp": {
-    post: {
-      summary: "Model Context Protocol (streamable HTTP, stateless): every command as a tool",
-      responses: { 200: { description: "JSON-RPC reply" } },
-    },
-  },
-};

@@ -85,6 +85,50 @@ describe("/mcp (streamable HTTP)", () => {
   });
 });
 
+describe("MCP sessions", () => {
+  it("give the client a session in which cancelling a call kills its command", async () => {
+    const pidFile = join(dir, "cancelled.pid");
+    const cancel = new AbortController();
+    const pending = client
+      .callTool(
+        { name: "run_command", arguments: { command: `echo $$ > '${pidFile}'; sleep 30` } },
+        undefined,
+        {
+          signal: cancel.signal,
+        },
+      )
+      .then(
+        () => "finished",
+        (err: Error) => err.message,
+      );
+    const deadline = Date.now() + 5000;
+    while (!existsSync(pidFile) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const pid = Number(await readFile(pidFile, "utf8"));
+    expect(isAlive(pid)).toBe(true);
+    cancel.abort();
+    expect(await pending).toMatch(/abort/i);
+    expect(await waitUntilGone(pid)).toBe(true);
+    // The session carries on.
+    expect((await call("run_command", { command: "echo still here" })).structuredContent).toMatchObject({
+      stdout: "still here\n",
+    });
+  });
+
+  it("answers an unknown session id with 404", async () => {
+    const res = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-session-id": "no-such-session",
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    });
+    expect(res.status).toBe(404);
+    expect((await res.json()).error.message).toMatch(/^Session not found/);
+  });
+});
+
 describe("a client that goes away mid-call", () => {
   it("has its command cancelled: the process is killed", async () => {
     const pidFile = join(dir, "mcp.pid");
