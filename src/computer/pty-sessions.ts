@@ -119,7 +119,7 @@ export class PtySession {
     for (let offset = 0; offset < data.length; offset += CHUNK_BYTES) {
       const chunk = data.subarray(offset, offset + CHUNK_BYTES);
       this.keep(chunk);
-      for (const subscriber of this.subscribers) subscriber.send({ type: "output", data: chunk });
+      for (const subscriber of this.subscribers) this.deliver(subscriber, { type: "output", data: chunk });
     }
     this.throttle();
   }
@@ -142,6 +142,15 @@ export class PtySession {
     return false;
   }
 
+  /** A subscriber whose connection failed is dropped; it never takes the terminal (or the server) down. */
+  private deliver(subscriber: PtySubscriber, event: PtyEvent) {
+    try {
+      subscriber.send(event);
+    } catch {
+      this.subscribers.delete(subscriber);
+    }
+  }
+
   private keep(chunk: Buffer) {
     this.scrollback.push(chunk);
     this.scrollbackSize += chunk.length;
@@ -153,7 +162,7 @@ export class PtySession {
   private finish(code: number) {
     if (this.exitCode !== null) return;
     this.exitCode = code;
-    for (const subscriber of this.subscribers) subscriber.send({ type: "exit", code });
+    for (const subscriber of this.subscribers) this.deliver(subscriber, { type: "exit", code });
     this.subscribers.clear();
   }
 }
