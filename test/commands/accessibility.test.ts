@@ -168,6 +168,27 @@ describe("set_element_text and click_element", () => {
   });
 });
 
+describe("when the desktop restarts", () => {
+  it("fails once, saying the bus was lost, then connects to the new bus", async () => {
+    let current = await startVirtualDisplay({ accessibility: true, windowManager: false });
+    const restarting = atspiProvider(() => current.env);
+    const local = await startTestServer({ accessibility: restarting });
+    try {
+      expect((await local.cmd("get_accessibility_tree")).event.success).toBe(true);
+      await current.stop();
+      current = await startVirtualDisplay({ accessibility: true, windowManager: false });
+      const lost = await local.cmd("get_accessibility_tree");
+      expect(lost.event).toMatchObject({ success: false, code: "unavailable" });
+      expect(lost.event.error).toMatch(/connection was lost/);
+      expect((await local.cmd("get_accessibility_tree")).event.success).toBe(true);
+    } finally {
+      restarting.close();
+      await local.close();
+      await current.stop();
+    }
+  });
+});
+
 describe("without an accessibility bus", () => {
   it("fails with unavailable saying what is missing, and the server keeps working", async () => {
     const lonely = await startTestServer({ accessibility: atspiProvider({}) });

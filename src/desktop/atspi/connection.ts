@@ -48,7 +48,7 @@ export class AtspiConnection {
     signature = "",
     body: unknown[] = [],
   ): Promise<T> {
-    if (this.closed) throw new CommandError("unavailable", "The accessibility bus connection was lost");
+    if (this.closed) throw lost();
     const message = new dbus.Message({
       destination: ref.bus,
       path: ref.path,
@@ -57,7 +57,10 @@ export class AtspiConnection {
       signature,
       body,
     });
-    const reply = await withTimeout(this.bus.call(message), CALL_TIMEOUT_MS, `${iface}.${member}`);
+    const pending = this.bus.call(message);
+    // Writing to a closed bus reports the error at once (the call itself would never settle).
+    if (this.closed) throw lost();
+    const reply = await withTimeout(pending, CALL_TIMEOUT_MS, `${iface}.${member}`);
     return (reply?.body ?? []) as T;
   }
 
@@ -75,6 +78,12 @@ export class AtspiConnection {
     this.bus.disconnect();
   }
 }
+
+const lost = () =>
+  new CommandError(
+    "unavailable",
+    "The accessibility bus connection was lost (did the desktop restart?); the next command connects again",
+  );
 
 /** Asks the session bus where the accessibility bus is. */
 async function accessibilityBusAddress(env: NodeJS.ProcessEnv): Promise<string> {
