@@ -169,7 +169,7 @@ describe("set_element_text and click_element", () => {
 });
 
 describe("when the desktop restarts", () => {
-  it("fails once, saying the bus was lost, then connects to the new bus", async () => {
+  it("notices the bus went away and connects to the new one", async () => {
     let current = await startVirtualDisplay({ accessibility: true, windowManager: false });
     const restarting = atspiProvider(() => current.env);
     const local = await startTestServer({ accessibility: restarting });
@@ -177,10 +177,8 @@ describe("when the desktop restarts", () => {
       expect((await local.cmd("get_accessibility_tree")).event.success).toBe(true);
       await current.stop();
       current = await startVirtualDisplay({ accessibility: true, windowManager: false });
-      const lost = await local.cmd("get_accessibility_tree");
-      expect(lost.event).toMatchObject({ success: false, code: "unavailable" });
-      expect(lost.event.error).toMatch(/connection was lost/);
-      expect((await local.cmd("get_accessibility_tree")).event.success).toBe(true);
+      const again = await local.cmd("get_accessibility_tree");
+      expect(again.event).toMatchObject({ success: true, tree: { role: "desktop frame" } });
     } finally {
       restarting.close();
       await local.close();

@@ -22,6 +22,12 @@ export class AtspiConnection {
     bus.on("error", () => {
       this.closed = true;
     });
+    // dbus-next reports a closed socket only on the next write; its connection's `end` says it at once
+    // (not public API: without it, the first call after a restart fails and the next one reconnects).
+    const connection = (bus as unknown as { _connection?: NodeJS.EventEmitter })._connection;
+    connection?.once("end", () => {
+      this.closed = true;
+    });
   }
 
   /** False once the bus connection failed or was closed; the provider then connects again. */
