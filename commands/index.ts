@@ -1,5 +1,6 @@
 /** Every command of the computer server, one module per area. */
 import type { AnyCommand } from "../src/computer/command.js";
+import accessibility from "./accessibility.js";
 import clipboard from "./clipboard.js";
 import file from "./file.js";
 import input from "./input.js";
@@ -16,4 +17,5 @@ export const allCommands: readonly AnyCommand[] = [
   ...input,
   ...clipboard,
   ...window,
+  ...accessibility,
 ];

@@ -1,6 +1,7 @@
 /** The `hangar` command line: one program, a module per group of commands. */
 import { Command, CommanderError } from "commander";
 import { PACKAGE_VERSION } from "../common/version.js";
+import { registerMcp } from "./mcp.js";
 import { registerServe } from "./serve.js";
 
 export function buildProgram(): Command {
@@ -9,6 +10,7 @@ export function buildProgram(): Command {
     .version(PACKAGE_VERSION)
     .showHelpAfterError("(run with --help for usage)");
   registerServe(program);
+  registerMcp(program);
   return program;
 }
 

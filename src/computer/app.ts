@@ -6,10 +6,15 @@ import type { HttpBindings } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { cors } from "hono/cors";
+import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
+import { mcpHandler, mcpOpenApiPaths } from "./mcp-http.js";
 import { cmdEventBytes } from "./outcome.js";
+import { ptyRoutes } from "./pty.js";
+import { ptyOpenApiPaths } from "./pty-openapi.js";
+import type { PtySessions } from "./pty-sessions.js";
 import type { CommandRegistry } from "./registry.js";
 
 export type ComputerEnv = { Bindings: HttpBindings };
@@ -25,9 +30,13 @@ export interface ComputerAppOptions {
   features?: string[];
   /** Runs before every route but `/status` (cloud auth). */
   auth?: MiddlewareHandler<ComputerEnv>;
+  /** Terminal sessions: serves the PTY routes (`/pty…`) when given. */
+  pty?: PtySessions;
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
+/** A streaming client this far behind (bytes not yet sent) is treated as gone: its command is cancelled. */
+const STREAM_BACKLOG_LIMIT = 64 * 1024 * 1024;
 
 export function osType(): "linux" | "darwin" | "windows" {
   if (process.platform === "win32") return "windows";
@@ -48,7 +57,8 @@ export function createComputerApp(options: ComputerAppOptions) {
   if (options.auth) app.use("*", options.auth);
 
   app.get("/commands", (c) => c.json(commandCatalog(registry)));
-  app.get("/openapi.json", (c) => c.json(openApiDocument(registry)));
+  const extraPaths = { ...(options.pty ? ptyOpenApiPaths : {}), ...mcpOpenApiPaths };
+  app.get("/openapi.json", (c) => c.json(openApiDocument(registry, extraPaths)));
 
   app.post("/cmd", async (c) => {
     let body: unknown;
@@ -77,6 +87,9 @@ export function createComputerApp(options: ComputerAppOptions) {
     if (!registry.resolve(command)) return c.json({ detail: registry.unknownCommandMessage(command) }, 400);
     return runAsEventStream(c, registry, command, params, spread, log);
   });
+
+  if (options.pty) app.route("/pty", ptyRoutes(options.pty, log));
+  app.all("/mcp", mcpHandler(registry, { log, bodyLimitBytes: limit }));
 
   app.notFound((c) => c.json({ detail: "Not Found" }, 404));
   app.onError((err, c) => {
@@ -116,7 +129,11 @@ async function runAsEventStream(
   };
   res.once("close", onClose);
   const write = (event: unknown) => {
-    if (!res.writableEnded && !res.destroyed) res.write(`data: ${JSON.stringify(event)}\n\n`);
+    if (res.writableEnded || res.destroyed) return;
+    res.write(`data: ${JSON.stringify(event)}\n\n`);
+    if (res.writableLength > STREAM_BACKLOG_LIMIT && !gone.signal.aborted) {
+      gone.abort(new CommandError("cancelled", "Command cancelled: the client stopped reading its output"));
+    }
   };
   try {
     const outcome = await registry.run(command, params, {

@@ -13,6 +13,7 @@
  */
 import type { z } from "zod";
 import type { Logger } from "../common/logger.js";
+import type { AccessibilityBackend } from "../desktop/accessibility.js";
 import type { DesktopBackend } from "../desktop/backend.js";
 import type { Outcome } from "./outcome.js";
 
@@ -21,6 +22,8 @@ export interface CommandContext {
   readonly signal: AbortSignal;
   /** The desktop backend; throws `CommandError("unavailable")` when there is no display. */
   desktop(): Promise<DesktopBackend>;
+  /** The accessibility tree and its actions; throws `CommandError("unavailable")` saying what is missing. */
+  accessibility(): Promise<AccessibilityBackend>;
   /** Runs another command through the registry (validation, queue and deadline included). */
   run(name: string, params: unknown): Promise<Outcome>;
   /**

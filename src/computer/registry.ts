@@ -6,6 +6,7 @@
 import type { z } from "zod";
 import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
+import { type AccessibilityProvider, noAccessibility } from "../desktop/accessibility.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
 import type { AnyCommand, CommandContext } from "./command.js";
 import { failure, type Outcome } from "./outcome.js";
@@ -13,6 +14,8 @@ import { failure, type Outcome } from "./outcome.js";
 export interface RegistryOptions {
   /** Where handlers get the desktop from; without one, desktop commands fail with `unavailable`. */
   desktop?: DesktopProvider;
+  /** Where handlers get the accessibility tree from (AT-SPI on Linux). */
+  accessibility?: AccessibilityProvider;
   log?: Logger;
   /** Deadline of a command that does not set its own (default 60 s). */
   defaultDeadlineMs?: number;
@@ -30,11 +33,13 @@ export class CommandRegistry {
   private readonly aliasTable = new Map<string, string>();
   private inputQueue: Promise<unknown> = Promise.resolve();
   private readonly desktop: DesktopProvider;
+  private readonly accessibility: AccessibilityProvider;
   private readonly log: Logger;
   private readonly defaultDeadlineMs: number;
 
   constructor(commands: readonly AnyCommand[], options: RegistryOptions = {}) {
     this.desktop = options.desktop ?? noDesktop;
+    this.accessibility = options.accessibility ?? noAccessibility;
     this.log = options.log ?? silentLogger;
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
     for (const def of commands) {
@@ -120,6 +125,7 @@ export class CommandRegistry {
     const ctx: CommandContext = {
       signal,
       desktop: () => this.desktop(),
+      accessibility: () => this.accessibility(),
       run: (name, params) => this.run(name, params, { signal }),
       emit: options.emit,
       log: this.log,

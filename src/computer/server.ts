@@ -4,10 +4,14 @@
  */
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
+import { WebSocketServer } from "ws";
 import { allCommands } from "../../commands/index.js";
 import { type Logger, silentLogger } from "../common/logger.js";
+import type { AccessibilityProvider } from "../desktop/accessibility.js";
+import { atspiProvider } from "../desktop/atspi/index.js";
 import type { DesktopProvider } from "../desktop/backend.js";
 import { createComputerApp } from "./app.js";
+import { PtySessions, type PtySessionsOptions } from "./pty-sessions.js";
 import { CommandRegistry } from "./registry.js";
 
 export interface ComputerServerOptions {
@@ -15,7 +19,14 @@ export interface ComputerServerOptions {
   port?: number;
   log?: Logger;
   desktop?: DesktopProvider;
+  /**
+   * Default on Linux: AT-SPI on the session bus named by this process's environment at the time of
+   * the first accessibility command (a virtual desktop started by `serve` exports its bus there).
+   */
+  accessibility?: AccessibilityProvider;
   spreadResult?: boolean;
+  /** Terminal sessions (scrollback, idle timeout); the PTY routes are always served. */
+  pty?: PtySessionsOptions;
   bodyLimitBytes?: number;
 }
 
@@ -30,16 +41,26 @@ export async function startComputerServer(
   options: ComputerServerOptions = {},
 ): Promise<RunningComputerServer> {
   const log = options.log ?? silentLogger;
-  const registry = new CommandRegistry(allCommands, { desktop: options.desktop, log });
+  const ownAccessibility = options.accessibility ? undefined : defaultAccessibility();
+  const accessibility = options.accessibility ?? ownAccessibility;
+  const registry = new CommandRegistry(allCommands, { desktop: options.desktop, accessibility, log });
+  const pty = new PtySessions(options.pty);
   const app = createComputerApp({
     registry,
     log,
     spreadResult: options.spreadResult,
     bodyLimitBytes: options.bodyLimitBytes,
     features: ["batch"],
+    pty,
   });
+  const sockets = new WebSocketServer({ noServer: true });
   const host = options.host ?? "127.0.0.1";
-  const server = serve({ fetch: app.fetch, hostname: host, port: options.port ?? 8000 });
+  const server = serve({
+    fetch: app.fetch,
+    hostname: host,
+    port: options.port ?? 8000,
+    websocket: { server: sockets },
+  });
   await new Promise<void>((resolve, reject) => {
     server.once("listening", resolve);
     server.once("error", reject);
@@ -52,8 +73,21 @@ export async function startComputerServer(
     registry,
     close: () =>
       new Promise<void>((resolve) => {
+        ownAccessibility?.close();
+        pty.close();
+        for (const socket of sockets.clients) socket.terminate();
+        sockets.close();
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * The accessibility provider of this platform: on Linux, AT-SPI on the session bus named by this
+ * process's environment at the first accessibility command (a virtual desktop that `serve` starts
+ * exports its bus there). Undefined elsewhere.
+ */
+export function defaultAccessibility() {
+  return process.platform === "linux" ? atspiProvider(() => process.env) : undefined;
 }

@@ -1,0 +1,40 @@
+/** `hangar mcp`: the computer server's commands as MCP tools over stdin/stdout, for desktop agents. */
+import type { Command } from "commander";
+import { allCommands } from "../../commands/index.js";
+import { createLogger } from "../common/logger.js";
+import { serveMcpStdio } from "../computer/mcp.js";
+import { CommandRegistry } from "../computer/registry.js";
+import { defaultAccessibility } from "../computer/server.js";
+import { startDesktopSession } from "../desktop/session.js";
+import { onShutdown } from "./util.js";
+
+export function registerMcp(program: Command) {
+  program
+    .command("mcp")
+    .description(
+      "Serve the computer server's commands as Model Context Protocol tools over stdio (this desktop, or a " +
+        "virtual one when DISPLAY is unset)",
+    )
+    .option("--log-level <level>", "debug, info, warn or error (logs go to stderr)", "warn")
+    .action(async (opts) => {
+      // stdout carries the protocol: the logger writes to stderr only.
+      const log = createLogger({ level: opts.logLevel, name: "mcp", destination: 2 });
+      const desktop = await startDesktopSession({ log });
+      const accessibility = defaultAccessibility();
+      const registry = new CommandRegistry(allCommands, {
+        desktop: desktop.manager.provider,
+        accessibility,
+        log,
+      });
+      const cleanup = async () => {
+        accessibility?.close();
+        await desktop.stop();
+      };
+      onShutdown(cleanup);
+      try {
+        await serveMcpStdio(registry, log);
+      } finally {
+        await cleanup();
+      }
+    });
+}
