@@ -12,7 +12,7 @@ export function registerServe(program: Command) {
     .description("Start the computer server (POST /cmd, /ws, /status) that lets agents drive this desktop")
     .option("--host <address>", "address to listen on (0.0.0.0 for every interface)", "127.0.0.1")
     .option("--port <port>", "port to listen on (default 8000, or 8443 with TLS)", parsePort)
-    .option("--log-level <level>", "debug, info, warn or error", "info")
+    .option("--log-level <level>", "debug, info, warn or error", process.env.HANGAR_LOG_LEVEL ?? "info")
     .option("--body-limit <size>", "largest request body, e.g. 64MiB", "64MiB")
     .option("--no-spread", "on /cmd, send results in `content` only (no copy of their fields beside it)")
     // Cloud mode and TLS (see serve-cloud.ts).
