@@ -57,7 +57,8 @@ describe("@trycua/computer in local mode", () => {
     expect(readFileSync(file, "utf8")).toBe("héllo ✓");
     const listing = await computer.interface.listDir(sub);
     expect(listing).toContain("note.txt");
-    expect(await computer.interface.getFileSize(file)).toBe(Buffer.byteLength("héllo ✓"));
+    const iface = computer.interface as unknown as { getFileSize(path: string): Promise<number> };
+    expect(await iface.getFileSize(file)).toBe(Buffer.byteLength("héllo ✓"));
     await computer.interface.deleteFile(file);
     expect(await computer.interface.fileExists(file)).toBe(false);
     await computer.interface.deleteDir(sub);
