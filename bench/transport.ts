@@ -35,10 +35,14 @@ interface Spawned {
 /** Starts the built CLI and waits until /status answers. */
 async function start(args: string[]): Promise<Spawned> {
   const port = await freePort();
-  const child = spawn(process.execPath, ["bin/hangar.js", "serve", "--port", String(port), ...args], {
-    env: { ...process.env, HANGAR_LOG_LEVEL: "warn", HANGAR_API_KEYS: "" },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["bin/hangar.js", "serve", "--no-virtual-display", "--port", String(port), ...args],
+    {
+      env: { ...process.env, HANGAR_LOG_LEVEL: "warn", HANGAR_API_KEYS: "" },
+      stdio: ["ignore", "ignore", "inherit"],
+    },
+  );
   const url = `https://127.0.0.1:${port}`;
   for (let i = 0; i < 200; i++) {
     const up = await get(`${url}/status`).then(

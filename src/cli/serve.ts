@@ -1,8 +1,9 @@
 /** `hangar serve`: the computer server. */
-import type { Command } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import { parseBytes } from "../common/sizes.js";
 import { startComputerServer } from "../computer/server.js";
+import { parseDisplaySize, startDesktopSession } from "../desktop/session.js";
 import { cloudServeOptions } from "./serve-cloud.js";
 import { onShutdown, parsePort } from "./util.js";
 
@@ -15,6 +16,19 @@ export function registerServe(program: Command) {
     .option("--log-level <level>", "debug, info, warn or error", process.env.HANGAR_LOG_LEVEL ?? "info")
     .option("--body-limit <size>", "largest request body, e.g. 64MiB", "64MiB")
     .option("--no-spread", "on /cmd, send results in `content` only (no copy of their fields beside it)")
+    .option(
+      "--virtual-display [WxH]",
+      "start a private Xvfb + openbox desktop (default when DISPLAY is unset), e.g. 1920x1080",
+      (value: string) => {
+        try {
+          parseDisplaySize(value);
+        } catch (err) {
+          throw new InvalidArgumentError((err as Error).message);
+        }
+        return value;
+      },
+    )
+    .option("--no-virtual-display", "never start a virtual display")
     // Cloud mode and TLS (see serve-cloud.ts).
     .option(
       "--container-name <name>",
@@ -39,18 +53,24 @@ export function registerServe(program: Command) {
     .action(async (opts) => {
       const log = createLogger({ level: opts.logLevel, name: "computer" });
       const cloud = await cloudServeOptions(opts, log);
+      const desktop = await startDesktopSession({ virtualDisplay: opts.virtualDisplay, log });
       const server = await startComputerServer({
         ...cloud,
+        desktop: desktop.manager.provider,
         host: opts.host,
         port: opts.port,
         log,
         spreadResult: opts.spread,
         bodyLimitBytes: parseBytes(opts.bodyLimit),
+      }).catch(async (err) => {
+        await desktop.stop();
+        throw err;
       });
       log.info({ url: server.url }, "computer server listening");
       onShutdown(async () => {
         log.info("shutting down");
         await server.close();
+        await desktop.stop();
       });
     });
 }

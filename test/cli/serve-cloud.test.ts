@@ -13,10 +13,14 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Starts `hangar serve …` on port 0 and resolves with its URL and what it printed. */
 async function serve(args: string[], env: Record<string, string>) {
-  const child = spawn(process.execPath, ["bin/hangar.js", "serve", "--port", "0", ...args], {
-    env: { ...process.env, ...env, HANGAR_LOG_LEVEL: "info" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["bin/hangar.js", "serve", "--no-virtual-display", "--port", "0", ...args],
+    {
+      env: { ...process.env, ...env, HANGAR_LOG_LEVEL: "info" },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let out = "";
   let err = "";
   child.stdout.on("data", (d) => {
@@ -124,11 +128,15 @@ describe("hangar serve in cloud mode", () => {
   it("refuses half a setup with a clear message", () => {
     const run = (args: string[], env: Record<string, string> = {}) => {
       try {
-        execFileSync(process.execPath, ["bin/hangar.js", "serve", "--port", "0", ...args], {
-          env: { ...process.env, HANGAR_API_KEYS: "", ...env },
-          encoding: "utf8",
-          stdio: "pipe",
-        });
+        execFileSync(
+          process.execPath,
+          ["bin/hangar.js", "serve", "--no-virtual-display", "--port", "0", ...args],
+          {
+            env: { ...process.env, HANGAR_API_KEYS: "", ...env },
+            encoding: "utf8",
+            stdio: "pipe",
+          },
+        );
         return "";
       } catch (err) {
         return String((err as { stderr: string }).stderr);
