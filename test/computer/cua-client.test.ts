@@ -3,14 +3,16 @@
  * `ip` getter is pointed at the test server. Local mode in this process over ws://; cloud mode in a
  * child process over wss:// with the authenticate handshake and the test's certificate trusted.
  */
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningComputerServer, startComputerServer } from "../../src/computer/server.js";
+import { DesktopManager } from "../../src/desktop/manager.js";
+import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
 import { makeTestCertificate } from "../support/tls.js";
 
 process.env.CUA_TELEMETRY = "off";
@@ -106,5 +108,84 @@ describe("@trycua/computer in cloud mode", () => {
       await cloud.close();
       cert.remove();
     }
+  });
+});
+
+describe("@trycua/computer driving a desktop (Xvfb + openbox)", () => {
+  let display: VirtualDisplay;
+  let manager: DesktopManager;
+  let desktopServer: RunningComputerServer;
+  let desk: HangarComputer;
+  beforeAll(async () => {
+    display = await startVirtualDisplay({ width: 1280, height: 800 });
+    manager = new DesktopManager({ display: display.display });
+    desktopServer = await startComputerServer({ port: 0, desktop: manager.provider });
+    desk = new HangarComputer(`127.0.0.1:${desktopServer.port}`);
+    await desk.run();
+  });
+  afterAll(async () => {
+    await desk?.disconnect();
+    await desktopServer?.close();
+    await manager?.close();
+    await display?.stop();
+  });
+
+  it("reads the screen size and takes a PNG screenshot of that size", async () => {
+    expect(await desk.interface.getScreenSize()).toEqual({ width: 1280, height: 800 });
+    const png = await desk.interface.screenshot();
+    expect(png.subarray(1, 4).toString()).toBe("PNG");
+    expect(png.readUInt32BE(16)).toBe(1280);
+    expect(png.readUInt32BE(20)).toBe(800);
+  });
+
+  it("moves the cursor and clicks where it is told", async () => {
+    await desk.interface.moveCursor(321, 234);
+    expect(await desk.interface.getCursorPosition()).toEqual({ x: 321, y: 234 });
+    await desk.interface.leftClick(400, 300);
+    expect(await desk.interface.getCursorPosition()).toEqual({ x: 400, y: 300 });
+    await desk.interface.rightClick(10, 10);
+    await desk.interface.doubleClick(500, 400);
+    expect(await desk.interface.getCursorPosition()).toEqual({ x: 500, y: 400 });
+  });
+
+  it("types exact Unicode text into a terminal it clicked into", async () => {
+    const out = join(dir, "typed.txt");
+    const title = `hangar-typing-${process.pid}`;
+    const xterm = spawn("xterm", ["-T", title, "-e", "sh", "-c", `cat > ${out}`], {
+      env: { ...process.env, ...display.env },
+      stdio: "ignore",
+    });
+    try {
+      const { stdout } = await promisify(execFile)(
+        "xdotool",
+        ["search", "--sync", "--onlyvisible", "--name", title, "getwindowgeometry", "--shell"],
+        { env: { ...process.env, ...display.env }, timeout: 10_000 },
+      );
+      const geometry = Object.fromEntries(
+        stdout
+          .trim()
+          .split("\n")
+          .map((l) => l.split("=")),
+      );
+      await desk.interface.leftClick(
+        Number(geometry.X) + Number(geometry.WIDTH) / 2,
+        Number(geometry.Y) + Number(geometry.HEIGHT) / 2,
+      );
+      await desk.interface.typeText("héllo wörld → ok");
+      await desk.interface.pressKey("enter");
+      let typed = "";
+      for (let i = 0; i < 50 && !typed.includes("\n"); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        typed = existsSync(out) ? readFileSync(out, "utf8") : "";
+      }
+      expect(typed).toBe("héllo wörld → ok\n");
+    } finally {
+      xterm.kill();
+    }
+  });
+
+  it("sets and reads the clipboard", async () => {
+    await desk.interface.setClipboard("clip ✓ board");
+    expect(await desk.interface.copyToClipboard()).toBe("clip ✓ board");
   });
 });
