@@ -124,3 +124,26 @@ describe("WS /ws limits", () => {
     }
   });
 });
+
+describe("the spread copy option", () => {
+  it("--no-spread sends the seed shape alone on /cmd and leaves /ws replies as they are", async () => {
+    const seed = await startTestServer({ spreadResult: false });
+    try {
+      const r = await seed.cmd("run_command", { command: "echo seed" });
+      expect(r.event).toEqual({ success: true, content: { stdout: "seed\n", stderr: "", return_code: 0 } });
+      expect(JSON.parse(r.text.trim().slice(6))).toEqual(r.event);
+      const spread = await server.cmd("run_command", { command: "echo seed" });
+      expect(spread.event).toEqual({ ...r.event, stdout: "seed\n", stderr: "", return_code: 0 });
+      const ws = await TestSocket.open(wsUrl(seed.url));
+      expect(await ws.request("run_command", { command: "echo seed" })).toEqual({
+        success: true,
+        stdout: "seed\n",
+        stderr: "",
+        return_code: 0,
+      });
+      await ws.close();
+    } finally {
+      await seed.close();
+    }
+  });
+});
