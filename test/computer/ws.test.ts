@@ -74,6 +74,21 @@ describe("WS /ws in local mode", () => {
     await ws.close();
   });
 
+  it("resolves the reference's aliases (shell, exec, ls, read_file, write_file, mkdir, rm, rmdir)", async () => {
+    const ws = await TestSocket.open(wsUrl(server.url));
+    const sub = join(dir, "alias");
+    const file = join(sub, "a.txt");
+    expect((await ws.request("shell", { command: "echo s" })).stdout).toBe("s\n");
+    expect((await ws.request("exec", { command: "echo e" })).stdout).toBe("e\n");
+    expect((await ws.request("mkdir", { path: sub })).success).toBe(true);
+    expect((await ws.request("write_file", { path: file, content: "alias" })).success).toBe(true);
+    expect((await ws.request("read_file", { path: file })).content).toBe("alias");
+    expect((await ws.request("ls", { path: sub })).files).toEqual(["a.txt"]);
+    expect((await ws.request("rm", { path: file })).success).toBe(true);
+    expect((await ws.request("rmdir", { path: sub })).success).toBe(true);
+    await ws.close();
+  });
+
   it("answers authenticate with success in local mode, whatever the credentials (cua clients send it)", async () => {
     const ws = await TestSocket.open(wsUrl(server.url));
     expect(await ws.request("authenticate", { api_key: "anything", container_name: "x" })).toEqual({
