@@ -1,7 +1,15 @@
+import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { type AddressInfo, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { serve } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebSocketServer } from "ws";
+import { allCommands } from "../../commands/index.js";
+import { createComputerApp } from "../../src/computer/app.js";
+import { CommandRegistry } from "../../src/computer/registry.js";
+import { wsTransport } from "../../src/computer/ws.js";
 import { TestSocket, wsUrl } from "../support/clients.js";
 import { startTestServer } from "../support/server.js";
 
@@ -159,6 +167,36 @@ describe("the spread copy option", () => {
       await ws.close();
     } finally {
       await seed.close();
+    }
+  });
+});
+
+describe("WS /ws keep-alive", () => {
+  it("drops a peer that stops answering pings, and keeps one that answers", async () => {
+    const registry = new CommandRegistry(allCommands);
+    const app = createComputerApp({ registry, websocket: wsTransport({ registry, pingIntervalMs: 100 }) });
+    const sockets = new WebSocketServer({ noServer: true });
+    const http = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0, websocket: { server: sockets } });
+    await once(http, "listening");
+    const port = (http.address() as AddressInfo).port;
+    try {
+      // A real client answers pings by itself and stays connected.
+      const alive = await TestSocket.open(`ws://127.0.0.1:${port}/ws`);
+      // A peer that completes the upgrade and then never answers anything.
+      const silent = connect(port, "127.0.0.1");
+      silent.write(
+        "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+      );
+      const [head] = await once(silent, "data");
+      expect(String(head)).toMatch(/^HTTP\/1.1 101/);
+      silent.resume(); // reads the pings, never answers them
+      await once(silent, "close");
+      expect((await alive.request("version")).success).toBe(true);
+      await alive.close();
+    } finally {
+      for (const socket of sockets.clients) socket.terminate();
+      await new Promise((resolve) => http.close(resolve));
     }
   });
 });
