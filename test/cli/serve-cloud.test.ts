@@ -36,7 +36,11 @@ async function serve(args: string[], env: Record<string, string>) {
   });
   return {
     url,
-    stdout: () => out,
+    /** What it printed on stdout, once a line with `marker` has arrived (stdout and stderr race). */
+    async stdoutWith(marker: string) {
+      for (let i = 0; i < 100 && !out.includes(marker); i++) await new Promise((r) => setTimeout(r, 50));
+      return out;
+    },
     stderr: () => err,
     stop: async () => {
       child.kill("SIGTERM");
@@ -63,7 +67,8 @@ describe("hangar serve in cloud mode", () => {
       )
         .trim()
         .split("=")[1];
-      expect(first.stdout()).toContain(`TLS certificate SHA-256 fingerprint: ${expected}`);
+      const printed = await first.stdoutWith("fingerprint");
+      expect(printed).toContain(`TLS certificate SHA-256 fingerprint: ${expected}`);
       expect((await postCommand(first.url, "version", {}, {}, ca)).status).toBe(401);
       const ok = await postCommand(
         first.url,
@@ -79,7 +84,7 @@ describe("hangar serve in cloud mode", () => {
     }
     const again = await serve(["--cloud"], { ...env, CONTAINER_NAME: "vm-cli" });
     try {
-      expect(again.stdout()).toBe(first.stdout());
+      expect(await again.stdoutWith("fingerprint")).toBe(await first.stdoutWith("fingerprint"));
     } finally {
       await again.stop();
     }
