@@ -32,6 +32,8 @@ export interface ComputerAppOptions {
   auth?: MiddlewareHandler<ComputerEnv>;
   /** Terminal sessions: serves the PTY routes (`/pty…`) when given. */
   pty?: PtySessions;
+  /** `GET /ws` (see ws.ts); mounted before `auth` because it authenticates with its first frame. */
+  websocket?: MiddlewareHandler<ComputerEnv>;
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
@@ -54,6 +56,7 @@ export function createComputerApp(options: ComputerAppOptions) {
   const app = new Hono<ComputerEnv>();
   app.use(cors({ origin: (origin) => origin || "*", credentials: true, maxAge: 600 }));
   app.get("/status", (c) => c.body(status, 200, { "content-type": "application/json" }));
+  if (options.websocket) app.get("/ws", options.websocket);
   if (options.auth) app.use("*", options.auth);
 
   app.get("/commands", (c) => c.json(commandCatalog(registry)));

@@ -2,6 +2,7 @@
  * Starts the computer server: builds the registry from every command definition, the HTTP app,
  * and listens. Used by `hangar serve` and by the tests (on port 0).
  */
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { WebSocketServer } from "ws";
@@ -10,9 +11,12 @@ import { type Logger, silentLogger } from "../common/logger.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
 import type { DesktopProvider } from "../desktop/backend.js";
-import { createComputerApp } from "./app.js";
+import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
+import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { PtySessions, type PtySessionsOptions } from "./pty-sessions.js";
 import { CommandRegistry } from "./registry.js";
+import type { TlsFiles } from "./tls.js";
+import { wsTransport } from "./ws.js";
 
 export interface ComputerServerOptions {
   host?: string;
@@ -28,6 +32,14 @@ export interface ComputerServerOptions {
   /** Terminal sessions (scrollback, idle timeout); the PTY routes are always served. */
   pty?: PtySessionsOptions;
   bodyLimitBytes?: number;
+  /** Cloud mode: every route but `/status` needs the container name and an API key. */
+  cloud?: CloudAuthOptions;
+  /** Serve HTTPS and WSS with this certificate and key. */
+  tls?: TlsFiles;
+  /** Largest `/ws` message in bytes (default: the body limit, 64 MiB). */
+  wsMessageLimitBytes?: number;
+  /** In cloud mode, a `/ws` socket that has not authenticated after this long is closed (default 10 s). */
+  wsAuthDeadlineMs?: number;
 }
 
 export interface RunningComputerServer {
@@ -45,6 +57,12 @@ export async function startComputerServer(
   const accessibility = options.accessibility ?? ownAccessibility;
   const registry = new CommandRegistry(allCommands, { desktop: options.desktop, accessibility, log });
   const pty = new PtySessions(options.pty);
+  const authenticator =
+    options.cloud && new Authenticator({ ...options.cloud, log: options.cloud.log ?? log });
+  const sockets = new WebSocketServer({
+    noServer: true,
+    maxPayload: options.wsMessageLimitBytes ?? options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+  });
   const app = createComputerApp({
     registry,
     log,
@@ -52,14 +70,17 @@ export async function startComputerServer(
     bodyLimitBytes: options.bodyLimitBytes,
     features: ["batch"],
     pty,
+    auth: authenticator && cloudAuth(authenticator),
+    websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
-  const sockets = new WebSocketServer({ noServer: true });
   const host = options.host ?? "127.0.0.1";
+  const tls = options.tls && { createServer: createHttpsServer, serverOptions: { ...options.tls } };
   const server = serve({
     fetch: app.fetch,
     hostname: host,
-    port: options.port ?? 8000,
+    port: options.port ?? (tls ? 8443 : 8000),
     websocket: { server: sockets },
+    ...tls,
   });
   await new Promise<void>((resolve, reject) => {
     server.once("listening", resolve);
@@ -68,7 +89,7 @@ export async function startComputerServer(
   const { port } = server.address() as AddressInfo;
   const shownHost = host.includes(":") ? `[${host}]` : host;
   return {
-    url: `http://${shownHost}:${port}`,
+    url: `${tls ? "https" : "http"}://${shownHost}:${port}`,
     port,
     registry,
     close: () =>
