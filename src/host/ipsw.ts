@@ -21,7 +21,8 @@ export async function latestRestoreImage(catalogUrl: string, timeoutMs = 10_000)
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
     text = await res.text();
   } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+    const { cause } = err as { cause?: { code?: string; message?: string } };
+    const reason = cause?.code ?? cause?.message ?? (err as Error).message;
     throw new CommandError(
       "unavailable",
       `Cannot reach the macOS restore-image catalog at ${catalogUrl}: ${cause}`,
