@@ -25,7 +25,7 @@ export async function latestRestoreImage(catalogUrl: string, timeoutMs = 10_000)
     const reason = cause?.code ?? cause?.message ?? (err as Error).message;
     throw new CommandError(
       "unavailable",
-      `Cannot reach the macOS restore-image catalog at ${catalogUrl}: ${cause}`,
+      `Cannot reach the macOS restore-image catalog at ${catalogUrl}: ${reason}`,
     );
   }
   let images: RestoreImage[];
