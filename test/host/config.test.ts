@@ -4,8 +4,8 @@ import { readFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { parse } from "yaml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
 import { LINUX_VM, startTestHost, type TestHost } from "./support.js";
 
 let host: TestHost;
@@ -70,10 +70,15 @@ describe("settings", () => {
 
   it("POST /svc/config changes the cache directory and caching, and validates", async () => {
     const cache = join(host.root, "cache");
-    expect((await host.api("POST", "/svc/config", { cacheDirectory: cache, cachingEnabled: true })).body).toEqual({
+    expect(
+      (await host.api("POST", "/svc/config", { cacheDirectory: cache, cachingEnabled: true })).body,
+    ).toEqual({
       message: "Configuration updated successfully",
     });
-    expect((await host.api("GET", "/svc/config")).body).toMatchObject({ cacheDirectory: cache, cachingEnabled: true });
+    expect((await host.api("GET", "/svc/config")).body).toMatchObject({
+      cacheDirectory: cache,
+      cachingEnabled: true,
+    });
     const file = join(host.root, "a-file");
     writeFileSync(file, "x");
     for (const [body, message] of [
@@ -91,7 +96,11 @@ describe("settings", () => {
   it("homeDirectory moves the home location (and the logs with it)", async () => {
     const newHome = join(host.root, "home2");
     expect((await host.api("POST", "/svc/config", { homeDirectory: newHome })).status).toBe(200);
-    expect((await host.api("GET", "/svc/config/locations")).body).toContainEqual({ name: "home", path: newHome, isDefault: true });
+    expect((await host.api("GET", "/svc/config/locations")).body).toContainEqual({
+      name: "home",
+      path: newHome,
+      isDefault: true,
+    });
     expect((await host.api("POST", "/svc/vms", { name: "in-new-home", ...LINUX_VM })).status).toBe(200);
     expect((await host.api("GET", "/svc/logs?type=info")).body.info).toMatch(/VM created vm=in-new-home/);
     expect((await host.api("POST", "/svc/config", { homeDirectory: host.home })).status).toBe(200);
@@ -103,7 +112,10 @@ describe("storage locations", () => {
     const path = join(host.root, "ssd");
     const add = await host.api("POST", "/svc/config/locations", { name: "ssd", path });
     expect(add.body).toEqual({ message: "Location added successfully", name: "ssd", path });
-    expect((await host.api("GET", "/svc/config/locations")).body.map((l: any) => l.name)).toEqual(["home", "ssd"]);
+    expect((await host.api("GET", "/svc/config/locations")).body.map((l: any) => l.name)).toEqual([
+      "home",
+      "ssd",
+    ]);
     expect((await host.api("POST", "/svc/config/locations/default/ssd")).body).toEqual({
       message: "Default location set successfully",
     });
@@ -111,9 +123,13 @@ describe("storage locations", () => {
     expect((await host.api("GET", "/svc/vms/on-ssd")).body.locationName).toBe("ssd");
     const refuse = await host.api("DELETE", "/svc/config/locations/ssd");
     expect(refuse.status).toBe(400);
-    expect(refuse.body.message).toBe("Cannot remove the default location 'ssd'. Set a new default location first.");
+    expect(refuse.body.message).toBe(
+      "Cannot remove the default location 'ssd'. Set a new default location first.",
+    );
     await host.api("POST", "/svc/config/locations/default/home");
-    expect((await host.api("DELETE", "/svc/config/locations/ssd")).body).toEqual({ message: "Location removed successfully" });
+    expect((await host.api("DELETE", "/svc/config/locations/ssd")).body).toEqual({
+      message: "Location removed successfully",
+    });
     expect((await host.api("GET", "/svc/vms/on-ssd")).status).toBe(400);
   });
 
@@ -121,8 +137,18 @@ describe("storage locations", () => {
     const file = join(host.root, "plain-file");
     writeFileSync(file, "x");
     const cases: [string, string, unknown, string | RegExp][] = [
-      ["POST", "/svc/config/locations", { name: "bad name!", path: "/tmp/x" }, "Invalid location name: bad name!. Names should be alphanumeric with underscores or dashes."],
-      ["POST", "/svc/config/locations", { name: "home", path: join(host.root, "h") }, "VM location with name 'home' already exists"],
+      [
+        "POST",
+        "/svc/config/locations",
+        { name: "bad name!", path: "/tmp/x" },
+        "Invalid location name: bad name!. Names should be alphanumeric with underscores or dashes.",
+      ],
+      [
+        "POST",
+        "/svc/config/locations",
+        { name: "home", path: join(host.root, "h") },
+        "VM location with name 'home' already exists",
+      ],
       ["POST", "/svc/config/locations", { name: "filey", path: file }, `Path is not a directory: ${file}`],
       ["POST", "/svc/config/locations", { name: "nopath" }, "Invalid request body: path is required"],
       ["DELETE", "/svc/config/locations/ghost", undefined, "VM location not found: ghost"],
@@ -149,8 +175,12 @@ describe("logs", () => {
     expect(two.body.info).toMatch(/VM created vm=logged/);
     const errors = await host.api("GET", "/svc/logs?type=ERROR");
     expect(Object.keys(errors.body)).toEqual(["error"]);
-    expect((await host.api("GET", "/svc/logs?type=debug")).body.message).toMatch(/^Invalid query parameter type: /);
-    expect((await host.api("GET", "/svc/logs?lines=ten")).body.message).toMatch(/^Invalid query parameter lines: /);
+    expect((await host.api("GET", "/svc/logs?type=debug")).body.message).toMatch(
+      /^Invalid query parameter type: /,
+    );
+    expect((await host.api("GET", "/svc/logs?lines=ten")).body.message).toMatch(
+      /^Invalid query parameter lines: /,
+    );
   });
 });
 

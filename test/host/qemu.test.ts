@@ -87,7 +87,10 @@ describe("QEMU lifecycle", () => {
     const patch = await host.api("PATCH", "/svc/vms/vm1", { cpu: 2 });
     expect([patch.status, patch.body.message]).toEqual([400, "Virtual machine already running: vm1"]);
     const grow = await host.api("PATCH", "/svc/vms/vm1", { diskSize: "2GB" });
-    expect([grow.status, grow.body.message]).toEqual([400, "Cannot modify vm1: the VM is running. Stop it first."]);
+    expect([grow.status, grow.body.message]).toEqual([
+      400,
+      "Cannot modify vm1: the VM is running. Stop it first.",
+    ]);
     const clone = await host.api("POST", "/svc/vms/clone", { name: "vm1", newName: "vm1-copy" });
     expect([clone.status, clone.body.message]).toEqual([400, "Virtual machine already running: vm1"]);
 
@@ -110,7 +113,9 @@ describe("QEMU lifecycle", () => {
       return v.status === "stopped" ? v : undefined;
     });
     expect(vm.vncUrl).toBeNull();
-    expect((await host.api("POST", "/svc/vms/vm1/stop", {})).body.message).toBe("Virtual machine not running: vm1");
+    expect((await host.api("POST", "/svc/vms/vm1/stop", {})).body.message).toBe(
+      "Virtual machine not running: vm1",
+    );
   });
 
   it("a restarted service finds running VMs again; two VMs get their own addresses and shares", async () => {

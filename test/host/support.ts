@@ -3,8 +3,9 @@
  * home, and talks to it over HTTP. `cleanup()` kills every QEMU started under that home and
  * removes the directory.
  */
-import { readdir, readFile, rm } from "node:fs/promises";
+
 import { mkdtempSync } from "node:fs";
+import { open, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type HostServiceOptions, startHostService } from "../../src/host/server.js";
@@ -14,7 +15,11 @@ export interface TestHost {
   home: string;
   url: string;
   options: HostServiceOptions;
-  api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any; text: string; headers: Headers }>;
+  api(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: any; text: string; headers: Headers }>;
   restart(): Promise<void>;
   close(): Promise<void>;
   cleanup(): Promise<void>;
@@ -99,5 +104,18 @@ export async function eventually<T>(check: () => Promise<T | undefined | false>,
     if (value) return value;
     if (Date.now() > deadline) throw new Error("condition not met in time");
     await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Writes `chunks` blocks of 64 MiB of non-zero data spread over the disk. */
+export async function fillSparse(path: string, total: number, chunks: number) {
+  const block = Buffer.alloc(64 * 1024 ** 2);
+  for (let i = 0; i < block.length; i += 4096) block.writeUInt32LE(i + 1, i);
+  const file = await open(path, "r+");
+  try {
+    const stride = Math.floor(total / chunks / 1024 ** 2) * 1024 ** 2;
+    for (let i = 0; i < chunks; i++) await file.write(block, 0, block.length, i * stride);
+  } finally {
+    await file.close();
   }
 }

@@ -111,19 +111,47 @@ describe("create", () => {
 
 describe("validation (every 400 says what is wrong)", () => {
   const cases: [string, Record<string, unknown>, RegExp][] = [
-    ["missing field", { name: "x", os: "linux", cpu: 1, memory: "1GB", diskSize: "1GB" }, /^Invalid request body: display is required/],
+    [
+      "missing field",
+      { name: "x", os: "linux", cpu: 1, memory: "1GB", diskSize: "1GB" },
+      /^Invalid request body: display is required/,
+    ],
     ["wrong type", { ...LINUX_VM, name: "x", cpu: "4" }, /^Invalid request body: cpu: /],
     ["null required", { ...LINUX_VM, name: null }, /^Invalid request body: name is required/],
-    ["bad size 8G", { ...LINUX_VM, name: "x", memory: "8G" }, /^Malformed size input: 8G\. Could not parse numeric value/],
+    [
+      "bad size 8G",
+      { ...LINUX_VM, name: "x", memory: "8G" },
+      /^Malformed size input: 8G\. Could not parse numeric value/,
+    ],
     ["bad size GiB", { ...LINUX_VM, name: "x", diskSize: "8GiB" }, /^Malformed size input: 8GiB/],
-    ["negative size", { ...LINUX_VM, name: "x", diskSize: "-1GB" }, /^Calculated size out of bounds for UInt64: -1GB/],
-    ["bad display", { ...LINUX_VM, name: "x", display: "big" }, /^Invalid display resolution format: big\. Expected format: WIDTHxHEIGHT/],
-    ["zero display", { ...LINUX_VM, name: "x", display: "0x600" }, /^Invalid display resolution format: 0x600/],
+    [
+      "negative size",
+      { ...LINUX_VM, name: "x", diskSize: "-1GB" },
+      /^Calculated size out of bounds for UInt64: -1GB/,
+    ],
+    [
+      "bad display",
+      { ...LINUX_VM, name: "x", display: "big" },
+      /^Invalid display resolution format: big\. Expected format: WIDTHxHEIGHT/,
+    ],
+    [
+      "zero display",
+      { ...LINUX_VM, name: "x", display: "0x600" },
+      /^Invalid display resolution format: 0x600/,
+    ],
     ["bad os", { ...LINUX_VM, name: "x", os: "windows" }, /^Unsupported OS type: windows/],
     ["macOS", { ...LINUX_VM, name: "x", os: "macOS" }, /needs a macOS host/],
     ["ipsw on linux", { ...LINUX_VM, name: "x", ipsw: "latest" }, /IPSW.*needs a macOS host/],
-    ["bad network", { ...LINUX_VM, name: "x", network: "wifi" }, /^Invalid network mode 'wifi'\. Expected 'nat', 'bridged', or 'bridged:<interface>'\./],
-    ["bridged", { ...LINUX_VM, name: "x", network: "bridged" }, /'bridged' is not supported by the QEMU backend/],
+    [
+      "bad network",
+      { ...LINUX_VM, name: "x", network: "wifi" },
+      /^Invalid network mode 'wifi'\. Expected 'nat', 'bridged', or 'bridged:<interface>'\./,
+    ],
+    [
+      "bridged",
+      { ...LINUX_VM, name: "x", network: "bridged" },
+      /'bridged' is not supported by the QEMU backend/,
+    ],
     ["zero cpu", { ...LINUX_VM, name: "x", cpu: 0 }, /^Invalid cpu count: 0/],
     ["unknown location", { ...LINUX_VM, name: "x", storage: "nowhere" }, /^VM location not found: nowhere$/],
   ];
@@ -135,12 +163,29 @@ describe("validation (every 400 says what is wrong)", () => {
   });
 
   it("create: a body that is not JSON, or none", async () => {
-    expect((await host.api("POST", "/svc/vms", "{not json")).body.message).toMatch(/^Invalid request body: it is not valid JSON/);
-    expect((await host.api("POST", "/svc/vms")).body.message).toMatch(/^Invalid request body: a JSON object is required/);
-    expect((await host.api("POST", "/svc/vms", "[1]")).body.message).toMatch(/^Invalid request body: expected a JSON object/);
+    expect((await host.api("POST", "/svc/vms", "{not json")).body.message).toMatch(
+      /^Invalid request body: it is not valid JSON/,
+    );
+    expect((await host.api("POST", "/svc/vms")).body.message).toMatch(
+      /^Invalid request body: a JSON object is required/,
+    );
+    expect((await host.api("POST", "/svc/vms", "[1]")).body.message).toMatch(
+      /^Invalid request body: expected a JSON object/,
+    );
   });
 
-  const traversal = ["..", "../escape", "a/b", "a\\b", ".hidden", "", "x".repeat(200), "a..b", "nul\u0000byte", "a:b:c"];
+  const traversal = [
+    "..",
+    "../escape",
+    "a/b",
+    "a\\b",
+    ".hidden",
+    "",
+    "x".repeat(200),
+    "a..b",
+    "nul\u0000byte",
+    "a:b:c",
+  ];
   it.each(traversal)("create refuses the name %j", async (name) => {
     const res = await create(name);
     expect(res.status).toBe(400);
@@ -193,8 +238,14 @@ describe("validation (every 400 says what is wrong)", () => {
       [{ noDisplay: "true" }, /^Invalid run request body: noDisplay: /],
       [{ vnc: "off", noDisplay: true }, /Invalid vnc policy 'off'\. Expected 'enabled' or 'disabled'\./],
       [{ vnc: "disabled" }, /^VNC is disabled for this run, so '--display vnc' cannot be used\./],
-      [{ sharedDirectories: [{ hostPath: join(host.root, "missing") }] }, /^Host path does not exist or is not a directory: /],
-      [{ sharedDirectories: [{ hostPath: join(host.home, "web-1", "config.json") }] }, /^Host path does not exist or is not a directory: /],
+      [
+        { sharedDirectories: [{ hostPath: join(host.root, "missing") }] },
+        /^Host path does not exist or is not a directory: /,
+      ],
+      [
+        { sharedDirectories: [{ hostPath: join(host.home, "web-1", "config.json") }] },
+        /^Host path does not exist or is not a directory: /,
+      ],
       [{ network: "bridged:eth0" }, /not supported by the QEMU backend/],
     ];
     for (const [body, message] of cases) {
@@ -208,7 +259,10 @@ describe("validation (every 400 says what is wrong)", () => {
   it("a macOS VM on disk cannot be run on this host", async () => {
     await create("mac");
     const configPath = join(host.home, "mac", "config.json");
-    writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, "utf8")), os: "macOS" }));
+    writeFileSync(
+      configPath,
+      JSON.stringify({ ...JSON.parse(readFileSync(configPath, "utf8")), os: "macOS" }),
+    );
     const res = await host.api("POST", "/svc/vms/mac/run", {});
     expect(res.status).toBe(400);
     expect(res.body.message).toMatch(/needs a macOS host/);
@@ -226,11 +280,21 @@ describe("validation (every 400 says what is wrong)", () => {
 describe("update", () => {
   it("changes cpu, memory, display and grows the disk sparsely", async () => {
     await create("tune", { diskSize: "2GB" });
-    const res = await host.api("PATCH", "/svc/vms/tune", { cpu: 3, memory: "1GB", display: "1920x1080", diskSize: "10GB" });
+    const res = await host.api("PATCH", "/svc/vms/tune", {
+      cpu: 3,
+      memory: "1GB",
+      display: "1920x1080",
+      diskSize: "10GB",
+    });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ message: "VM settings updated successfully" });
     const vm = (await host.api("GET", "/svc/vms/tune")).body;
-    expect(vm).toMatchObject({ cpuCount: 3, memorySize: 1024 ** 3, display: "1920x1080", diskSize: { total: 10 * 1024 ** 3 } });
+    expect(vm).toMatchObject({
+      cpuCount: 3,
+      memorySize: 1024 ** 3,
+      display: "1920x1080",
+      diskSize: { total: 10 * 1024 ** 3 },
+    });
     expect(vm.diskSize.allocated).toBeLessThan(1024 * 1024);
   });
 

@@ -40,7 +40,8 @@ export function describeIssues(error: z.ZodError, input: unknown): string {
   return error.issues
     .map((issue) => {
       const field = issue.path.join(".") || "body";
-      if (issue.code === "invalid_type" && valueAt(input, issue.path) === undefined) return `${field} is required`;
+      if (issue.code === "invalid_type" && valueAt(input, issue.path) === undefined)
+        return `${field} is required`;
       return `${field}: ${issue.message}`;
     })
     .join("; ");
