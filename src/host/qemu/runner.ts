@@ -13,7 +13,7 @@ import { parseDisplay } from "../vm-config.js";
 import { detectAccelerator, qemuBinary } from "./accel.js";
 import { buildQemuArgs, type SharedDirectory } from "./args.js";
 import { findFirmware } from "./firmware.js";
-import { pickLoopbackAddress, sshHostPort } from "./loopback.js";
+import { pickForwarding, sshCandidates } from "./loopback.js";
 import { QmpClient } from "./qmp.js";
 import { clearSession, isQemuFor, PID_FILE, qmpSocketPath, type Session, writeSession } from "./session.js";
 
@@ -34,14 +34,15 @@ const VNC_PASSWORD_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789";
 
 export async function startQemu(options: StartOptions): Promise<Session & { pid: number }> {
   const accelerator = await detectAccelerator();
-  const sshPort = await sshHostPort();
-  const ipAddress = await pickLoopbackAddress(options.takenAddresses, [COMPUTER_SERVER_PORT, sshPort]);
+  const { ipAddress, ports: forwardedPorts } = await pickForwarding(options.takenAddresses, {
+    [COMPUTER_SERVER_PORT]: [COMPUTER_SERVER_PORT, 18000, 28000],
+    22: await sshCandidates(),
+  });
   const qmpSocket = qmpSocketPath(options.dir);
   const sharedDirectories: SharedDirectory[] = options.sharedDirectories.map((share, index) => ({
     ...share,
     tag: `hangar${index}`,
   }));
-  const forwardedPorts = { [COMPUTER_SERVER_PORT]: COMPUTER_SERVER_PORT, 22: sshPort };
   await clearSession(options.dir);
   const args = buildQemuArgs({
     name: options.name,
@@ -82,7 +83,7 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
     qmpSocket,
     accelerator,
     ipAddress,
-    forwardedPorts: Object.fromEntries(Object.entries(forwardedPorts).map(([g, h]) => [String(g), h])),
+    forwardedPorts,
     vnc,
     sharedDirectories,
     startedAt: new Date().toISOString(),
