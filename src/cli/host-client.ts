@@ -76,14 +76,3 @@ export function table(rows: Record<string, unknown>[], columns: [key: string, ti
       .trimEnd();
   return [line(columns.map(([, title]) => title)), ...cells.map(line)].join("\n");
 }
-
-export function humanBytes(bytes: number): string {
-  const units = ["B", "KB", "MB", "GB", "TB"];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${Number.isInteger(value) ? value : value.toFixed(1)}${units[unit]}`;
-}

@@ -40,7 +40,7 @@ describe("hangar vm / config / logs", () => {
     expect(table.split("\n")[0]).toMatch(
       /^NAME\s+OS\s+CPU\s+MEMORY\s+DISK \(USED\/SIZE\)\s+DISPLAY\s+STATUS/,
     );
-    expect(table).toMatch(/cli-vm\s+linux\s+2\s+512MB\s+0B\/8GB\s+1024x768\s+stopped/);
+    expect(table).toMatch(/cli-vm\s+linux\s+2\s+512 MiB\s+0 bytes\/8 GiB\s+1024x768\s+stopped/);
     const json = JSON.parse(await hangar("vm", "ls", "--json", ...url));
     expect(json).toEqual([expect.objectContaining({ name: "cli-vm", status: "stopped" })]);
     expect(await hangar("vm", "set", "cli-vm", "--cpu", "3", ...url)).toBe("Updated cli-vm.\n");
