@@ -1,5 +1,9 @@
 /** The `hangar vm|config|logs` client commands against a real host service. */
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProgram } from "../../src/cli/main.js";
 import { startTestHost, type TestHost } from "../host/support.js";
@@ -74,5 +78,51 @@ describe("hangar vm / config / logs", () => {
     expect(await hangar("config", "storage", "ls", ...url)).toMatch(/^cli-store\s+\S+cli-store$/m);
     expect(await hangar("config", "get", ...url)).toMatch(/^default location:\s+home$/m);
     expect(await hangar("logs", "info", "-n", "50", ...url)).toMatch(/^== info ==\n.*INFO: /);
+  });
+});
+
+describe("hangar host serve", () => {
+  it("serves the API with settings under XDG_CONFIG_HOME and stops on SIGTERM", async () => {
+    const root = mkdtempSync(join(tmpdir(), "hangar-serve-test-"));
+    const child = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "-e",
+        "import('./src/cli/main.ts').then((m) => m.main())",
+        "--",
+        "hangar",
+        "host",
+        "serve",
+        "--port",
+        "0",
+      ],
+      {
+        env: { ...process.env, XDG_CONFIG_HOME: join(root, "config"), HOME: root, HANGAR_ACCEL: "tcg" },
+        stdio: ["ignore", "ignore", "pipe"],
+      },
+    );
+    try {
+      let stderr = "";
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
+          stderr += chunk;
+          const found = /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*host service listening/.exec(stderr);
+          if (found) resolve(found[1]);
+        });
+        child.once("exit", (code) => reject(new Error(`exited ${code}: ${stderr}`)));
+      });
+      const config = await (await fetch(`${url}/svc/config`)).json();
+      expect(config.settingsFile).toBe(join(root, "config", "hangar", "config.yaml"));
+      expect(config.homeDirectory).toBe(join(root, ".hangar"));
+      expect(await (await fetch(`${url}/svc/vms`)).json()).toEqual([]);
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+    } finally {
+      child.kill("SIGKILL");
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });

@@ -256,6 +256,12 @@ describe("validation (every 400 says what is wrong)", () => {
     expect((await host.api("GET", "/svc/vms/web-1")).body.status).toBe("stopped");
   });
 
+  it("unattended setup (macOS only) is a 400 saying so", async () => {
+    const res = await host.api("POST", "/svc/vms/web-1/setup", { configYaml: "x: 1" });
+    expect(res.status).toBe(400);
+    expect(res.body.message).toMatch(/^Unattended setup \(macOS VMs only\) needs a macOS host/);
+  });
+
   it("a macOS VM on disk cannot be run on this host", async () => {
     await create("mac");
     const configPath = join(host.home, "mac", "config.json");
