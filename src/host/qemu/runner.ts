@@ -34,30 +34,43 @@ const VNC_PASSWORD_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789";
 
 export async function startQemu(options: StartOptions): Promise<Session & { pid: number }> {
   const accelerator = await detectAccelerator();
-  const { ipAddress, ports: forwardedPorts } = await pickForwarding(options.takenAddresses, {
-    [COMPUTER_SERVER_PORT]: [COMPUTER_SERVER_PORT, 18000, 28000],
-    22: await sshCandidates(),
-  });
   const qmpSocket = qmpSocketPath(options.dir);
   const sharedDirectories: SharedDirectory[] = options.sharedDirectories.map((share, index) => ({
     ...share,
     tag: `hangar${index}`,
   }));
-  await clearSession(options.dir);
-  const args = buildQemuArgs({
-    name: options.name,
-    dir: options.dir,
-    config: options.config,
-    accelerator,
-    firmware: findFirmware(),
-    qmpSocket,
-    ipAddress,
-    forwardedPorts,
-    vnc: options.vnc,
-    sharedDirectories,
-    display: parseDisplay(options.config.display),
-  });
-  await launchDaemon(qemuBinary(), args);
+  const taken = new Set(options.takenAddresses);
+  let ipAddress = "";
+  let forwardedPorts: Record<string, number> = {};
+  // Another program (another service, say) may take the chosen ports between the check and
+  // QEMU's bind: then the next address is tried.
+  for (let attempt = 1; ; attempt++) {
+    ({ ipAddress, ports: forwardedPorts } = await pickForwarding(taken, {
+      [COMPUTER_SERVER_PORT]: [COMPUTER_SERVER_PORT, 18000, 28000],
+      22: await sshCandidates(),
+    }));
+    await clearSession(options.dir);
+    const args = buildQemuArgs({
+      name: options.name,
+      dir: options.dir,
+      config: options.config,
+      accelerator,
+      firmware: findFirmware(),
+      qmpSocket,
+      ipAddress,
+      forwardedPorts,
+      vnc: options.vnc,
+      sharedDirectories,
+      display: parseDisplay(options.config.display),
+    });
+    try {
+      await launchDaemon(qemuBinary(), args);
+      break;
+    } catch (err) {
+      if (attempt >= 3 || !/host forwarding/i.test((err as Error).message)) throw err;
+      taken.add(ipAddress);
+    }
+  }
 
   const pid = await readPid(options.dir);
   let vnc: Session["vnc"] = null;
