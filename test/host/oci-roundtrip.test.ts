@@ -1,0 +1,171 @@
+/**
+ * Push a VM to a real registry on loopback and pull it back: disk contents, sparseness, config
+ * and nvram survive; blobs the registry has are skipped; the cache lists and prunes images.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ImageCache, pullImage, pushVm } from "../../src/host/oci/index.js";
+import { startRegistry, type TestRegistry } from "../support/registry.js";
+import { allocated, makeVmDir, readJson } from "../support/vm-dir.js";
+
+const MiB = 1024 * 1024;
+let registry: TestRegistry;
+let work: string;
+
+beforeAll(async () => {
+  registry = await startRegistry();
+  work = await mkdtemp(join(tmpdir(), "hangar-oci-"));
+});
+
+afterAll(async () => {
+  await registry?.stop();
+  if (work) await rm(work, { recursive: true, force: true });
+});
+
+describe("push then pull", () => {
+  const diskSize = 48 * MiB;
+  const writes = [
+    { offset: 0, data: randomBytes(MiB) },
+    { offset: 5 * MiB + 123, data: randomBytes(300 * 1024) },
+    { offset: 7 * MiB + MiB / 2, data: randomBytes(MiB) }, // spans the 8 MiB chunk boundary
+    { offset: 20 * MiB, data: Buffer.alloc(2 * MiB, 0x5a) },
+    { offset: diskSize - 4096, data: randomBytes(4096) },
+  ];
+
+  it("round-trips a sparse VM through several tags", async () => {
+    const source = join(work, "source");
+    const config = await makeVmDir(source, { diskSize, writes });
+    const phases = new Set<string>();
+    const pushed = await pushVm({
+      vmDir: source,
+      imageName: "roundtrip",
+      tags: ["v1", "latest", "stable"],
+      registry: registry.host,
+      organization: "hangar",
+      chunkSizeMb: 4,
+      credentials: null,
+      onProgress: (p) => phases.add(p.phase),
+    });
+    expect(pushed.parts).toBe(12);
+    expect(pushed.diskSize).toBe(diskSize);
+    expect([...phases]).toEqual(["compressing", "manifest", "done"]);
+    const original = await readFile(join(source, "disk.img"));
+
+    for (const tag of ["v1", "latest", "stable"]) {
+      const dest = join(work, `pulled-${tag}`);
+      const result = await pullImage({
+        image: `roundtrip:${tag}`,
+        registry: registry.host,
+        organization: "hangar",
+        destDir: dest,
+        cacheDirectory: join(work, "cache"),
+        credentials: null,
+      });
+      expect(result.manifestDigest).toBe(pushed.manifestDigest);
+      expect(result.diskSize).toBe(diskSize);
+      const disk = await readFile(join(dest, "disk.img"));
+      expect(disk.length).toBe(diskSize);
+      expect(disk.equals(original)).toBe(true);
+      // Still sparse: about the data written (rounded to write grains), far below 48 MiB.
+      expect(await allocated(join(dest, "disk.img"))).toBeLessThan(6 * MiB);
+      expect(await readFile(join(dest, "nvram.bin"))).toEqual(await readFile(join(source, "nvram.bin")));
+      const pulled = await readJson(join(dest, "config.json"));
+      expect({ ...pulled, macAddress: undefined }).toEqual({ ...config, macAddress: undefined });
+      expect(pulled.macAddress).toMatch(/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/);
+      expect(pulled.macAddress).not.toBe(config.macAddress);
+      expect(await readFile(join(dest, ".manifest-digest"), "utf8")).toBe(pushed.manifestDigest);
+    }
+    // Nothing left behind: no temp dirs beside the VMs, no uncached blobs.
+    expect((await readdir(work)).filter((name) => name.startsWith("."))).toEqual([]);
+    expect(await new ImageCache(join(work, "cache")).list("hangar")).toEqual([]);
+
+    // The all-zero pieces share one blob: 12 parts, fewer distinct disk blobs.
+    const manifest = await (
+      await fetch(`${registry.url}/v2/hangar/roundtrip/manifests/v1`, {
+        headers: { accept: "application/vnd.oci.image.manifest.v1+json" },
+      })
+    ).json();
+    const diskDigests = manifest.layers.slice(1).map((l: { digest: string }) => l.digest);
+    expect(diskDigests.length).toBe(12);
+    expect(new Set(diskDigests).size).toBeLessThan(12);
+    expect(manifest.layers[3].annotations).toMatchObject({
+      "org.opencontainers.image.title": "disk.img.part.2",
+      "org.trycua.lume.part.number": "2",
+      "org.trycua.lume.part.total": "12",
+      "org.trycua.lume.part.offset": String(8 * MiB),
+      "org.trycua.lume.content.uncompressed-size": String(4 * MiB),
+    });
+    expect(manifest.annotations).toMatchObject({
+      "org.trycua.lume.os": "linux",
+      "org.trycua.lume.cpu-count": "2",
+      "org.trycua.lume.display": "1280x800",
+      "org.trycua.lume.total-uncompressed-size": String(diskSize),
+    });
+
+    // Pushing the same VM again uploads nothing: the registry has every blob.
+    const again = await pushVm({
+      vmDir: source,
+      imageName: "roundtrip",
+      tags: ["again"],
+      registry: registry.host,
+      organization: "hangar",
+      chunkSizeMb: 4,
+      credentials: null,
+    });
+    expect(again.uploadedBlobs).toBe(0);
+    expect(again.skippedBlobs).toBe(new Set(diskDigests).size + 2);
+    expect((await readdir(source)).sort()).toEqual(["config.json", "disk.img", "nvram.bin"]);
+  });
+
+  it("keeps one cached version per image, serves pulls from it, and prunes it", async () => {
+    const source = join(work, "cached-src");
+    await makeVmDir(source, { diskSize: 8 * MiB, writes: [{ offset: MiB, data: randomBytes(MiB) }] });
+    const cacheDirectory = join(work, "cache2");
+    const push = (tag: string) =>
+      pushVm({
+        vmDir: source,
+        imageName: "cached",
+        tags: [tag],
+        registry: registry.host,
+        organization: "hangar",
+        chunkSizeMb: 2,
+        credentials: null,
+      });
+    const pull = (tag: string, dest: string) =>
+      pullImage({
+        image: `cached:${tag}`,
+        registry: registry.host,
+        organization: "hangar",
+        destDir: join(work, dest),
+        cacheDirectory,
+        cachingEnabled: true,
+        credentials: null,
+      });
+    const first = await push("one");
+    await pull("one", "c1");
+    const cache = new ImageCache(cacheDirectory);
+    expect(await cache.list("hangar")).toEqual([
+      { repository: "cached", imageId: first.manifestDigest.replace(":", "_").slice(0, 12) },
+    ]);
+    const gets = registry.blobGets();
+    const second = await pull("one", "c2");
+    expect(second.cachedBlobs).toBeGreaterThan(0);
+    expect(second.downloadedBlobs).toBe(0);
+    expect(registry.blobGets()).toBe(gets);
+
+    // A new version of the image replaces the old one in the cache.
+    await makeVmDir(source, { diskSize: 8 * MiB, writes: [{ offset: 0, data: randomBytes(MiB) }] });
+    const newer = await push("two");
+    await pull("two", "c3");
+    expect(await cache.list("hangar")).toEqual([
+      { repository: "cached", imageId: newer.manifestDigest.replace(":", "_").slice(0, 12) },
+    ]);
+    const pruned = await cache.prune();
+    expect(pruned.images).toBe(1);
+    expect(pruned.bytes).toBeGreaterThan(MiB);
+    expect(await cache.list("hangar")).toEqual([]);
+  });
+});
