@@ -260,7 +260,16 @@ class BlobFetcher {
           const hasher = new DigestStream(count);
           const saving = pipeline(body, hasher, createWriteStream(partial), { signal: this.signal });
           const unpacking = disk ? this.unpack(job, disk, hasher) : Promise.resolve(0);
-          const [, extent] = await Promise.all([saving, unpacking]);
+          const [saved, unpacked] = await Promise.allSettled([saving, unpacking]);
+          if (unpacked.status === "rejected" && unpacked.reason instanceof CorruptLayerError) {
+            throw new CommandError(
+              "failed",
+              `Downloaded blob ${job.digest} failed verification: ${unpacked.reason.message} (the registry holds damaged data)`,
+            );
+          }
+          if (saved.status === "rejected") throw saved.reason;
+          if (unpacked.status === "rejected") throw unpacked.reason;
+          const extent = unpacked.value;
           const got = hasher.digest();
           if (got !== job.digest || hasher.bytes !== job.size) {
             throw new CommandError(
@@ -293,7 +302,9 @@ class BlobFetcher {
       });
     } catch (error) {
       if ((error as { code?: string }).code?.startsWith("Z_")) {
-        throw new CommandError("failed", `Disk layer ${job.digest} is not valid gzip data`);
+        throw new CorruptLayerError(
+          `disk layer ${job.digest} is not valid gzip data (${(error as Error).message})`,
+        );
       }
       throw error;
     }
@@ -314,6 +325,13 @@ class BlobFetcher {
       }
     }
     return Math.max(...job.parts.map((p) => p.offset + raw.bytes));
+  }
+}
+
+/** A disk layer whose bytes do not unpack; a CommandError so that it is never retried. */
+class CorruptLayerError extends CommandError {
+  constructor(message: string) {
+    super("failed", message);
   }
 }
 
