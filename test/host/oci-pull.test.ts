@@ -32,7 +32,7 @@ async function putBlob(repo: string, data: Buffer) {
   expect(start.status).toBe(202);
   const location = new URL(start.headers.get("location")!, registry.url);
   location.searchParams.set("digest", sha(data));
-  const put = await fetch(location, { method: "PUT", body: data });
+  const put = await fetch(location, { method: "PUT", body: new Uint8Array(data) });
   expect(put.status).toBe(201);
   return sha(data);
 }
