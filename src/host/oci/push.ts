@@ -1,26 +1,25 @@
 /**
  * Pushes a VM directory (config.json, disk.img, nvram.bin) as a lume-format image.
  *
- * disk.img is cut into `chunkSizeMb` pieces. Each piece is gzipped by a zlib stream (the work runs
- * in libuv's thread pool, several pieces at once) into a spool file in the VM's push work
- * directory while both digests are computed on the way; so memory holds only stream buffers,
- * never a piece. All-zero pieces are recognised by reading and share one compressed blob.
+ * disk.img is cut into `chunkSizeMb` pieces. Each piece is gzipped (gzip-piece.ts: zlib in libuv's
+ * thread pool, several pieces at once) into a spool file in the VM's push work directory while
+ * both digests are computed on the way; memory holds a few 1 MiB blocks, never a piece.
+ * All-zero pieces are recognised by reading and share one compressed blob.
  * Blobs the registry already has are skipped (HEAD); large ones go up in chunked PATCHes.
  * Then one manifest per tag, with lume's annotations.
  */
 
 import { createHash } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
+import { createReadStream } from "node:fs";
 import { type FileHandle, mkdir, open, readFile, rm, stat } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
-import { createGzip } from "node:zlib";
 import { CommandError } from "../../common/errors.js";
 import { type Credentials, credentialsFromEnv } from "./auth.js";
 import { RegistryClient } from "./client.js";
 import { ANNOTATION, type Descriptor, type Manifest, MEDIA_TYPE } from "./format.js";
+import { gzipPiece, isZeroRange, type PackedPiece } from "./gzip-piece.js";
 import { limiter } from "./limit.js";
 import {
   checkImageName,
@@ -30,7 +29,7 @@ import {
   DEFAULT_REGISTRY,
 } from "./reference.js";
 import { cancelled, type RetryOptions } from "./retry.js";
-import { counted, DigestStream, isAllZero } from "./streams.js";
+import { counted } from "./streams.js";
 import { configAnnotations, configBlob, type VmConfigJson } from "./vm-config.js";
 
 export interface PushProgress {
@@ -72,14 +71,6 @@ export interface PushResult {
   uploadedBlobs: number;
   skippedBlobs: number;
   uploadedBytes: number;
-}
-
-interface PackedPiece {
-  path: string;
-  digest: string;
-  size: number;
-  uncompressedDigest: string;
-  uncompressedSize: number;
 }
 
 /** The push work directory inside the VM directory (lume's is `.lume_oci_push_cache`). */
@@ -204,19 +195,19 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
             if (await isZeroRange(openDisk, offset, length, options.signal)) {
               let shared = zeroPieces.get(length);
               if (!shared) {
-                shared = gzipToFile(zeroStream(length), join(workDir, `zero-${length}.gz`), options.signal);
+                shared = gzipPiece(null, 0, length, join(workDir, `zero-${length}.gz`), {
+                  signal: options.signal,
+                });
                 zeroPieces.set(length, shared);
               }
               const packed = await shared;
               onBytes(length);
               return packed;
             }
-            const source = createReadStream(diskPath, {
-              start: offset,
-              end: offset + length - 1,
-              highWaterMark: 1024 * 1024,
+            return gzipPiece(openDisk, offset, length, join(workDir, `part-${part}.gz`), {
+              signal: options.signal,
+              onBytes,
             });
-            return gzipToFile(source, join(workDir, `part-${part}.gz`), options.signal, onBytes);
           });
           await upload(piece.digest, piece.size, spoolOf(piece));
           if (!piece.path.includes("zero-")) await rm(piece.path, { force: true });
@@ -291,50 +282,4 @@ async function readVmConfig(vmDir: string): Promise<VmConfigJson> {
 
 function missing(path: string): never {
   throw new CommandError("not_found", `The VM has no ${path.split("/").pop()} (${path})`);
-}
-
-/** Gzips a stream into a file, computing the digests of both sides on the way. */
-async function gzipToFile(
-  source: Readable,
-  path: string,
-  signal?: AbortSignal,
-  onBytes?: (n: number) => void,
-): Promise<PackedPiece> {
-  const raw = new DigestStream(onBytes);
-  const packed = new DigestStream();
-  await pipeline(source, raw, createGzip({ chunkSize: 256 * 1024 }), packed, createWriteStream(path), {
-    signal,
-  });
-  return {
-    path,
-    digest: packed.digest(),
-    size: packed.bytes,
-    uncompressedDigest: raw.digest(),
-    uncompressedSize: raw.bytes,
-  };
-}
-
-/** `length` zero bytes, 1 MiB at a time, from one shared buffer. */
-function zeroStream(length: number): Readable {
-  const block = Buffer.alloc(1024 * 1024);
-  return Readable.from(
-    (function* () {
-      for (let left = length; left > 0; left -= block.length)
-        yield block.subarray(0, Math.min(left, block.length));
-    })(),
-  );
-}
-
-/** Reads a range until the first non-zero byte; true when there is none. */
-async function isZeroRange(disk: FileHandle, offset: number, length: number, signal?: AbortSignal) {
-  const buffer = Buffer.allocUnsafe(4 * 1024 * 1024);
-  for (let at = 0; at < length; ) {
-    if (signal?.aborted) throw cancelled(signal);
-    const want = Math.min(buffer.length, length - at);
-    const { bytesRead } = await disk.read(buffer, 0, want, offset + at);
-    if (bytesRead === 0) return false;
-    if (!isAllZero(buffer.subarray(0, bytesRead))) return false;
-    at += bytesRead;
-  }
-  return true;
 }

@@ -1,0 +1,144 @@
+/**
+ * Image push and pull on loopback against a real registry (Debian's docker-registry): a 2 GiB
+ * sparse disk holding 256 MiB of random (incompressible) data in four 64 MiB runs. Each push and
+ * pull runs in a child process so that its peak RSS is its own. Throughput is logical disk size
+ * over wall time. Targets: push >= 100 MB/s, pull >= 200 MB/s, peak RSS <= 300 MB.
+ *
+ *   node --import tsx bench/images.ts [--runs 3]
+ */
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, open, rm } from "node:fs/promises";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { pullImage, pushVm } from "../src/host/oci/index.js";
+import { startRegistry } from "../test/support/registry.js";
+import { makeVmDir } from "../test/support/vm-dir.js";
+import { printTable, type Row, summarize } from "./lib.js";
+
+const MiB = 1024 * 1024;
+const DISK = 2048 * MiB;
+const DATA_RUNS = [0, 612 * MiB, 1324 * MiB, 1984 * MiB];
+const RUN_BYTES = 64 * MiB;
+
+interface ChildResult {
+  seconds: number;
+  maxRssMb: number;
+  /** User + system CPU time of every thread of the child. */
+  cpuSeconds: number;
+}
+
+async function child(mode: string, spec: Record<string, string>) {
+  const started = performance.now();
+  if (mode === "push") {
+    await pushVm({
+      vmDir: spec.vmDir,
+      imageName: spec.image,
+      tags: ["latest"],
+      registry: spec.registry,
+      organization: "bench",
+      credentials: null,
+    });
+  } else {
+    await pullImage({
+      image: `${spec.image}:latest`,
+      registry: spec.registry,
+      organization: "bench",
+      destDir: spec.dest,
+      cacheDirectory: spec.cache,
+      credentials: null,
+    });
+  }
+  const result: ChildResult = {
+    seconds: (performance.now() - started) / 1000,
+    maxRssMb: process.resourceUsage().maxRSS / 1024,
+    cpuSeconds: (process.resourceUsage().userCPUTime + process.resourceUsage().systemCPUTime) / 1e6,
+  };
+  process.stdout.write(JSON.stringify(result));
+}
+
+function runChild(mode: string, spec: Record<string, string>): ChildResult {
+  const out = execFileSync(
+    process.execPath,
+    ["--import", "tsx", fileURLToPath(import.meta.url), "--child", mode, JSON.stringify(spec)],
+    { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] },
+  );
+  return JSON.parse(out) as ChildResult;
+}
+
+async function main() {
+  const runs = Number(process.argv[process.argv.indexOf("--runs") + 1]) || 3;
+  const work = await mkdtemp(join(tmpdir(), "hangar-bench-images-"));
+  const registry = await startRegistry();
+  try {
+    const vmDir = join(work, "vm");
+    await makeVmDir(vmDir, { diskSize: DISK, writes: [] });
+    const disk = await open(join(vmDir, "disk.img"), "r+");
+    for (const offset of DATA_RUNS) {
+      for (let at = 0; at < RUN_BYTES; at += 8 * MiB)
+        await disk.write(randomBytes(8 * MiB), 0, 8 * MiB, offset + at);
+    }
+    await disk.close();
+
+    const push: ChildResult[] = [];
+    const pull: ChildResult[] = [];
+    for (let i = 0; i < runs; i++) {
+      const image = `disk${i}`;
+      push.push(runChild("push", { vmDir, image, registry: registry.host }));
+      const dest = join(work, `pulled${i}`);
+      pull.push(runChild("pull", { image, registry: registry.host, dest, cache: join(work, "cache") }));
+      await rm(dest, { recursive: true, force: true });
+    }
+    const mbps = (r: ChildResult) => DISK / 1e6 / r.seconds;
+    const rows: Row[] = [
+      { name: "push (MB/s of logical disk)", ...summarize(push.map(mbps), "MB/s", 0), target: ">= 100 MB/s" },
+      {
+        name: "push CPU time (all threads)",
+        ...summarize(
+          push.map((r) => r.cpuSeconds),
+          "s",
+          1,
+        ),
+      },
+      {
+        name: "push peak RSS",
+        ...summarize(
+          push.map((r) => r.maxRssMb),
+          "MB",
+          0,
+        ),
+        target: "<= 300 MB",
+      },
+      { name: "pull (MB/s of logical disk)", ...summarize(pull.map(mbps), "MB/s", 0), target: ">= 200 MB/s" },
+      {
+        name: "pull CPU time (all threads)",
+        ...summarize(
+          pull.map((r) => r.cpuSeconds),
+          "s",
+          1,
+        ),
+      },
+      {
+        name: "pull peak RSS",
+        ...summarize(
+          pull.map((r) => r.maxRssMb),
+          "MB",
+          0,
+        ),
+        target: "<= 300 MB",
+      },
+    ];
+    console.log(
+      `load average during the runs: ${loadavg()[0].toFixed(1)} on ${availableParallelism()} cores`,
+    );
+    printTable(`Images on loopback: 2 GiB disk, 256 MiB random data, 512 MiB chunks (${runs} runs)`, rows);
+  } finally {
+    await registry.stop();
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+const at = process.argv.indexOf("--child");
+if (at >= 0) await child(process.argv[at + 1], JSON.parse(process.argv[at + 2]));
+else await main();
