@@ -36,11 +36,11 @@ export function createHostApp(services: HostServices, log?: Logger) {
       version: PACKAGE_VERSION,
     });
   });
+  imageRoutes(app, services); // first: it adds pull and push state to the VM records
   vmRoutes(app, services);
   configRoutes(app, services);
   logRoutes(app, services);
   ipswRoutes(app, services);
-  imageRoutes(app, services);
 
   app.notFound((c) => c.json({ message: `Not found: ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

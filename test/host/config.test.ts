@@ -233,19 +233,6 @@ describe("routing", () => {
     expect((await host.api("GET", "/svc/config/locations/?x=1")).status).toBe(200);
   });
 
-  it("the image routes answer a clear 400 until images are implemented", async () => {
-    for (const [method, path, body] of [
-      ["POST", "/svc/pull", { image: "ubuntu:24.04" }],
-      ["POST", "/svc/vms/push", { name: "x", imageName: "x", tags: ["latest"] }],
-      ["GET", "/svc/images"],
-      ["POST", "/svc/prune"],
-    ] as [string, string, unknown?][]) {
-      const res = await host.api(method, path, body);
-      expect(res.status).toBe(400);
-      expect(res.body.message).toMatch(/^Images are not available/);
-    }
-  });
-
   it("reports host status in lume's snake_case shape", async () => {
     const res = await host.api("GET", "/svc/host/status");
     expect(res.body).toMatchObject({ status: "healthy", vm_count: 0, max_vms: 253, available_slots: 253 });

@@ -4,4 +4,11 @@ export { allocatedBytes, type CachedImage, ImageCache } from "./cache.js";
 export { RegistryClient } from "./client.js";
 export { type PullOptions, type PullProgress, type PullResult, pullImage } from "./pull.js";
 export { PUSH_WORK_DIR, type PushOptions, type PushProgress, type PushResult, pushVm } from "./push.js";
-export { DEFAULT_ORGANIZATION, DEFAULT_REGISTRY, parseImageReference } from "./reference.js";
+export {
+  checkImageName,
+  checkOrganization,
+  checkTag,
+  DEFAULT_ORGANIZATION,
+  DEFAULT_REGISTRY,
+  parseImageReference,
+} from "./reference.js";

@@ -143,7 +143,8 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
   const report = (blob?: PullProgress["blob"]) => options.onProgress?.({ ...progress, blob });
   report();
 
-  const temp = join(dirname(destDir), `.${basename(destDir)}.pull-${randomBytes(4).toString("hex")}`);
+  // The VM store lists no hidden directory, and sweeps `.hangar-tmp-<pid>-…` left by a dead service.
+  const temp = join(dirname(destDir), `.hangar-tmp-${process.pid}-pull-${randomBytes(4).toString("hex")}`);
   await mkdir(temp, { recursive: true });
   let disk: FileHandle | undefined;
   const stats = { downloadedBlobs: 0, cachedBlobs: 0, downloadedBytes: 0 };

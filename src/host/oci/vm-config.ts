@@ -2,7 +2,7 @@
  * A VM's config.json and its image form: the config blob lume writes plus the manifest
  * annotations that carry CPU, memory, disk size, display and network mode.
  */
-import { randomBytes } from "node:crypto";
+import { randomMac } from "../vm-config.js";
 import { ANNOTATION, type LumeConfigBlob, type Manifest, MEDIA_TYPE } from "./format.js";
 
 /** The config.json fields lume defines; Hangar's own keys ride along untouched. */
@@ -93,11 +93,4 @@ function normalizeOs(os: string): string {
   const lower = os.toLowerCase();
   if (lower === "darwin" || lower === "macos") return "macOS";
   return lower;
-}
-
-/** A random locally administered unicast MAC address. */
-export function randomMac(): string {
-  const bytes = randomBytes(6);
-  bytes[0] = (bytes[0] & 0xfe) | 0x02;
-  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join(":");
 }

@@ -1,17 +1,105 @@
 /**
- * The image routes (pull, push, the local cache and prune). They answer a clear 400 until the OCI
- * image support lands; that work replaces this file.
+ * The image routes: POST /svc/pull (at once), POST /svc/pull/start (background, lume's tracker),
+ * POST /svc/vms/push (202, background), GET /svc/images, POST /svc/prune. They also add what the
+ * image work knows to the VM records: a background pull answers GET /svc/vms/:name with lume's
+ * synthetic `pulling` record (or its sticky failure), and a VM being pushed carries a `push` key.
+ * Registered before the VM routes so that these hooks run first.
  */
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
+import { z } from "zod";
+import { ImageService } from "../image-service.js";
 import type { HostServices } from "../services.js";
+import { jsonBody, storageOf } from "./body.js";
 
-const NOT_YET =
-  "Images are not available in this build of the host service yet: pull, push, images and prune will come with the OCI image support.";
+const pullSchema = z.object({
+  image: z.string(),
+  name: z.string().optional(),
+  registry: z.string().optional(),
+  organization: z.string().optional(),
+  storage: z.string().optional(),
+});
 
-export function imageRoutes(app: Hono, _services: HostServices) {
-  app.post("/svc/pull", (c) => c.json({ message: NOT_YET }, 400));
-  app.post("/svc/pull/start", (c) => c.json({ message: NOT_YET }, 400));
-  app.post("/svc/vms/push", (c) => c.json({ message: NOT_YET }, 400));
-  app.get("/svc/images", (c) => c.json({ message: NOT_YET }, 400));
-  app.post("/svc/prune", (c) => c.json({ message: NOT_YET }, 400));
+const pushSchema = z.object({
+  name: z.string(),
+  imageName: z.string(),
+  tags: z.array(z.string()).max(64),
+  registry: z.string().optional(),
+  organization: z.string().optional(),
+  storage: z.string().optional(),
+  chunkSizeMb: z.number().int().min(1).max(16384).optional(),
+});
+
+export function imageRoutes(app: Hono, services: HostServices) {
+  const images = new ImageService(services);
+
+  app.use("/svc/vms/:name", async (c, next) => {
+    if (c.req.method !== "GET") return next();
+    const pulling = images.pullRecord(c.req.param("name"));
+    if (pulling) return c.json(pulling);
+    await next();
+    await withPushState(c, images);
+  });
+  app.use("/svc/vms", async (c, next) => {
+    await next();
+    if (c.req.method === "GET") await withPushState(c, images);
+  });
+
+  app.post("/svc/pull", async (c) => {
+    const body = await jsonBody(c, pullSchema, { required: true });
+    const vm = await images.pull({ ...body, storage: storageOf(c, body) });
+    // lume answers "default" when no name was given; the VM's real name is in `vmName`.
+    return c.json({
+      message: "Image pulled successfully",
+      image: body.image,
+      name: body.name ?? "default",
+      vmName: vm.name,
+    });
+  });
+
+  app.post("/svc/pull/start", async (c) => {
+    const body = await jsonBody(c, pullSchema, { required: true });
+    const key = images.startPull({ ...body, storage: storageOf(c, body) });
+    return c.json({ message: "Pull started", name: key, image: body.image }, 202);
+  });
+
+  app.post("/svc/vms/push", async (c) => {
+    const body = await jsonBody(c, pushSchema, { required: true });
+    const vm = await images.startPush({ ...body, storage: storageOf(c, body) });
+    return c.json(
+      { message: "Push initiated in background", name: vm.name, imageName: body.imageName, tags: body.tags },
+      202,
+    );
+  });
+
+  app.get("/svc/images", async (c) => c.json(await images.images(c.req.query("organization") || undefined)));
+
+  app.post("/svc/prune", async (c) => {
+    const freed = await images.prune();
+    return c.json({
+      message: "Successfully removed cached images",
+      removedImages: freed.images,
+      freedBytes: freed.bytes,
+    });
+  });
+}
+
+type VmRecord = { name?: unknown; locationName?: unknown; push?: unknown };
+
+/** Adds `push` to the VM record(s) of a successful JSON answer when a push is known for the VM. */
+async function withPushState(c: Context, images: ImageService) {
+  if (c.res.status !== 200 || !c.res.headers.get("content-type")?.includes("application/json")) return;
+  const body = (await c.res.clone().json()) as VmRecord | VmRecord[];
+  let changed = false;
+  const decorate = (vm: VmRecord) => {
+    if (typeof vm?.name !== "string" || typeof vm.locationName !== "string") return vm;
+    const push = images.pushState(vm.locationName, vm.name);
+    if (!push) return vm;
+    changed = true;
+    return { ...vm, push };
+  };
+  const next = Array.isArray(body) ? body.map(decorate) : decorate(body);
+  if (!changed) return;
+  const headers = new Headers(c.res.headers);
+  headers.delete("content-length");
+  c.res = new Response(JSON.stringify(next), { status: 200, headers });
 }
