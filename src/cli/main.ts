@@ -3,6 +3,7 @@ import { Command, CommanderError } from "commander";
 import { PACKAGE_VERSION } from "../common/version.js";
 import { registerConfig, registerLogs } from "./config.js";
 import { registerHost } from "./host.js";
+import { registerImageCommands } from "./images.js";
 import { registerServe } from "./serve.js";
 import { registerVm } from "./vm.js";
 
@@ -14,6 +15,7 @@ export function buildProgram(): Command {
   registerServe(program);
   registerHost(program);
   registerVm(program);
+  registerImageCommands(program.commands.find((c) => c.name() === "vm")!);
   registerConfig(program);
   registerLogs(program);
   return program;

@@ -3,6 +3,8 @@
  * background with its progress on the VM's record and in the log, pull at once and in the
  * background, the cache listed and pruned, and the clear 400s.
  */
+
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { open, readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -195,6 +197,80 @@ describe("image routes", () => {
       restore("HANGAR_REGISTRY_PASSWORD", saved.pass);
       await locked.stop();
     }
+  });
+});
+
+/** Runs the `hangar` CLI (from the sources) against the test host; resolves with its output and exit code. */
+function hangar(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "-e",
+        'import("./src/cli/main.ts").then((m) => m.main())',
+        "hangar",
+        ...args,
+        "--url",
+        host.url,
+      ],
+      { encoding: "utf8", timeout: 60_000 },
+      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+describe("hangar vm push|pull|images|prune", () => {
+  it("pushes, pulls, lists and prunes through the service", async () => {
+    const push = await hangar(
+      "vm",
+      "push",
+      "src",
+      "cli:v1",
+      "--additional-tags",
+      "v2",
+      "--chunk-size-mb",
+      "16",
+      "--registry",
+      registry.host,
+      "--organization",
+      "hangar",
+    );
+    expect(push.stderr).toBe("");
+    expect(push).toMatchObject({ code: 0 });
+    expect(push.stdout).toMatch(/^Pushed src as cli:v1, v2 \(sha256:[0-9a-f]{64}\)\.$/m);
+    const pull = await hangar(
+      "vm",
+      "pull",
+      "cli:v2",
+      "--registry",
+      registry.host,
+      "--organization",
+      "hangar",
+    );
+    expect(pull).toMatchObject({ code: 0, stdout: "Pulled cli:v2 into cli_v2.\n" });
+    const disk = await readFile(join(host.home, "cli_v2", "disk.img"));
+    expect(disk.subarray(10 * MiB, 13 * MiB).equals(data)).toBe(true);
+    const images = await hangar("vm", "images", "--organization", "hangar", "--json");
+    // Caching is on since an earlier test; the background pull of web:b is cached too.
+    expect(JSON.parse(images.stdout).map((i: { repository: string }) => i.repository)).toEqual([
+      "cli",
+      "web",
+    ]);
+    const prune = await hangar("vm", "prune");
+    expect(prune.stdout).toMatch(/^Removed 2 cached image\(s\), freed [\d.]+[KM]B\.$/m);
+    const missing = await hangar(
+      "vm",
+      "pull",
+      "absent:v1",
+      "--registry",
+      registry.host,
+      "--organization",
+      "hangar",
+    );
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/Pull failed for 'absent_v1': Image hangar\/absent:v1 was not found/);
   });
 });
 
