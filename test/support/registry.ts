@@ -33,7 +33,14 @@ async function freePort(): Promise<number> {
   });
 }
 
-export async function startRegistry(options: { auth?: { username: string; password: string } } = {}) {
+export interface RegistryOptions {
+  /** htpasswd Basic auth with this one user. */
+  auth?: { username: string; password: string };
+  /** Bearer tokens from a token service: JWTs signed by the key of `rootCertBundle`'s certificate. */
+  token?: { realm: string; service: string; issuer: string; rootCertBundle: string };
+}
+
+export async function startRegistry(options: RegistryOptions = {}) {
   const dir = await mkdtemp(join(tmpdir(), "hangar-registry-"));
   const storageDir = join(dir, "storage");
   const port = await freePort();
@@ -45,6 +52,10 @@ export async function startRegistry(options: { auth?: { username: string; passwo
     });
     await writeFile(join(dir, "htpasswd"), entry);
     authBlock = `auth:\n  htpasswd:\n    realm: hangar-test\n    path: ${join(dir, "htpasswd")}\n`;
+  }
+  if (options.token) {
+    const t = options.token;
+    authBlock = `auth:\n  token:\n    realm: ${t.realm}\n    service: ${t.service}\n    issuer: ${t.issuer}\n    rootcertbundle: ${t.rootCertBundle}\n`;
   }
   await writeFile(
     join(dir, "config.yml"),
