@@ -75,8 +75,11 @@ it("retries 5xx, 429 and a download cut short, then succeeds", async () => {
     writes: [0, 1, 2, 3].map((i) => ({ offset: i * MiB, data: randomBytes(512 * 1024) })),
   });
   const failed = new Set<string>();
-  const once = (key: string, kind: "503" | "429" | "cut") =>
-    failed.has(key) ? undefined : (failed.add(key), kind);
+  const once = (key: string, kind: "503" | "429" | "cut") => {
+    if (failed.has(key)) return undefined;
+    failed.add(key);
+    return kind;
+  };
   fault = (method, path) => {
     if (method === "POST" && path.includes("/blobs/uploads/")) return once("post", "503");
     if (method === "PUT" && path.includes("/manifests/")) return once("manifest", "429");
