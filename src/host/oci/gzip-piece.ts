@@ -5,7 +5,8 @@
  * the piece). zlib does the compression in libuv's thread pool. Runs of zero blocks, which make
  * up most of a sparse disk, are deflated with zlib's run-length strategy, which is several times
  * faster than the default one on zeros and just as small; data goes through the default
- * strategy and level. The output is ordinary gzip that any gunzip reads.
+ * strategy and level, except runs that do not compress, which are stored (see DeflateMode).
+ * The output is ordinary gzip that any gunzip reads.
  */
 import { createHash } from "node:crypto";
 import { createWriteStream } from "node:fs";
@@ -43,7 +44,8 @@ export async function gzipPiece(
   const raw = createHash("sha256");
   const buffers = [Buffer.allocUnsafe(BLOCK), Buffer.allocUnsafe(BLOCK)];
   const inFlight: Promise<void>[] = [Promise.resolve(), Promise.resolve()];
-  let runLength = false;
+  const mode = new DeflateMode(() => packed.bytes);
+  let current = [constants.Z_DEFAULT_COMPRESSION, constants.Z_DEFAULT_STRATEGY];
   try {
     for (let at = 0, turn = 0; at < length; turn ^= 1) {
       if (options.signal?.aborted) throw cancelled(options.signal);
@@ -58,10 +60,12 @@ export async function gzipPiece(
       const block = buffer.subarray(0, got);
       raw.update(block);
       const zero = isAllZero(block);
-      if (zero !== runLength) {
-        await setStrategy(gzip, zero ? constants.Z_RLE : constants.Z_DEFAULT_STRATEGY);
-        runLength = zero;
+      const wanted = mode.next(zero);
+      if (wanted[0] !== current[0] || wanted[1] !== current[1]) {
+        await setParams(gzip, wanted[0], wanted[1]);
+        current = wanted;
       }
+      if (!zero) mode.sawData(got);
       const taken = new Promise<void>((resolve, reject) => {
         gzip.write(block, (error) => (error ? reject(error) : resolve()));
       });
@@ -87,11 +91,56 @@ export async function gzipPiece(
   };
 }
 
-function setStrategy(gzip: Gzip, strategy: number): Promise<void> {
+/** Data bytes looked at before judging whether data compresses. */
+const WINDOW = 8 * BLOCK;
+/** Output/input ratio above which data counts as incompressible. */
+const INCOMPRESSIBLE = 0.97;
+/** Incompressible data stored before deflate is tried again. */
+const REPROBE = 64 * BLOCK;
+
+/**
+ * Chooses zlib's level and strategy block by block: run-length for zero blocks; the default
+ * level for data, or level 0 (stored) while the data does not compress (already compressed or
+ * encrypted content), trying deflate again every 64 MiB.
+ */
+class DeflateMode {
+  private dataLevel = constants.Z_DEFAULT_COMPRESSION;
+  private windowIn = 0;
+  private windowOutStart = 0;
+  private storedIn = 0;
+
+  /** @param outputBytes compressed bytes out so far (a little behind the input: it is measured over windows) */
+  constructor(private readonly outputBytes: () => number) {}
+
+  next(zero: boolean): [level: number, strategy: number] {
+    return zero
+      ? [constants.Z_DEFAULT_COMPRESSION, constants.Z_RLE]
+      : [this.dataLevel, constants.Z_DEFAULT_STRATEGY];
+  }
+
+  sawData(bytes: number) {
+    if (this.dataLevel === 0) {
+      this.storedIn += bytes;
+      if (this.storedIn >= REPROBE) this.dataLevel = constants.Z_DEFAULT_COMPRESSION;
+      return;
+    }
+    if (this.windowIn === 0) this.windowOutStart = this.outputBytes();
+    this.windowIn += bytes;
+    if (this.windowIn < WINDOW) return;
+    const ratio = (this.outputBytes() - this.windowOutStart) / this.windowIn;
+    this.windowIn = 0;
+    if (ratio > INCOMPRESSIBLE) {
+      this.dataLevel = 0;
+      this.storedIn = 0;
+    }
+  }
+}
+
+function setParams(gzip: Gzip, level: number, strategy: number): Promise<void> {
   return new Promise((resolve, reject) => {
     gzip.once("error", reject);
     // zlib streams have params() (Node's docs); the Gzip type does not declare it.
-    (gzip as unknown as ZlibParams).params(constants.Z_DEFAULT_COMPRESSION, strategy, () => {
+    (gzip as unknown as ZlibParams).params(level, strategy, () => {
       gzip.off("error", reject);
       resolve();
     });
