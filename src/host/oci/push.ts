@@ -131,8 +131,11 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
           digest,
           size,
           open: (start, end) => {
-            progress.uploadedBytes -= sent;
-            sent = 0;
+            if (start === 0) {
+              // A new attempt starts over: take back what the failed one counted.
+              progress.uploadedBytes -= sent;
+              sent = 0;
+            }
             return counted(open(start, end), (n) => {
               sent += n;
               progress.uploadedBytes += n;
