@@ -47,6 +47,8 @@ describe("push then pull", () => {
       organization: "hangar",
       chunkSizeMb: 4,
       credentials: null,
+      // Blobs above 256 KiB go up in 300 KiB PATCHes: the chunked upload path.
+      upload: { monolithicLimitBytes: 256 * 1024, chunkBytes: 300 * 1024 },
       onProgress: (p) => phases.add(p.phase),
     });
     expect(pushed.parts).toBe(12);
@@ -92,6 +94,14 @@ describe("push then pull", () => {
     const diskDigests = manifest.layers.slice(1).map((l: { digest: string }) => l.digest);
     expect(diskDigests.length).toBe(12);
     expect(new Set(diskDigests).size).toBeLessThan(12);
+    const distinct = new Map<string, number>(
+      manifest.layers
+        .concat(manifest.config)
+        .map((l: { digest: string; size: number }) => [l.digest, l.size]),
+    );
+    expect(pushed.uploadedBytes).toBe([...distinct.values()].reduce((a, b) => a + b, 0));
+    expect(pushed.uploadedBlobs).toBe(distinct.size);
+    expect(registry.requests().filter((r) => r.method === "PATCH").length).toBeGreaterThan(3);
     expect(manifest.layers[3].annotations).toMatchObject({
       "org.opencontainers.image.title": "disk.img.part.2",
       "org.trycua.lume.part.number": "2",

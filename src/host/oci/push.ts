@@ -60,6 +60,8 @@ export interface PushOptions {
   uploadConcurrency?: number;
   signal?: AbortSignal;
   retry?: RetryOptions;
+  /** Blob upload sizes (see RegistryClientOptions): one PUT up to the limit, PATCHes above. */
+  upload?: { monolithicLimitBytes?: number; chunkBytes?: number };
   onProgress?: (progress: PushProgress) => void;
 }
 
@@ -107,6 +109,8 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
     push: true,
     signal: options.signal,
     retry: options.retry,
+    monolithicLimitBytes: options.upload?.monolithicLimitBytes,
+    uploadChunkBytes: options.upload?.chunkBytes,
   });
 
   const progress: PushProgress = {
