@@ -5,15 +5,8 @@
 import cliProgress from "cli-progress";
 import type { Command } from "commander";
 import { InvalidArgumentError } from "commander";
-import {
-  clientOf,
-  clientOptions,
-  type HostClient,
-  humanBytes,
-  type Json,
-  output,
-  table,
-} from "./host-client.js";
+import { formatBytes } from "../computer/app.js";
+import { clientOf, clientOptions, type HostClient, type Json, output, table } from "./host-client.js";
 
 const POLL_MS = 500;
 
@@ -114,7 +107,7 @@ export function registerImageCommands(vm: Command) {
       const vmPath = withStorage(`/svc/vms/${encodeURIComponent(started.name)}`, opts.storage);
       const pushed = await follow(client, vmPath, bar, (record) => ({
         percent: record.push?.progress ?? 0,
-        detail: record.push ? `${humanBytes(record.push.uploadedBytes ?? 0)} sent` : "",
+        detail: record.push ? `${formatBytes(record.push.uploadedBytes ?? 0)} sent` : "",
         done: record.push?.status !== "pushing",
       }));
       if (pushed.push?.status !== "pushed")
@@ -148,7 +141,7 @@ export function registerImageCommands(vm: Command) {
     output(
       opts,
       freed,
-      (r: Json) => `Removed ${r.removedImages} cached image(s), freed ${humanBytes(r.freedBytes)}.`,
+      (r: Json) => `Removed ${r.removedImages} cached image(s), freed ${formatBytes(r.freedBytes)}.`,
     );
   });
 }

@@ -259,7 +259,7 @@ describe("hangar vm push|pull|images|prune", () => {
       "web",
     ]);
     const prune = await hangar("vm", "prune");
-    expect(prune.stdout).toMatch(/^Removed 2 cached image\(s\), freed [\d.]+[KM]B\.$/m);
+    expect(prune.stdout).toMatch(/^Removed 2 cached image\(s\), freed [\d.]+ [KM]iB\.$/m);
     const missing = await hangar(
       "vm",
       "pull",
