@@ -161,11 +161,11 @@ describe("push then pull", () => {
     expect(await cache.list("hangar")).toEqual([
       { repository: "cached", imageId: first.manifestDigest.replace(":", "_").slice(0, 12) },
     ]);
-    const gets = registry.blobGets();
+    const gets = await registry.settledBlobGets();
     const second = await pull("one", "c2");
     expect(second.cachedBlobs).toBeGreaterThan(0);
     expect(second.downloadedBlobs).toBe(0);
-    expect(registry.blobGets()).toBe(gets);
+    expect(await registry.settledBlobGets()).toBe(gets);
 
     // A new version of the image replaces the old one in the cache.
     await makeVmDir(source, { diskSize: 8 * MiB, writes: [{ offset: 0, data: randomBytes(MiB) }] });

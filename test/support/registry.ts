@@ -19,6 +19,8 @@ export interface TestRegistry {
   requests(): { method: string; path: string; status: number }[];
   /** How many blob GETs the registry answered with 200 (optionally for one digest). */
   blobGets(digest?: string): number;
+  /** blobGets() once the access log has stopped growing (it is written after each response). */
+  settledBlobGets(digest?: string): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -117,6 +119,14 @@ export async function startRegistry(options: RegistryOptions = {}) {
           /\/blobs\/sha256:/.test(r.path) &&
           (!digest || r.path.endsWith(digest)),
       ).length,
+    async settledBlobGets(digest) {
+      let count = lines.length;
+      for (;;) {
+        await sleep(250);
+        if (lines.length === count) return registry.blobGets(digest);
+        count = lines.length;
+      }
+    },
     async stop() {
       if (child.exitCode === null) {
         const exited = new Promise((resolve) => child.once("exit", resolve));
