@@ -52,6 +52,8 @@ interface RequestInit2 {
 }
 
 const ERROR_BODY_LIMIT = 2048;
+/** The largest manifest accepted (the registry's own limit is 4 MiB). */
+const MANIFEST_LIMIT = 4 * 1024 * 1024;
 
 export class RegistryClient {
   readonly baseUrl: string;
@@ -78,7 +80,7 @@ export class RegistryClient {
       );
     }
     await this.expect(res, [200], `fetch the manifest of ${this.repository}:${reference}`);
-    const raw = Buffer.from(await res.arrayBuffer());
+    const raw = await readCapped(res, MANIFEST_LIMIT, `the manifest of ${this.repository}:${reference}`);
     const computed = `sha256:${createHash("sha256").update(raw).digest("hex")}`;
     const announced = res.headers.get("docker-content-digest");
     if (announced && announced !== computed) {
@@ -315,6 +317,21 @@ export class RegistryClient {
     const detail = await errorDetail(res);
     throw new CommandError("failed", `Could not ${what}: ${this.host} answered ${res.status}${detail}`);
   }
+}
+
+/** The body of a response, refused past `limit` bytes. */
+async function readCapped(res: Response, limit: number, what: string): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of (res.body ?? []) as AsyncIterable<Uint8Array>) {
+    size += chunk.length;
+    if (size > limit) {
+      await res.body?.cancel().catch(() => undefined);
+      throw new CommandError("failed", `${what} is larger than ${limit} bytes`);
+    }
+    parts.push(Buffer.from(chunk));
+  }
+  return Buffer.concat(parts);
 }
 
 function withDigest(location: string, digest: string): string {

@@ -85,6 +85,9 @@ export interface PullResult {
   downloadedBytes: number;
 }
 
+/** The largest config blob accepted (lume's is a few hundred bytes). */
+const CONFIG_LIMIT = 1024 * 1024;
+
 interface BlobJob {
   digest: string;
   size: number;
@@ -128,6 +131,12 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
     }
   })();
 
+  if (manifest.config.size > CONFIG_LIMIT) {
+    throw new CommandError(
+      "failed",
+      `The config blob of ${options.image} is ${manifest.config.size} bytes, more than a VM config can be`,
+    );
+  }
   const cache = new ImageCache(options.cacheDirectory);
   const blobDir = cache.manifestDir(organization, manifestDigest);
   await mkdir(blobDir, { recursive: true });
