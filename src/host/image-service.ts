@@ -3,6 +3,7 @@
  * progress on the VM's record), push a stopped VM in the background (progress and outcome in the
  * log and on the VM's record), list the cached images and prune them. Knows nothing of HTTP.
  */
+import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { CommandError } from "../common/errors.js";
 import type { HostLog } from "./host-log.js";
@@ -71,10 +72,34 @@ export class ImageService {
   }
 
   /** Pulls at once; resolves when the VM is in place. */
-  async pull(
-    request: PullRequest,
-    onProgress?: (percent: number) => void,
-  ): Promise<{ name: string; dir: string }> {
+  async pull(request: PullRequest): Promise<{ name: string; dir: string }> {
+    return this.runPull(await this.preparePull(request));
+  }
+
+  /**
+   * Checks the request, the location and that the VM does not exist yet (a 400 at once), then
+   * pulls in the background; returns lume's tracker key.
+   */
+  async startPull(request: PullRequest): Promise<string> {
+    const prepared = await this.preparePull(request);
+    const key = request.name ?? prepared.ref.name;
+    if (this.pulls.get(key)?.status === "pulling") {
+      throw new CommandError("failed", `A pull into ${key} is already in progress`);
+    }
+    const tracker: PullTracker = { status: "pulling", progress: 0 };
+    this.pulls.set(key, tracker);
+    this.track(
+      this.runPull(prepared, (percent) => {
+        tracker.progress = Math.min(100, Math.round(percent * 10) / 10);
+      }).then(
+        () => this.pulls.delete(key),
+        (error) => this.pulls.set(key, { status: "failed", message: (error as Error).message }),
+      ),
+    );
+    return key;
+  }
+
+  private async preparePull(request: PullRequest) {
     const settings = await this.services.settings.read();
     const ref = parseImageReference(request.image);
     const name = vmName(request.name ?? `${ref.name}_${ref.tag}`);
@@ -83,6 +108,29 @@ export class ImageService {
     const location = await this.services.settings.location(request.storage);
     await ensureWritableDirectory(location.path);
     const dir = join(location.path, name);
+    if (this.pulling.has(dir)) throw new CommandError("failed", `A pull into ${name} is already in progress`);
+    if (
+      await stat(dir).then(
+        () => true,
+        () => false,
+      )
+    ) {
+      throw new CommandError("failed", `Virtual machine already exists with name: ${name}`);
+    }
+    return { request, settings, ref, name, dir, registry, organization };
+  }
+
+  private async runPull(
+    {
+      request,
+      settings,
+      name,
+      dir,
+      registry,
+      organization,
+    }: Awaited<ReturnType<ImageService["preparePull"]>>,
+    onProgress?: (percent: number) => void,
+  ): Promise<{ name: string; dir: string }> {
     if (this.pulling.has(dir)) throw new CommandError("failed", `A pull into ${name} is already in progress`);
     this.pulling.add(dir);
     const fields = { image: request.image, vm: name, registry, organization };
@@ -119,26 +167,6 @@ export class ImageService {
     } finally {
       this.pulling.delete(dir);
     }
-  }
-
-  /** Starts a pull in the background; returns lume's tracker key. */
-  startPull(request: PullRequest): string {
-    const ref = parseImageReference(request.image);
-    const key = request.name ?? ref.name;
-    if (this.pulls.get(key)?.status === "pulling") {
-      throw new CommandError("failed", `A pull into ${key} is already in progress`);
-    }
-    const tracker: PullTracker = { status: "pulling", progress: 0 };
-    this.pulls.set(key, tracker);
-    this.track(
-      this.pull(request, (percent) => {
-        tracker.progress = Math.min(100, Math.round(percent * 10) / 10);
-      }).then(
-        () => this.pulls.delete(key),
-        (error) => this.pulls.set(key, { status: "failed", message: (error as Error).message }),
-      ),
-    );
-    return key;
   }
 
   /** The synthetic record of a background pull (lume's), or undefined when none is tracked. */

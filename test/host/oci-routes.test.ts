@@ -161,6 +161,14 @@ describe("image routes", () => {
     });
     expect(done).toMatchObject({ status: 200, body: { name: "bg", status: "stopped" } });
 
+    // Into a VM that exists: a 400 at once, and the VM's record stays as it was.
+    const clash = await host.api("POST", "/svc/pull/start", { image: "web:b", name: "src", ...target() });
+    expect(clash).toMatchObject({
+      status: 400,
+      body: { message: "Virtual machine already exists with name: src" },
+    });
+    expect((await host.api("GET", "/svc/vms/src")).body.name).toBe("src");
+
     await host.api("POST", "/svc/pull/start", { image: "nothing:here", name: "nope", ...target() });
     const failed = await eventually(async () => {
       const got = await host.api("GET", "/svc/vms/nope");

@@ -58,7 +58,7 @@ export function imageRoutes(app: Hono, services: HostServices) {
 
   app.post("/svc/pull/start", async (c) => {
     const body = await jsonBody(c, pullSchema, { required: true });
-    const key = images.startPull({ ...body, storage: storageOf(c, body) });
+    const key = await images.startPull({ ...body, storage: storageOf(c, body) });
     return c.json({ message: "Pull started", name: key, image: body.image }, 202);
   });
 
