@@ -253,6 +253,14 @@ export class ImageService {
     return { name: vm.name };
   }
 
+  /** True while a VM of this name (in any location) is being pushed. */
+  isPushing(name: string): boolean {
+    for (const [key, state] of this.pushes) {
+      if (state.status === "pushing" && key.endsWith(`\u0000${name}`)) return true;
+    }
+    return false;
+  }
+
   pushState(locationName: string, name: string): PushState | undefined {
     return this.pushes.get(pushKey(locationName, name));
   }

@@ -70,6 +70,38 @@ describe("image routes", () => {
     expect(logs).toMatch(/Image pushed .*digest=sha256:/);
   });
 
+  it("keeps a VM's disk still while it is pushed: no run, update or delete", async () => {
+    expect(
+      (await host.api("POST", "/svc/vms", { name: "busy", ...LINUX_VM, diskSize: "256MB" })).status,
+    ).toBe(200);
+    const disk = await open(join(host.home, "busy", "disk.img"), "r+");
+    for (let i = 0; i < 6; i++) await disk.write(randomBytes(8 * MiB), 0, 8 * MiB, i * 40 * MiB);
+    await disk.close();
+    const push = await host.api("POST", "/svc/vms/push", {
+      name: "busy",
+      imageName: "busy",
+      tags: ["t"],
+      ...target(),
+    });
+    expect(push.status).toBe(202);
+    for (const [method, path, body, action] of [
+      ["POST", "/svc/vms/busy/run", {}, "run"],
+      ["PATCH", "/svc/vms/busy", { cpu: 2 }, "modify"],
+      ["DELETE", "/svc/vms/busy", undefined, "delete"],
+    ] as const) {
+      const res = await host.api(method, path, body);
+      expect(res).toMatchObject({
+        status: 400,
+        body: { message: `Cannot ${action} busy: an image push of it is in progress` },
+      });
+    }
+    await eventually(
+      async () => (await host.api("GET", "/svc/vms/busy")).body.push?.status === "pushed",
+      60_000,
+    );
+    expect((await host.api("PATCH", "/svc/vms/busy", { cpu: 2 })).status).toBe(200);
+  });
+
   it("refuses to push a missing VM or a bad request with a clear 400", async () => {
     const missing = await host.api("POST", "/svc/vms/push", {
       name: "ghost",

@@ -7,7 +7,9 @@
  */
 import type { Context, Hono } from "hono";
 import { z } from "zod";
+import { CommandError } from "../../common/errors.js";
 import { ImageService } from "../image-service.js";
+import { vmName } from "../names.js";
 import type { HostServices } from "../services.js";
 import { jsonBody, storageOf } from "./body.js";
 
@@ -43,6 +45,19 @@ export function imageRoutes(app: Hono, services: HostServices) {
     await next();
     if (c.req.method === "GET") await withPushState(c, images);
   });
+
+  // While a VM is pushed its disk must not change: no run, update or delete until the push ends.
+  const guard = (action: string) => async (c: Context, next: () => Promise<void>) => {
+    const name = normalizedName(c.req.param("name") ?? "");
+    if (name && images.isPushing(name)) {
+      throw new CommandError("failed", `Cannot ${action} ${name}: an image push of it is in progress`);
+    }
+    await next();
+  };
+  app.post("/svc/vms/:name/run", guard("run"));
+  app.on(["PATCH"], "/svc/vms/:name", guard("modify"));
+  app.post("/svc/vms/:name/update", guard("modify"));
+  app.delete("/svc/vms/:name", guard("delete"));
 
   app.post("/svc/pull", async (c) => {
     const body = await jsonBody(c, pullSchema, { required: true });
@@ -81,6 +96,14 @@ export function imageRoutes(app: Hono, services: HostServices) {
       freedBytes: freed.bytes,
     });
   });
+}
+
+function normalizedName(raw: string): string | undefined {
+  try {
+    return vmName(raw);
+  } catch {
+    return undefined; // the VM route says what is wrong with it
+  }
 }
 
 type VmRecord = { name?: unknown; locationName?: unknown; push?: unknown };
