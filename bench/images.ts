@@ -90,9 +90,18 @@ async function main() {
       pull.push(runChild("pull", { image, registry: registry.host, dest, cache: join(work, "cache") }));
       await rm(dest, { recursive: true, force: true });
     }
-    const mbps = (r: ChildResult) => DISK / 1e6 / r.seconds;
+    // Throughput from the median and the p95 (slow end) of the wall times.
+    const throughput = (results: ChildResult[]) => {
+      const { median, p95 } = summarize(
+        results.map((r) => r.seconds),
+        "s",
+        3,
+      );
+      const mbps = (text: string) => `${(DISK / 1e6 / Number.parseFloat(text)).toFixed(0)} MB/s`;
+      return { median: mbps(median), p95: mbps(p95) };
+    };
     const rows: Row[] = [
-      { name: "push (MB/s of logical disk)", ...summarize(push.map(mbps), "MB/s", 0), target: ">= 100 MB/s" },
+      { name: "push (MB/s of logical disk)", ...throughput(push), target: ">= 100 MB/s" },
       {
         name: "push CPU time (all threads)",
         ...summarize(
@@ -110,7 +119,7 @@ async function main() {
         ),
         target: "<= 300 MB",
       },
-      { name: "pull (MB/s of logical disk)", ...summarize(pull.map(mbps), "MB/s", 0), target: ">= 200 MB/s" },
+      { name: "pull (MB/s of logical disk)", ...throughput(pull), target: ">= 200 MB/s" },
       {
         name: "pull CPU time (all threads)",
         ...summarize(
