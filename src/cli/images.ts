@@ -86,6 +86,7 @@ export function registerImageCommands(vm: Command) {
   )
     .option("--additional-tags <tags...>", "more tags for the same image")
     .option("--chunk-size-mb <mib>", "disk chunk size in MiB", chunkSize, 512)
+    .option("--single-layer", "the whole disk as one layer (no chunks)")
     .option("--registry <host>", "registry host (default from the settings: ghcr.io)")
     .option("--organization <org>", "organization (default from the settings: trycua)")
     .option("--storage <location>", "storage location (name or path)")
@@ -99,6 +100,7 @@ export function registerImageCommands(vm: Command) {
         imageName: match[1],
         tags: [match[2], ...(opts.additionalTags ?? [])],
         chunkSizeMb: opts.chunkSizeMb,
+        singleLayer: opts.singleLayer,
         registry: opts.registry,
         organization: opts.organization,
         storage: opts.storage,

@@ -36,6 +36,7 @@ export interface PushRequest {
   organization?: string;
   storage?: string;
   chunkSizeMb?: number;
+  singleLayer?: boolean;
 }
 
 /** The `push` key of a VM's record while and after it is pushed. */
@@ -225,6 +226,7 @@ export class ImageService {
       registry,
       organization,
       chunkSizeMb: request.chunkSizeMb,
+      singleLayer: request.singleLayer,
       onProgress: (p) => {
         state.progress = Math.min(99, Math.floor((100 * p.processedBytes) / Math.max(1, p.totalBytes)));
         state.uploadedBytes = p.uploadedBytes;

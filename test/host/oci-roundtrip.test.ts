@@ -131,6 +131,43 @@ describe("push then pull", () => {
     expect((await readdir(source)).sort()).toEqual(["config.json", "disk.img", "nvram.bin"]);
   });
 
+  it("pushes a single-layer image as lume's --single-layer does, and pulls it back", async () => {
+    const source = join(work, "single-src");
+    await makeVmDir(source, { diskSize: 6 * MiB, writes: [{ offset: 2 * MiB + 5, data: randomBytes(MiB) }] });
+    await pushVm({
+      vmDir: source,
+      imageName: "single",
+      tags: ["one"],
+      registry: registry.host,
+      organization: "hangar",
+      singleLayer: true,
+      credentials: null,
+    });
+    const manifest = await (
+      await fetch(`${registry.url}/v2/hangar/single/manifests/one`, {
+        headers: { accept: "application/vnd.oci.image.manifest.v1+json" },
+      })
+    ).json();
+    expect(manifest.layers).toHaveLength(2);
+    expect(Object.keys(manifest.layers[1].annotations).sort()).toEqual([
+      "org.opencontainers.image.title",
+      "org.trycua.lume.content.uncompressed-digest",
+      "org.trycua.lume.content.uncompressed-size",
+    ]);
+    expect(manifest.layers[1].annotations["org.opencontainers.image.title"]).toBe("disk.img");
+    expect(manifest.annotations["org.trycua.lume.total-uncompressed-size"]).toBeUndefined();
+    await pullImage({
+      image: "single:one",
+      registry: registry.host,
+      organization: "hangar",
+      destDir: join(work, "single-dst"),
+      cacheDirectory: join(work, "cache"),
+      credentials: null,
+    });
+    const pulled = await readFile(join(work, "single-dst", "disk.img"));
+    expect(pulled.equals(await readFile(join(source, "disk.img")))).toBe(true);
+  });
+
   it("keeps one cached version per image, serves pulls from it, and prunes it", async () => {
     const source = join(work, "cached-src");
     await makeVmDir(source, { diskSize: 8 * MiB, writes: [{ offset: MiB, data: randomBytes(MiB) }] });

@@ -52,6 +52,8 @@ export interface PushOptions {
   organization?: string;
   /** Disk piece size in MiB (default 512). */
   chunkSizeMb?: number;
+  /** The whole disk as one layer titled `disk.img`, without part annotations (lume's `--single-layer`). */
+  singleLayer?: boolean;
   /** Undefined: from the environment; null: anonymous. */
   credentials?: Credentials | null;
   /** Pieces compressed at once (default: the CPU count, 2 to 4). */
@@ -90,12 +92,13 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
       `chunkSizeMb must be a whole number from 1 to 16384 (got ${chunkSizeMb})`,
     );
   }
-  const chunkBytes = chunkSizeMb * 1024 * 1024;
+  const singleLayer = options.singleLayer ?? false;
 
   const config = await readVmConfig(options.vmDir);
   const diskPath = join(options.vmDir, "disk.img");
   const diskSize = (await stat(diskPath).catch(() => missing(diskPath))).size;
   if (diskSize === 0) throw new CommandError("failed", `${diskPath} is empty`);
+  const chunkBytes = singleLayer ? diskSize : chunkSizeMb * 1024 * 1024;
   const nvram = await readFile(join(options.vmDir, "nvram.bin")).catch(() =>
     missing(join(options.vmDir, "nvram.bin")),
   );
@@ -223,13 +226,15 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
             digest: piece.digest,
             size: piece.size,
             annotations: {
-              [ANNOTATION.title]: `disk.img.part.${part}`,
+              [ANNOTATION.title]: singleLayer ? "disk.img" : `disk.img.part.${part}`,
               [ANNOTATION.uncompressedSize]: String(piece.uncompressedSize),
               [ANNOTATION.uncompressedDigest]: piece.uncompressedDigest,
-              [ANNOTATION.partNumber]: String(part),
-              [ANNOTATION.partTotal]: String(count),
-              [ANNOTATION.partOffset]: String(offset),
-              [ANNOTATION.chunkSize]: String(piece.uncompressedSize),
+              ...(!singleLayer && {
+                [ANNOTATION.partNumber]: String(part),
+                [ANNOTATION.partTotal]: String(count),
+                [ANNOTATION.partOffset]: String(offset),
+                [ANNOTATION.chunkSize]: String(piece.uncompressedSize),
+              }),
             },
           };
         }),
@@ -245,7 +250,7 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
       layers: [nvramDescriptor, ...layers],
       annotations: {
         [ANNOTATION.uploadTime]: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
-        [ANNOTATION.totalUncompressedSize]: String(diskSize),
+        ...(!singleLayer && { [ANNOTATION.totalUncompressedSize]: String(diskSize) }),
         ...configAnnotations(config),
       },
     };

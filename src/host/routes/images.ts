@@ -29,6 +29,7 @@ const pushSchema = z.object({
   organization: z.string().optional(),
   storage: z.string().optional(),
   chunkSizeMb: z.number().int().min(1).max(16384).optional(),
+  singleLayer: z.boolean().optional(),
 });
 
 export function imageRoutes(app: Hono, services: HostServices) {
