@@ -101,11 +101,14 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
   const registry = options.registry ?? DEFAULT_REGISTRY;
   const credentials =
     options.credentials === null ? undefined : (options.credentials ?? credentialsFromEnv());
+  // The first blob that fails stops the others.
+  const stop = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const client = new RegistryClient({
     registry,
     repository: `${organization}/${ref.name}`,
     credentials,
-    signal: options.signal,
+    signal,
     retry: options.retry,
   });
   const destDir = options.destDir;
@@ -160,12 +163,14 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
   try {
     disk = await open(join(temp, "disk.img"), "w+");
     if (plan.totalSize !== undefined) await disk.truncate(plan.totalSize);
-    const fetcher = new BlobFetcher(client, cache, blobDir, options.retry, options.signal);
+    const fetcher = new BlobFetcher(client, cache, blobDir, options.retry, signal);
     const run = limiter(options.concurrency ?? 4);
     let extent = 0;
-    await Promise.all(
+    let firstError: unknown;
+    await Promise.allSettled(
       jobs.map((job) =>
         run(async () => {
+          if (firstError !== undefined) return;
           const onBytes = (n: number) => {
             progress.doneBytes += n;
             report();
@@ -181,9 +186,13 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
           extent = Math.max(extent, outcome.extent);
           progress.doneBlobs++;
           report({ digest: job.digest, fromCache: outcome.fromCache });
+        }).catch((error) => {
+          if (firstError === undefined) firstError = error;
+          stop.abort();
         }),
       ),
     );
+    if (firstError !== undefined) throw firstError;
     const diskSize = plan.totalSize ?? extent;
     if (plan.totalSize === undefined) await disk.truncate(diskSize);
     await disk.sync();
@@ -192,6 +201,7 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
 
     const nvram = manifest.layers.find((layer) => layer.mediaType === MEDIA_TYPE.nvram);
     if (nvram) await copyFile(cache.blobPath(blobDir, nvram.digest), join(temp, "nvram.bin"));
+    else await writeFile(join(temp, "nvram.bin"), ""); // a VM directory always has one
     const configBlob = await readFile(cache.blobPath(blobDir, manifest.config.digest), "utf8");
     let parsedConfig: unknown;
     try {
