@@ -4,7 +4,7 @@
  * up with a message that says what it answered.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -137,4 +137,21 @@ it("gives up after its attempts with what the registry answered", async () => {
       retry: { ...fast, attempts: 3 },
     }),
   ).rejects.toThrow(`${proxyHost} answered 503 to GET /v2/t/flaky/manifests/latest`);
+});
+
+it("a push that keeps failing stops its other pieces, says why and leaves no work files", async () => {
+  fault = (method, path) => (method === "POST" && path.includes("/blobs/uploads/") ? "503" : undefined);
+  await expect(
+    pushVm({
+      vmDir: join(work, "src"),
+      imageName: "refused",
+      tags: ["latest"],
+      registry: proxyHost,
+      organization: "t",
+      chunkSizeMb: 1,
+      credentials: null,
+      retry: { ...fast, attempts: 2 },
+    }),
+  ).rejects.toThrow(`${proxyHost} answered 503 to POST /v2/t/refused/blobs/uploads/`);
+  expect((await readdir(join(work, "src"))).sort()).toEqual(["config.json", "disk.img", "nvram.bin"]);
 });

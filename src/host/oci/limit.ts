@@ -14,3 +14,22 @@ export function limiter(concurrency: number) {
     }
   };
 }
+
+/**
+ * Waits for every task; the first failure aborts `stop` (so the others wind down early) and is
+ * thrown once all have settled, so nothing is still running when the caller cleans up.
+ */
+export async function allOrFirstError<T>(tasks: Promise<T>[], stop: AbortController): Promise<T[]> {
+  let failure: { error: unknown } | undefined;
+  const results = await Promise.all(
+    tasks.map((task) =>
+      task.catch((error: unknown) => {
+        failure ??= { error };
+        stop.abort();
+        return undefined as T;
+      }),
+    ),
+  );
+  if (failure) throw failure.error;
+  return results;
+}

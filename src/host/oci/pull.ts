@@ -33,7 +33,7 @@ import { type Credentials, credentialsFromEnv } from "./auth.js";
 import { ImageCache } from "./cache.js";
 import { RegistryClient } from "./client.js";
 import { type DiskPart, diskPlan, isLumeManifest, type Manifest, MEDIA_TYPE } from "./format.js";
-import { limiter } from "./limit.js";
+import { allOrFirstError, limiter } from "./limit.js";
 import {
   checkOrganization,
   DEFAULT_ORGANIZATION,
@@ -166,11 +166,10 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
     const fetcher = new BlobFetcher(client, cache, blobDir, options.retry, signal);
     const run = limiter(options.concurrency ?? 4);
     let extent = 0;
-    let firstError: unknown;
-    await Promise.allSettled(
+    await allOrFirstError(
       jobs.map((job) =>
         run(async () => {
-          if (firstError !== undefined) return;
+          if (stop.signal.aborted) return;
           const onBytes = (n: number) => {
             progress.doneBytes += n;
             report();
@@ -186,13 +185,10 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
           extent = Math.max(extent, outcome.extent);
           progress.doneBlobs++;
           report({ digest: job.digest, fromCache: outcome.fromCache });
-        }).catch((error) => {
-          if (firstError === undefined) firstError = error;
-          stop.abort();
         }),
       ),
+      stop,
     );
-    if (firstError !== undefined) throw firstError;
     const diskSize = plan.totalSize ?? extent;
     if (plan.totalSize === undefined) await disk.truncate(diskSize);
     await disk.sync();

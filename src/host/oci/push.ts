@@ -20,7 +20,7 @@ import { type Credentials, credentialsFromEnv } from "./auth.js";
 import { RegistryClient } from "./client.js";
 import { ANNOTATION, type Descriptor, type Manifest, MEDIA_TYPE } from "./format.js";
 import { gzipPiece, isZeroRange, type PackedPiece } from "./gzip-piece.js";
-import { limiter } from "./limit.js";
+import { allOrFirstError, limiter } from "./limit.js";
 import {
   checkImageName,
   checkOrganization,
@@ -105,12 +105,15 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
 
   const credentials =
     options.credentials === null ? undefined : (options.credentials ?? credentialsFromEnv());
+  // The first piece that fails stops the others.
+  const stop = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const client = new RegistryClient({
     registry: options.registry ?? DEFAULT_REGISTRY,
     repository: `${organization}/${imageName}`,
     credentials,
     push: true,
-    signal: options.signal,
+    signal,
     retry: options.retry,
     monolithicLimitBytes: options.upload?.monolithicLimitBytes,
     uploadChunkBytes: options.upload?.chunkBytes,
@@ -192,7 +195,7 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
       createReadStream(piece.path, { start: s, end: e - 1, highWaterMark: 1024 * 1024 });
     const openDisk = disk;
 
-    const layers = await Promise.all(
+    const layers = await allOrFirstError(
       Array.from({ length: count }, (_, part) =>
         inFlight(async (): Promise<Descriptor> => {
           const offset = part * chunkBytes;
@@ -202,11 +205,11 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
             report();
           };
           const piece = await compress(async () => {
-            if (await isZeroRange(openDisk, offset, length, options.signal)) {
+            if (await isZeroRange(openDisk, offset, length, signal)) {
               let shared = zeroPieces.get(length);
               if (!shared) {
                 shared = gzipPiece(null, 0, length, join(workDir, `zero-${length}.gz`), {
-                  signal: options.signal,
+                  signal,
                 });
                 zeroPieces.set(length, shared);
               }
@@ -215,7 +218,7 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
               return packed;
             }
             return gzipPiece(openDisk, offset, length, join(workDir, `part-${part}.gz`), {
-              signal: options.signal,
+              signal,
               onBytes,
             });
           });
@@ -239,6 +242,7 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
           };
         }),
       ),
+      stop,
     );
 
     progress.phase = "manifest";
