@@ -55,6 +55,8 @@ export interface PushState {
   error: string | null;
 }
 
+type PreparedPull = Awaited<ReturnType<ImageService["preparePull"]>>;
+
 type PullTracker = { status: "pulling"; progress: number } | { status: "failed"; message: string };
 
 export class ImageService {
@@ -72,9 +74,10 @@ export class ImageService {
     return this.services.log;
   }
 
-  /** Pulls at once; resolves when the VM is in place. */
+  /** Pulls at once; resolves when the VM is in place. Meanwhile the VM's record shows the pull. */
   async pull(request: PullRequest): Promise<{ name: string; dir: string }> {
-    return this.runPull(await this.preparePull(request));
+    const prepared = await this.preparePull(request);
+    return this.trackedPull(request.name ?? prepared.ref.name, prepared);
   }
 
   /**
@@ -87,17 +90,27 @@ export class ImageService {
     if (this.pulls.get(key)?.status === "pulling") {
       throw new CommandError("failed", `A pull into ${key} is already in progress`);
     }
+    this.track(this.trackedPull(key, prepared));
+    return key;
+  }
+
+  /** Runs a pull under lume's tracker key: `pulling` with progress, then gone, or a sticky failure. */
+  private async trackedPull(key: string, prepared: PreparedPull) {
+    if (this.pulls.get(key)?.status === "pulling") {
+      throw new CommandError("failed", `A pull into ${key} is already in progress`);
+    }
     const tracker: PullTracker = { status: "pulling", progress: 0 };
     this.pulls.set(key, tracker);
-    this.track(
-      this.runPull(prepared, (percent) => {
+    try {
+      const vm = await this.runPull(prepared, (percent) => {
         tracker.progress = Math.min(100, Math.round(percent * 10) / 10);
-      }).then(
-        () => this.pulls.delete(key),
-        (error) => this.pulls.set(key, { status: "failed", message: (error as Error).message }),
-      ),
-    );
-    return key;
+      });
+      this.pulls.delete(key);
+      return vm;
+    } catch (error) {
+      this.pulls.set(key, { status: "failed", message: (error as Error).message });
+      throw error;
+    }
   }
 
   private async preparePull(request: PullRequest) {
