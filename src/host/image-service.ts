@@ -183,13 +183,18 @@ export class ImageService {
     }
   }
 
-  /** The synthetic record of a background pull (lume's), or undefined when none is tracked. */
+  /** The synthetic record of a pull in progress (lume's), or undefined when none is tracked. */
   pullRecord(key: string): { name: string; status: "pulling"; downloadProgress: number } | undefined {
     const tracker = this.pulls.get(key);
-    if (!tracker) return undefined;
-    if (tracker.status === "failed")
-      throw new CommandError("failed", `Pull failed for '${key}': ${tracker.message}`);
+    if (tracker?.status !== "pulling") return undefined;
     return { name: key, status: "pulling", downloadProgress: tracker.progress };
+  }
+
+  /** lume's sticky `Pull failed for '<key>': …` after a failed pull, if there was one. */
+  pullFailure(key: string): CommandError | undefined {
+    const tracker = this.pulls.get(key);
+    if (tracker?.status !== "failed") return undefined;
+    return new CommandError("failed", `Pull failed for '${key}': ${tracker.message}`);
   }
 
   /** Checks the request and the VM (it exists and is stopped), then pushes in the background. */

@@ -40,6 +40,9 @@ export function imageRoutes(app: Hono, services: HostServices) {
     const pulling = images.pullRecord(c.req.param("name"));
     if (pulling) return c.json(pulling);
     await next();
+    // A failed pull is reported where no VM of that name answered (it never hides a real VM).
+    const failure = c.res.status !== 200 ? images.pullFailure(c.req.param("name")) : undefined;
+    if (failure) throw failure;
     await withPushState(c, images);
   });
   app.use("/svc/vms", async (c, next) => {
