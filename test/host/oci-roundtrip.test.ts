@@ -132,6 +132,26 @@ describe("push then pull", () => {
     expect((await readdir(source)).sort()).toEqual(["config.json", "disk.img", "nvram.bin"]);
   });
 
+  it("pulls one image into two VMs at once", async () => {
+    const both = await Promise.all(
+      ["twin-a", "twin-b"].map((dest) =>
+        pullImage({
+          image: "roundtrip:v1",
+          registry: registry.host,
+          organization: "hangar",
+          destDir: join(work, dest),
+          cacheDirectory: join(work, "cache-twins"),
+          credentials: null,
+        }),
+      ),
+    );
+    expect(both[0].manifestDigest).toBe(both[1].manifestDigest);
+    const a = await readFile(join(work, "twin-a", "disk.img"));
+    expect(a.equals(await readFile(join(work, "twin-b", "disk.img")))).toBe(true);
+    // Caching is off: the blobs went when the last of the two pulls ended.
+    expect(await readdir(join(work, "cache-twins", "ghcr", "hangar"))).toEqual([]);
+  });
+
   it("pushes a single-layer image as lume's --single-layer does, and pulls it back", async () => {
     const source = join(work, "single-src");
     await makeVmDir(source, { diskSize: 6 * MiB, writes: [{ offset: 2 * MiB + 5, data: randomBytes(MiB) }] });

@@ -142,9 +142,6 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
   }
   const cache = new ImageCache(options.cacheDirectory);
   const blobDir = cache.manifestDir(organization, manifestDigest);
-  await mkdir(blobDir, { recursive: true });
-  await writeFile(join(blobDir, "manifest.json"), raw);
-
   const jobs = blobJobs(manifest, plan.parts);
   const progress: PullProgress = {
     doneBytes: 0,
@@ -157,10 +154,13 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
 
   // The VM store lists no hidden directory, and sweeps `.hangar-tmp-<pid>-…` left by a dead service.
   const temp = join(dirname(destDir), `.hangar-tmp-${process.pid}-pull-${randomBytes(4).toString("hex")}`);
-  await mkdir(temp, { recursive: true });
   let disk: FileHandle | undefined;
   const stats = { downloadedBlobs: 0, cachedBlobs: 0, downloadedBytes: 0 };
+  pullsUsing.set(blobDir, (pullsUsing.get(blobDir) ?? 0) + 1);
   try {
+    await mkdir(blobDir, { recursive: true });
+    await writeFile(join(blobDir, "manifest.json"), raw);
+    await mkdir(temp, { recursive: true });
     disk = await open(join(temp, "disk.img"), "w+");
     if (plan.totalSize !== undefined) await disk.truncate(plan.totalSize);
     const fetcher = new BlobFetcher(client, cache, blobDir, options.retry, signal);
@@ -214,15 +214,22 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
     }
     await rename(temp, destDir);
     if (options.cachingEnabled) await cache.markComplete(organization, ref.name, manifestDigest);
-    else await rm(blobDir, { recursive: true, force: true });
+    else if (pullsUsing.get(blobDir) === 1) await rm(blobDir, { recursive: true, force: true });
     return { vmDir: destDir, manifestDigest, diskSize, ...stats };
   } catch (error) {
     await disk?.close().catch(() => undefined);
     await rm(temp, { recursive: true, force: true });
     if (options.signal?.aborted) throw cancelled(options.signal);
     throw error;
+  } finally {
+    const users = (pullsUsing.get(blobDir) ?? 1) - 1;
+    if (users > 0) pullsUsing.set(blobDir, users);
+    else pullsUsing.delete(blobDir);
   }
 }
+
+/** Pulls in progress per blob directory: an uncached image's blobs go when its last pull ends. */
+const pullsUsing = new Map<string, number>();
 
 /** The distinct blobs of a manifest; a disk blob lists every part (offset) it fills. */
 function blobJobs(manifest: Manifest, parts: DiskPart[]): BlobJob[] {
