@@ -133,21 +133,31 @@ describe("push then pull", () => {
   });
 
   it("pulls one image into two VMs at once", async () => {
-    const both = await Promise.all(
-      ["twin-a", "twin-b"].map((dest) =>
-        pullImage({
-          image: "roundtrip:v1",
-          registry: registry.host,
-          organization: "hangar",
-          destDir: join(work, dest),
-          cacheDirectory: join(work, "cache-twins"),
-          credentials: null,
-        }),
-      ),
-    );
-    expect(both[0].manifestDigest).toBe(both[1].manifestDigest);
-    const a = await readFile(join(work, "twin-a", "disk.img"));
-    expect(a.equals(await readFile(join(work, "twin-b", "disk.img")))).toBe(true);
+    const pull = (dest: string, extra: Partial<Parameters<typeof pullImage>[0]> = {}) =>
+      pullImage({
+        image: "roundtrip:v1",
+        registry: registry.host,
+        organization: "hangar",
+        destDir: join(work, dest),
+        cacheDirectory: join(work, "cache-twins"),
+        credentials: null,
+        ...extra,
+      });
+    // The slow one fetches a blob at a time; the quick one starts after its first blob and ends first.
+    let quick: Promise<unknown> | undefined;
+    const slow = pull("twin-a", {
+      concurrency: 1,
+      onProgress: (p) => {
+        if (p.blob && !quick) quick = pull("twin-b");
+      },
+    });
+    const [a] = await Promise.all([
+      slow,
+      new Promise((resolve) => setTimeout(resolve, 10)).then(() => quick),
+    ]);
+    expect(a.manifestDigest).toMatch(/^sha256:/);
+    const disk = await readFile(join(work, "twin-a", "disk.img"));
+    expect(disk.equals(await readFile(join(work, "twin-b", "disk.img")))).toBe(true);
     // Caching is off: the blobs went when the last of the two pulls ended.
     expect(await readdir(join(work, "cache-twins", "ghcr", "hangar"))).toEqual([]);
   });
