@@ -16,6 +16,7 @@ import {
   parseImageReference,
   pullImage,
   pushVm,
+  registryBaseUrl,
 } from "./oci/index.js";
 import type { HostServices } from "./services.js";
 import { ensureWritableDirectory } from "./settings.js";
@@ -118,6 +119,7 @@ export class ImageService {
     const ref = parseImageReference(request.image);
     const name = vmName(request.name ?? `${ref.name}_${ref.tag}`);
     const registry = request.registry ?? settings.registry.registry;
+    registryBaseUrl(registry); // a bad registry is a 400 now, not a failure later
     const organization = checkOrganization(request.organization ?? settings.registry.organization);
     const location = await this.services.settings.location(request.storage);
     await ensureWritableDirectory(location.path);
@@ -205,6 +207,7 @@ export class ImageService {
     request.tags.forEach(checkTag);
     const settings = await this.services.settings.read();
     const registry = request.registry ?? settings.registry.registry;
+    registryBaseUrl(registry);
     const organization = checkOrganization(request.organization ?? settings.registry.organization);
     const vm = await this.services.vms.store.find(vmName(request.name), request.storage);
     const details = await this.services.vms.get(vm.name, request.storage);

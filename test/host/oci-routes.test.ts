@@ -212,6 +212,11 @@ describe("image routes", () => {
   });
 
   it("answers a clear 400 for bad pull requests and wrong credentials", async () => {
+    const badRegistry = await host.api("POST", "/svc/pull/start", { image: "a:b", registry: "http://x/y" });
+    expect(badRegistry.status).toBe(400);
+    expect(badRegistry.body.message).toMatch(/^Invalid registry "http:\/\/x\/y"/);
+    const badOrg = await host.api("GET", "/svc/images?organization=..%2Fetc");
+    expect(badOrg.status).toBe(400);
     const bad = await host.api("POST", "/svc/pull", { image: "no-tag", ...target() });
     expect(bad).toMatchObject({
       status: 400,

@@ -11,4 +11,5 @@ export {
   DEFAULT_ORGANIZATION,
   DEFAULT_REGISTRY,
   parseImageReference,
+  registryBaseUrl,
 } from "./reference.js";
