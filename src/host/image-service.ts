@@ -284,6 +284,11 @@ export class ImageService {
     return false;
   }
 
+  /** True once any push was started (until then VM records need no `push` key). */
+  get anyPushes(): boolean {
+    return this.pushes.size > 0;
+  }
+
   pushState(locationName: string, name: string): PushState | undefined {
     return this.pushes.get(pushKey(locationName, name));
   }

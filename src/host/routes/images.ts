@@ -114,7 +114,8 @@ type VmRecord = { name?: unknown; locationName?: unknown; push?: unknown };
 
 /** Adds `push` to the VM record(s) of a successful JSON answer when a push is known for the VM. */
 async function withPushState(c: Context, images: ImageService) {
-  if (c.res.status !== 200 || !c.res.headers.get("content-type")?.includes("application/json")) return;
+  if (!images.anyPushes || c.res.status !== 200) return;
+  if (!c.res.headers.get("content-type")?.includes("application/json")) return;
   const body = (await c.res.clone().json()) as VmRecord | VmRecord[];
   let changed = false;
   const decorate = (vm: VmRecord) => {
