@@ -100,44 +100,27 @@ async function main() {
       const mbps = (text: string) => `${(DISK / 1e6 / Number.parseFloat(text)).toFixed(0)} MB/s`;
       return { median: mbps(median), p95: mbps(p95) };
     };
-    const rows: Row[] = [
-      { name: "push (MB/s of logical disk)", ...throughput(push), target: ">= 100 MB/s" },
+    const rowsFor = (what: string, results: ChildResult[], target: string): Row[] => [
+      { name: `${what} (MB/s of logical disk)`, ...throughput(results), target },
       {
-        name: "push CPU time (all threads)",
+        name: `${what} CPU time (all threads)`,
         ...summarize(
-          push.map((r) => r.cpuSeconds),
+          results.map((r) => r.cpuSeconds),
           "s",
           1,
         ),
       },
       {
-        name: "push peak RSS",
+        name: `${what} peak RSS`,
         ...summarize(
-          push.map((r) => r.maxRssMb),
-          "MB",
-          0,
-        ),
-        target: "<= 300 MB",
-      },
-      { name: "pull (MB/s of logical disk)", ...throughput(pull), target: ">= 200 MB/s" },
-      {
-        name: "pull CPU time (all threads)",
-        ...summarize(
-          pull.map((r) => r.cpuSeconds),
-          "s",
-          1,
-        ),
-      },
-      {
-        name: "pull peak RSS",
-        ...summarize(
-          pull.map((r) => r.maxRssMb),
+          results.map((r) => r.maxRssMb),
           "MB",
           0,
         ),
         target: "<= 300 MB",
       },
     ];
+    const rows = [...rowsFor("push", push, ">= 100 MB/s"), ...rowsFor("pull", pull, ">= 200 MB/s")];
     console.log(
       `load average during the runs: ${loadavg()[0].toFixed(1)} on ${availableParallelism()} cores`,
     );
