@@ -4,15 +4,16 @@
  * pull runs in a child process so that its peak RSS is its own. Throughput is logical disk size
  * over wall time. Targets: push >= 100 MB/s, pull >= 200 MB/s, peak RSS <= 300 MB.
  *
- *   node --import tsx bench/images.ts [--runs 3]
+ *   npm run build && node --import tsx bench/images.ts [--runs 3]
  */
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
 import { mkdtemp, open, rm } from "node:fs/promises";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { pullImage, pushVm } from "../src/host/oci/index.js";
+import { pathToFileURL } from "node:url";
+import { PACKAGE_ROOT } from "../src/common/version.js";
 import { startRegistry } from "../test/support/registry.js";
 import { makeVmDir } from "../test/support/vm-dir.js";
 import { printTable, type Row, summarize } from "./lib.js";
@@ -29,45 +30,45 @@ interface ChildResult {
   cpuSeconds: number;
 }
 
-async function child(mode: string, spec: Record<string, string>) {
-  const started = performance.now();
-  if (mode === "push") {
-    await pushVm({
-      vmDir: spec.vmDir,
-      imageName: spec.image,
-      tags: ["latest"],
-      registry: spec.registry,
-      organization: "bench",
-      credentials: null,
-    });
-  } else {
-    await pullImage({
-      image: `${spec.image}:latest`,
-      registry: spec.registry,
-      organization: "bench",
-      destDir: spec.dest,
-      cacheDirectory: spec.cache,
-      credentials: null,
-    });
-  }
-  const result: ChildResult = {
-    seconds: (performance.now() - started) / 1000,
-    maxRssMb: process.resourceUsage().maxRSS / 1024,
-    cpuSeconds: (process.resourceUsage().userCPUTime + process.resourceUsage().systemCPUTime) / 1e6,
-  };
-  process.stdout.write(JSON.stringify(result));
-}
+/**
+ * One push or pull, in a child process of its own; prints a ChildResult. Plain JavaScript run
+ * against the built `dist/` (what `hangar host serve` runs), so that tsx is not in the figures.
+ */
+const CHILD = `
+const [mode, specText] = process.argv.slice(1);
+const spec = JSON.parse(specText);
+const { pullImage, pushVm } = await import(spec.module);
+const started = performance.now();
+const common = { registry: spec.registry, organization: "bench", credentials: null };
+if (mode === "push") await pushVm({ vmDir: spec.vmDir, imageName: spec.image, tags: ["latest"], ...common });
+else await pullImage({ image: spec.image + ":latest", destDir: spec.dest, cacheDirectory: spec.cache, ...common });
+const usage = process.resourceUsage();
+process.stdout.write(JSON.stringify({
+  seconds: (performance.now() - started) / 1000,
+  maxRssMb: usage.maxRSS / 1024,
+  cpuSeconds: (usage.userCPUTime + usage.systemCPUTime) / 1e6,
+}));
+`;
+
+const BUILT = join(PACKAGE_ROOT, "dist", "src", "host", "oci", "index.js");
 
 function runChild(mode: string, spec: Record<string, string>): ChildResult {
   const out = execFileSync(
     process.execPath,
-    ["--import", "tsx", fileURLToPath(import.meta.url), "--child", mode, JSON.stringify(spec)],
+    [
+      "--input-type=module",
+      "-e",
+      CHILD,
+      mode,
+      JSON.stringify({ ...spec, module: pathToFileURL(BUILT).href }),
+    ],
     { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] },
   );
   return JSON.parse(out) as ChildResult;
 }
 
 async function main() {
+  if (!existsSync(BUILT)) throw new Error("Build first (npm run build): the benchmark runs dist/");
   const runs = Number(process.argv[process.argv.indexOf("--runs") + 1]) || 3;
   const work = await mkdtemp(join(tmpdir(), "hangar-bench-images-"));
   const registry = await startRegistry();
@@ -131,6 +132,4 @@ async function main() {
   }
 }
 
-const at = process.argv.indexOf("--child");
-if (at >= 0) await child(process.argv[at + 1], JSON.parse(process.argv[at + 2]));
-else await main();
+await main();
