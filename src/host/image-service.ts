@@ -160,6 +160,7 @@ export class ImageService {
         destDir: dir,
         cacheDirectory: this.services.settings.expand(settings.cacheDirectory),
         cachingEnabled: settings.cachingEnabled,
+        retry: this.retryLogging(fields),
         onProgress: (p) => {
           const percent = p.totalBytes > 0 ? (100 * p.doneBytes) / p.totalBytes : 0;
           onProgress?.(percent);
@@ -248,6 +249,7 @@ export class ImageService {
       organization,
       chunkSizeMb: request.chunkSizeMb,
       singleLayer: request.singleLayer,
+      retry: this.retryLogging(fields),
       onProgress: (p) => {
         state.progress = Math.min(99, Math.floor((100 * p.processedBytes) / Math.max(1, p.totalBytes)));
         state.uploadedBytes = p.uploadedBytes;
@@ -309,6 +311,20 @@ export class ImageService {
   /** Waits for every background pull and push (tests and shutdown). */
   async settled() {
     await Promise.all([...this.background]);
+  }
+
+  /** Retries with backoff, each one in the log with the reason. */
+  private retryLogging(fields: Record<string, string>) {
+    return {
+      onRetry: (error: unknown, attempt: number, delayMs: number) => {
+        void this.log.info("Registry request failed, retrying", {
+          ...fields,
+          attempt,
+          delayMs,
+          error: (error as Error).message,
+        });
+      },
+    };
   }
 
   private cache(directory: string) {
