@@ -1,8 +1,12 @@
 /** The `hangar` command line: one program, a module per group of commands. */
 import { Command, CommanderError } from "commander";
 import { PACKAGE_VERSION } from "../common/version.js";
+import { registerConfig, registerLogs } from "./config.js";
+import { registerHost } from "./host.js";
+import { registerImageCommands } from "./images.js";
 import { registerMcp } from "./mcp.js";
 import { registerServe } from "./serve.js";
+import { registerVm } from "./vm.js";
 
 export function buildProgram(): Command {
   const program = new Command("hangar")
@@ -11,6 +15,11 @@ export function buildProgram(): Command {
     .showHelpAfterError("(run with --help for usage)");
   registerServe(program);
   registerMcp(program);
+  registerHost(program);
+  registerVm(program);
+  registerImageCommands(program.commands.find((c) => c.name() === "vm")!);
+  registerConfig(program);
+  registerLogs(program);
   return program;
 }
 

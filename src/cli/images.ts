@@ -1,0 +1,149 @@
+/**
+ * `hangar vm pull|push|images|prune`: the image routes of the host service. Pull and push start
+ * the work in the service and follow it on the VM's record, with a progress bar on a terminal.
+ */
+import cliProgress from "cli-progress";
+import type { Command } from "commander";
+import { InvalidArgumentError } from "commander";
+import { formatBytes } from "../computer/app.js";
+import { clientOf, clientOptions, type HostClient, type Json, output, table } from "./host-client.js";
+
+const POLL_MS = 500;
+
+function chunkSize(value: string) {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 16384)
+    throw new InvalidArgumentError("expected MiB from 1 to 16384");
+  return n;
+}
+
+/** A bar on stderr when it is a terminal and the output is for people; otherwise nothing. */
+function progressBar(opts: { json?: boolean }, label: string) {
+  if (opts.json || !process.stderr.isTTY) return undefined;
+  const bar = new cliProgress.SingleBar(
+    { format: `${label} [{bar}] {percentage}% {detail}`, hideCursor: true, clearOnComplete: true },
+    cliProgress.Presets.shades_classic,
+  );
+  bar.start(100, 0, { detail: "" });
+  return bar;
+}
+
+/** Polls the VM's record until `done` says the work is over; keeps the bar in step. */
+async function follow(
+  client: HostClient,
+  path: string,
+  bar: cliProgress.SingleBar | undefined,
+  step: (vm: Json) => { percent: number; detail?: string; done: boolean },
+): Promise<Json> {
+  try {
+    for (;;) {
+      const vm = await client.request<Json>("GET", path);
+      const state = step(vm);
+      bar?.update(Math.floor(state.percent), { detail: state.detail ?? "" });
+      if (state.done) return vm;
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+  } finally {
+    bar?.stop();
+  }
+}
+
+const withStorage = (path: string, storage?: string) =>
+  storage ? `${path}?storage=${encodeURIComponent(storage)}` : path;
+
+export function registerImageCommands(vm: Command) {
+  clientOptions(
+    vm
+      .command("pull <image> [name]")
+      .description("Pull a lume-format image (name:tag) into a new VM (default name: <name>_<tag>)"),
+  )
+    .option("--registry <host>", "registry host (default from the settings: ghcr.io)")
+    .option("--organization <org>", "organization (default from the settings: trycua)")
+    .option("--storage <location>", "storage location (name or path)")
+    .action(async (image: string, name: string | undefined, opts) => {
+      const client = clientOf(opts);
+      const target = name ?? image.replace(":", "_");
+      await client.request("POST", "/svc/pull/start", {
+        image,
+        name: target,
+        registry: opts.registry,
+        organization: opts.organization,
+        storage: opts.storage,
+      });
+      const bar = progressBar(opts, `Pulling ${image}`);
+      const vmPath = withStorage(`/svc/vms/${encodeURIComponent(target)}`, opts.storage);
+      const pulled = await follow(client, vmPath, bar, (record) => ({
+        percent: record.status === "pulling" ? (record.downloadProgress ?? 0) : 100,
+        done: record.status !== "pulling",
+      }));
+      output(opts, pulled, () => `Pulled ${image} into ${target}.`);
+    });
+
+  clientOptions(
+    vm
+      .command("push <name> <image>")
+      .description("Push a stopped VM as a lume-format image (image: name:tag) to a registry"),
+  )
+    .option("--additional-tags <tags...>", "more tags for the same image")
+    .option("--chunk-size-mb <mib>", "disk chunk size in MiB", chunkSize, 512)
+    .option("--single-layer", "the whole disk as one layer (no chunks)")
+    .option("--registry <host>", "registry host (default from the settings: ghcr.io)")
+    .option("--organization <org>", "organization (default from the settings: trycua)")
+    .option("--storage <location>", "storage location (name or path)")
+    .action(async (name: string, image: string, opts) => {
+      const match = /^([^:]+):([^:]+)$/.exec(image);
+      if (!match)
+        throw new Error(`Invalid image format. Expected format: name:tag (got ${JSON.stringify(image)})`);
+      const client = clientOf(opts);
+      const started = await client.request<Json>("POST", "/svc/vms/push", {
+        name,
+        imageName: match[1],
+        tags: [match[2], ...(opts.additionalTags ?? [])],
+        chunkSizeMb: opts.chunkSizeMb,
+        singleLayer: opts.singleLayer,
+        registry: opts.registry,
+        organization: opts.organization,
+        storage: opts.storage,
+      });
+      const bar = progressBar(opts, `Pushing ${name}`);
+      const vmPath = withStorage(`/svc/vms/${encodeURIComponent(started.name)}`, opts.storage);
+      const pushed = await follow(client, vmPath, bar, (record) => ({
+        percent: record.push?.progress ?? 0,
+        detail: record.push ? `${formatBytes(record.push.uploadedBytes ?? 0)} sent` : "",
+        done: record.push?.status !== "pushing",
+      }));
+      if (pushed.push?.status !== "pushed")
+        throw new Error(`Push failed: ${pushed.push?.error ?? "unknown error"}`);
+      output(
+        opts,
+        pushed.push,
+        (push: Json) => `Pushed ${name} as ${match[1]}:${push.tags.join(", ")} (${push.manifestDigest}).`,
+      );
+    });
+
+  clientOptions(vm.command("images").description("List the images in the local cache"))
+    .option("--organization <org>", "organization (default from the settings)")
+    .action(async (opts) => {
+      const path = opts.organization
+        ? `/svc/images?organization=${encodeURIComponent(opts.organization)}`
+        : "/svc/images";
+      const images = await clientOf(opts).request<Json[]>("GET", path);
+      output(opts, images, (list: Json[]) =>
+        list.length === 0
+          ? "No cached images."
+          : table(list, [
+              ["repository", "REPOSITORY"],
+              ["imageId", "IMAGE ID"],
+            ]),
+      );
+    });
+
+  clientOptions(vm.command("prune").description("Remove every cached image")).action(async (opts) => {
+    const freed = await clientOf(opts).request<Json>("POST", "/svc/prune");
+    output(
+      opts,
+      freed,
+      (r: Json) => `Removed ${r.removedImages} cached image(s), freed ${formatBytes(r.freedBytes)}.`,
+    );
+  });
+}
