@@ -1,0 +1,64 @@
+/**
+ * The desktop container's entrypoint (PID 1 is tini, which reaps the clipboard helpers' exited
+ * children): a virtual desktop with the accessibility bus, VNC when asked, then `hangar serve` with
+ * the container's arguments. SIGTERM stops the server, then VNC, then the desktop.
+ *
+ *   node dist/src/container/main.js [hangar serve flags…]
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdir, rm, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startVirtualDisplay } from "../desktop/virtual-display.js";
+import { healthUrlFile } from "./health.js";
+import { containerSettings } from "./settings.js";
+import { startVnc, type VncServers } from "./vnc.js";
+
+const HANGAR_BIN = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "bin", "hangar.js");
+
+export async function runContainer(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const settings = containerSettings(env, args);
+  const desktop = await startVirtualDisplay({
+    width: settings.width,
+    height: settings.height,
+    accessibility: true,
+  });
+  let vnc: VncServers | undefined;
+  let server: ChildProcess | undefined;
+  const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
+    for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve(signal));
+  });
+  try {
+    if (settings.vnc) vnc = await startVnc(settings.vnc, desktop.env, settings.host);
+    const healthFile = healthUrlFile(env);
+    await mkdir(dirname(healthFile), { recursive: true });
+    await writeFile(healthFile, `${settings.healthUrl}\n`);
+    server = spawn(process.execPath, [HANGAR_BIN, ...settings.serveArgs], {
+      env: { ...env, ...desktop.env },
+      stdio: "inherit",
+    });
+    const exited = once(server, "exit").then(([code, signal]) => (code ?? (signal ? 128 : 1)) as number);
+    const first = await Promise.race([exited, stopSignal]);
+    if (typeof first === "number") return first;
+    server.kill("SIGTERM");
+    const timer = setTimeout(() => server?.kill("SIGKILL"), 10_000);
+    await exited;
+    clearTimeout(timer);
+    return 0;
+  } finally {
+    await vnc?.stop();
+    await desktop.stop();
+    await rm(healthUrlFile(env), { force: true });
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  runContainer(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (err: Error) => {
+      process.stderr.write(`hangar container: ${err.message}\n`);
+      process.exit(2);
+    },
+  );
+}
