@@ -1,9 +1,9 @@
 /**
- * The container's HEALTHCHECK: asks the computer server's `GET /status` on the URL the entrypoint
- * wrote down, over HTTPS when TLS is on (any certificate: it is the server's own, on loopback).
- * Exit 0 when it answers `{"status":"ok"}`, 1 otherwise.
+ * The container's HEALTHCHECK: asks the computer server's `GET /status` at the address the
+ * entrypoint wrote down, over HTTPS when TLS is on (any certificate: it is the server's own, on
+ * loopback). Exit 0 when it answers `{"status":"ok"}`, 1 otherwise.
  *
- *   node dist/src/container/health.js
+ *   node dist/src/container/health.js /status
  */
 import { readFileSync } from "node:fs";
 import { get as httpGet } from "node:http";
@@ -12,8 +12,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export function healthUrlFile(env: NodeJS.ProcessEnv = process.env): string {
-  return join(env.TMPDIR || tmpdir(), "hangar", "health-url");
+/** Where the entrypoint writes the server's origin (`http(s)://127.0.0.1:<port>`) for the check. */
+export function healthOriginFile(env: NodeJS.ProcessEnv = process.env): string {
+  return join(env.TMPDIR || tmpdir(), "hangar", "health-origin");
 }
 
 export function checkHealth(url: string, timeoutMs = 3000): Promise<void> {
@@ -41,8 +42,8 @@ export function checkHealth(url: string, timeoutMs = 3000): Promise<void> {
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   try {
-    const url = readFileSync(healthUrlFile(), "utf8").trim();
-    checkHealth(url).then(
+    const origin = readFileSync(healthOriginFile(), "utf8").trim();
+    checkHealth(`${origin}${process.argv[2] ?? "/status"}`).then(
       () => process.exit(0),
       (err: Error) => {
         process.stderr.write(`unhealthy: ${err.message}\n`);

@@ -11,7 +11,7 @@ import { mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startVirtualDisplay } from "../desktop/virtual-display.js";
-import { healthUrlFile } from "./health.js";
+import { healthOriginFile } from "./health.js";
 import { containerSettings } from "./settings.js";
 import { startVnc, type VncServers } from "./vnc.js";
 
@@ -31,9 +31,9 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
   });
   try {
     if (settings.vnc) vnc = await startVnc(settings.vnc, desktop.env, settings.host);
-    const healthFile = healthUrlFile(env);
+    const healthFile = healthOriginFile(env);
     await mkdir(dirname(healthFile), { recursive: true });
-    await writeFile(healthFile, `${settings.healthUrl}\n`);
+    await writeFile(healthFile, `${settings.healthOrigin}\n`);
     server = spawn(process.execPath, [HANGAR_BIN, ...settings.serveArgs], {
       env: { ...env, ...desktop.env },
       stdio: "inherit",
@@ -49,7 +49,7 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
   } finally {
     await vnc?.stop();
     await desktop.stop();
-    await rm(healthUrlFile(env), { force: true });
+    await rm(healthOriginFile(env), { force: true });
   }
 }
 

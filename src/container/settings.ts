@@ -32,8 +32,8 @@ export interface ContainerSettings {
   vnc?: VncSettings;
   /** Arguments after `hangar` (starting with `serve`). */
   serveArgs: string[];
-  /** Where the HEALTHCHECK asks: `http(s)://127.0.0.1:<port>/status`. */
-  healthUrl: string;
+  /** Where the HEALTHCHECK asks, `http(s)://127.0.0.1:<port>` (it adds `/status`). */
+  healthOrigin: string;
 }
 
 export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): ContainerSettings {
@@ -53,9 +53,9 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
 
   const all = [...args, ...extra];
   const tls = ["--tls-cert", "--ssl-certfile", "--cloud"].some((flag) => flagNames(all).has(flag));
-  const port = given.has("--port") ? Number(valueOf(args, "--port")) : tls ? TLS_PORT : LOCAL_PORT;
+  const port = given.has("--port") ? Number(flagValue(args, "--port")) : tls ? TLS_PORT : LOCAL_PORT;
   if (!Number.isInteger(port) || port <= 0 || port > 65535) {
-    throw new Error(`--port must be a port number from 1 to 65535, not ${valueOf(args, "--port")}`);
+    throw new Error(`--port must be a port number from 1 to 65535, not ${flagValue(args, "--port")}`);
   }
   const serveArgs = ["serve", ...(given.has("--host") ? [] : ["--host", host])];
   serveArgs.push(...(given.has("--port") ? [] : ["--port", String(port)]), ...all);
@@ -66,7 +66,7 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
     host,
     vnc: env.HANGAR_VNC === "1" ? vncSettings(env) : undefined,
     serveArgs,
-    healthUrl: `${tls ? "https" : "http"}://127.0.0.1:${port}/status`,
+    healthOrigin: `${tls ? "https" : "http"}://127.0.0.1:${port}`,
   };
 }
 
@@ -109,7 +109,7 @@ function flagNames(args: string[]): Set<string> {
   return new Set(args.filter((a) => a.startsWith("--")).map((a) => a.split("=")[0]));
 }
 
-function valueOf(args: string[], flag: string): string | undefined {
+function flagValue(args: string[], flag: string): string | undefined {
   const i = args.findIndex((a) => a === flag || a.startsWith(`${flag}=`));
   if (i < 0) return undefined;
   return args[i].includes("=") ? args[i].slice(flag.length + 1) : args[i + 1];
