@@ -45,7 +45,10 @@ export async function latestRestoreImage(catalogUrl: string, timeoutMs = 10_000)
 export function restoreImages(root: Plist): RestoreImage[] {
   const found: { model: string; image: RestoreImage }[] = [];
   const walk = (node: Plist, model: string) => {
-    if (Array.isArray(node)) return node.forEach((child) => walk(child, model));
+    if (Array.isArray(node)) {
+      for (const child of node) walk(child, model);
+      return;
+    }
     if (typeof node !== "object") return;
     const restore = node.Restore;
     if (

@@ -77,7 +77,7 @@ export class QmpClient {
       this.buffer = this.buffer.slice(newline + 1);
       newline = this.buffer.indexOf("\n");
       if (!line) continue;
-      let message: Record<string, any>;
+      let message: { event?: string; error?: { desc?: string }; return?: unknown; QMP?: unknown };
       try {
         message = JSON.parse(line);
       } catch {
