@@ -1,7 +1,10 @@
 /** The `hangar` command line: one program, a module per group of commands. */
 import { Command, CommanderError } from "commander";
 import { PACKAGE_VERSION } from "../common/version.js";
+import { registerConfig, registerLogs } from "./config.js";
+import { registerHost } from "./host.js";
 import { registerServe } from "./serve.js";
+import { registerVm } from "./vm.js";
 
 export function buildProgram(): Command {
   const program = new Command("hangar")
@@ -9,6 +12,10 @@ export function buildProgram(): Command {
     .version(PACKAGE_VERSION)
     .showHelpAfterError("(run with --help for usage)");
   registerServe(program);
+  registerHost(program);
+  registerVm(program);
+  registerConfig(program);
+  registerLogs(program);
   return program;
 }
 

@@ -25,3 +25,33 @@ export function parseBytes(text: string, defaultUnit = ""): number {
   }
   return Math.round(Number(match[1]) * UNITS[unit]);
 }
+
+/** lume's size units, checked in this order: the first suffix that matches wins. */
+const LUME_UNITS: [string, number][] = [
+  ["tb", 1024 ** 4],
+  ["gb", 1024 ** 3],
+  ["mb", 1024 ** 2],
+  ["kb", 1024],
+  ["b", 1],
+];
+
+/**
+ * Parses a size the way lume does (`memory`, `diskSize`): binary units `TB`, `GB`, `MB`, `KB`, `B`
+ * (any case), a bare number means GB, decimals are allowed (`1.5GB`). `8G` and `8GiB` are refused.
+ * Throws an Error whose message names the input.
+ */
+export function parseLumeSize(text: string): number {
+  const trimmed = text.trim().toLowerCase();
+  const unit = LUME_UNITS.find(([suffix]) => trimmed.endsWith(suffix));
+  const numeric = unit ? trimmed.slice(0, -unit[0].length).trim() : trimmed;
+  if (!/^[+-]?(\d+(\.\d*)?|\.\d+)$/.test(numeric)) {
+    throw new Error(
+      `Malformed size input: ${text}. Could not parse numeric value (expected e.g. 8GB, 512MB, 1.5TB; a bare number means GB).`,
+    );
+  }
+  const bytes = Math.round(Number(numeric) * (unit ? unit[1] : 1024 ** 3));
+  if (bytes < 0 || !Number.isSafeInteger(bytes)) {
+    throw new Error(`Calculated size out of bounds for UInt64: ${text}`);
+  }
+  return bytes;
+}

@@ -1,0 +1,88 @@
+/**
+ * The CLI's client of the host service API: JSON over HTTP to `--url` (default
+ * `http://127.0.0.1:7777`, or `HANGAR_HOST_URL`). Errors come back as the service's own message;
+ * a service that is not running is said so plainly.
+ */
+import type { Command } from "commander";
+
+/** A JSON answer of the service, printed as text. */
+// biome-ignore lint/suspicious/noExplicitAny: the shape is the service's, only printed
+export type Json = Record<string, any>;
+
+export const DEFAULT_HOST_URL = "http://127.0.0.1:7777";
+
+export class HostClient {
+  constructor(readonly url: string) {}
+
+  async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(new URL(path, this.url), {
+        method,
+        headers: body === undefined ? {} : { "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      const code = (err as { cause?: { code?: string } }).cause?.code;
+      if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EHOSTUNREACH") {
+        throw new Error(`The host service is not running at ${this.url} (start it with: hangar host serve)`);
+      }
+      throw new Error(`Cannot reach the host service at ${this.url}: ${code ?? (err as Error).message}`);
+    }
+    const text = await res.text();
+    let parsed: unknown = null;
+    if (text) {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = text;
+      }
+    }
+    if (!res.ok) {
+      const message = (parsed as { message?: string } | null)?.message ?? `HTTP ${res.status}`;
+      throw new Error(message);
+    }
+    return parsed as T;
+  }
+}
+
+/** Adds `--url` and `--json` to a client command. */
+export function clientOptions(command: Command): Command {
+  return command
+    .option("--url <url>", "address of the host service", process.env.HANGAR_HOST_URL ?? DEFAULT_HOST_URL)
+    .option("--json", "print the service's JSON answer instead of a table");
+}
+
+export function clientOf(opts: { url: string }) {
+  return new HostClient(opts.url);
+}
+
+/** Prints JSON for scripts, or what `human` makes of it for people. */
+export function output<T>(opts: { json?: boolean }, value: T, human: (value: T) => string) {
+  process.stdout.write(opts.json ? `${JSON.stringify(value, null, 2)}\n` : `${human(value)}\n`);
+}
+
+/** Aligned columns with a header row; `null` and `undefined` print as `-`. */
+export function table(rows: Record<string, unknown>[], columns: [key: string, title: string][]): string {
+  const cells = rows.map((row) =>
+    columns.map(([key]) => (row[key] === null || row[key] === undefined ? "-" : String(row[key]))),
+  );
+  const widths = columns.map(([, title], i) => Math.max(title.length, ...cells.map((r) => r[i].length)));
+  const line = (values: string[]) =>
+    values
+      .map((v, i) => v.padEnd(widths[i]))
+      .join("  ")
+      .trimEnd();
+  return [line(columns.map(([, title]) => title)), ...cells.map(line)].join("\n");
+}
+
+export function humanBytes(bytes: number): string {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${Number.isInteger(value) ? value : value.toFixed(1)}${units[unit]}`;
+}

@@ -1,0 +1,32 @@
+/** `hangar host serve`: the VM host service (/svc API, QEMU). */
+import type { Command } from "commander";
+import { createLogger } from "../common/logger.js";
+import { DEFAULT_HOST_PORT, startHostService } from "../host/server.js";
+import { onShutdown, parsePort } from "./util.js";
+
+export function registerHost(program: Command) {
+  const host = program.command("host").description("The VM host service: runs and manages VMs with QEMU");
+  host
+    .command("serve")
+    .description("Start the host service API (/svc/...) that creates, runs and stops VMs")
+    .option("--host <address>", "address to listen on (keep loopback unless you mean it)", "127.0.0.1")
+    .option("--port <port>", "port to listen on", parsePort, DEFAULT_HOST_PORT)
+    .option("--log-level <level>", "debug, info, warn or error", "info")
+    .option("--stop-grace <seconds>", "how long stop waits for the guest to power down", "10")
+    .action(async (opts) => {
+      const log = createLogger({ level: opts.logLevel, name: "host" });
+      const grace = Number(opts.stopGrace);
+      if (!Number.isFinite(grace) || grace < 0) throw new Error("--stop-grace: expected a number of seconds");
+      const server = await startHostService({
+        host: opts.host,
+        port: opts.port,
+        log,
+        stopGraceMs: grace * 1000,
+      });
+      log.info({ url: server.url, settings: server.services.settings.file }, "host service listening");
+      onShutdown(async () => {
+        log.info("shutting down (running VMs keep running)");
+        await server.close();
+      });
+    });
+}

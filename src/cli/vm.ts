@@ -1,0 +1,189 @@
+/** `hangar vm ls|get|create|rm|clone|set|run|stop`: the VM routes of the host service. */
+import { type Command, InvalidArgumentError } from "commander";
+import { clientOf, clientOptions, humanBytes, type Json, output, table } from "./host-client.js";
+
+type Vm = Json;
+
+const VM_COLUMNS: [string, string][] = [
+  ["name", "NAME"],
+  ["os", "OS"],
+  ["cpuCount", "CPU"],
+  ["memory", "MEMORY"],
+  ["disk", "DISK (USED/SIZE)"],
+  ["display", "DISPLAY"],
+  ["status", "STATUS"],
+  ["ipAddress", "IP"],
+  ["vnc", "VNC"],
+  ["locationName", "LOCATION"],
+];
+
+function vmRow(vm: Vm) {
+  return {
+    ...vm,
+    memory: humanBytes(vm.memorySize ?? 0),
+    disk: `${humanBytes(vm.diskSize?.allocated ?? 0)}/${humanBytes(vm.diskSize?.total ?? 0)}`,
+    vnc: vm.vncUrl,
+  };
+}
+
+function describeVm(vm: Vm): string {
+  const row = vmRow(vm);
+  const lines: [string, unknown][] = [
+    ["name", vm.name],
+    ["status", vm.status],
+    ["os", vm.os],
+    ["cpu", vm.cpuCount],
+    ["memory", row.memory],
+    ["disk", row.disk],
+    ["display", vm.display],
+    ["location", vm.locationName],
+    ["ip address", vm.ipAddress],
+    ["computer server", vm.computerServerUrl],
+    ["vnc", vm.vncUrl],
+    ["ssh available", vm.sshAvailable],
+    ["mac address", vm.macAddress],
+    [
+      "shared dirs",
+      vm.sharedDirectories
+        ?.map((s: Vm) => `${s.hostPath} (tag ${s.tag}${s.readOnly ? ", ro" : ""})`)
+        .join(", "),
+    ],
+    ["last error", vm.lastError],
+  ];
+  return lines
+    .filter(([, v]) => v !== null && v !== undefined && v !== "")
+    .map(([k, v]) => `${`${k}:`.padEnd(17)}${v}`)
+    .join("\n");
+}
+
+function positiveInt(value: string) {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError("expected a whole number above 0");
+  return n;
+}
+
+/** `path[:ro|:rw]`, as lume's --shared-dir. */
+function sharedDir(value: string, previous: { hostPath: string; readOnly: boolean }[] = []) {
+  const match = /^(.*?)(?::(ro|rw))?$/.exec(value)!;
+  return [...previous, { hostPath: match[1], readOnly: match[2] === "ro" }];
+}
+
+const vmPath = (name: string) => `/svc/vms/${encodeURIComponent(name)}`;
+const withStorage = (path: string, storage?: string) =>
+  storage ? `${path}?storage=${encodeURIComponent(storage)}` : path;
+
+export function registerVm(program: Command) {
+  const vm = program.command("vm").description("Manage the VMs of a host service (hangar host serve)");
+
+  clientOptions(vm.command("ls").alias("list").description("List the VMs"))
+    .option("--storage <location>", "only this storage location (name or path)")
+    .action(async (opts) => {
+      const vms = await clientOf(opts).request<Vm[]>("GET", withStorage("/svc/vms", opts.storage));
+      output(opts, vms, (list: Vm[]) => (list.length === 0 ? "No VMs." : table(list.map(vmRow), VM_COLUMNS)));
+    });
+
+  clientOptions(vm.command("get <name>").description("Show one VM"))
+    .option("--storage <location>", "storage location (name or path)")
+    .action(async (name, opts) => {
+      output(
+        opts,
+        await clientOf(opts).request<Json>("GET", withStorage(vmPath(name), opts.storage)),
+        describeVm,
+      );
+    });
+
+  clientOptions(
+    vm.command("create <name>").description("Create a VM with an empty disk (UEFI firmware, sparse disk)"),
+  )
+    .option("--os <os>", "guest operating system", "linux")
+    .option("--cpu <n>", "virtual CPUs", positiveInt, 2)
+    .option("--memory <size>", "memory, e.g. 4GB", "4GB")
+    .option("--disk-size <size>", "disk size, e.g. 50GB (sparse)", "50GB")
+    .option("--display <WxH>", "display resolution", "1024x768")
+    .option("--storage <location>", "storage location (name or path)")
+    .action(async (name, opts) => {
+      const body = {
+        name,
+        os: opts.os,
+        cpu: opts.cpu,
+        memory: opts.memory,
+        diskSize: opts.diskSize,
+        display: opts.display,
+        storage: opts.storage,
+      };
+      output(opts, await clientOf(opts).request<Json>("POST", "/svc/vms", body), (r) => `Created ${r.name}.`);
+    });
+
+  clientOptions(
+    vm.command("rm <name>").alias("delete").description("Delete a VM and its files (stops it first)"),
+  )
+    .option("--storage <location>", "storage location (name or path)")
+    .action(async (name, opts) => {
+      await clientOf(opts).request<Json>("DELETE", withStorage(vmPath(name), opts.storage));
+      output(opts, { message: "VM deleted", name }, () => `Deleted ${name}.`);
+    });
+
+  clientOptions(
+    vm.command("clone <name> <newName>").description("Copy a stopped VM (sparse copy, new MAC address)"),
+  )
+    .option("--source-storage <location>", "where the VM is")
+    .option("--dest-storage <location>", "where the copy goes (default location if omitted)")
+    .action(async (name, newName, opts) => {
+      const body = { name, newName, sourceLocation: opts.sourceStorage, destLocation: opts.destStorage };
+      output(
+        opts,
+        await clientOf(opts).request<Json>("POST", "/svc/vms/clone", body),
+        () => `Cloned ${name} to ${newName}.`,
+      );
+    });
+
+  clientOptions(
+    vm.command("set <name>").description("Change a stopped VM: CPU, memory, display, grow the disk, move it"),
+  )
+    .option("--cpu <n>", "virtual CPUs", positiveInt)
+    .option("--memory <size>", "memory, e.g. 8GB")
+    .option("--disk-size <size>", "new disk size (grow only)")
+    .option("--display <WxH>", "display resolution")
+    .option("--storage <location>", "move the VM to this storage location")
+    .action(async (name, opts) => {
+      const body = {
+        cpu: opts.cpu,
+        memory: opts.memory,
+        diskSize: opts.diskSize,
+        display: opts.display,
+        storage: opts.storage,
+      };
+      output(opts, await clientOf(opts).request<Json>("PATCH", vmPath(name), body), () => `Updated ${name}.`);
+    });
+
+  clientOptions(vm.command("run <name>").description("Start a VM (returns at once; see `hangar vm get`)"))
+    .option("--no-vnc", "no VNC server for this run")
+    .option("--shared-dir <path[:ro|:rw]>", "share a host directory (virtio-9p), repeatable", sharedDir)
+    .option("--storage <location>", "storage location (name or path)")
+    .action(async (name, opts) => {
+      const body = {
+        noDisplay: !opts.vnc,
+        vnc: opts.vnc ? "enabled" : "disabled",
+        sharedDirectories: opts.sharedDir ?? [],
+        storage: opts.storage,
+      };
+      output(
+        opts,
+        await clientOf(opts).request<Json>("POST", `${vmPath(name)}/run`, body),
+        () => `Starting ${name}.`,
+      );
+    });
+
+  clientOptions(
+    vm.command("stop <name>").description("Stop a VM: power button, then quit after a grace period"),
+  )
+    .option("--storage <location>", "storage location (name or path)")
+    .action(async (name, opts) => {
+      const body = { storage: opts.storage };
+      output(
+        opts,
+        await clientOf(opts).request<Json>("POST", `${vmPath(name)}/stop`, body),
+        () => `Stopped ${name}.`,
+      );
+    });
+}

@@ -1,0 +1,53 @@
+/**
+ * The host service's HTTP surface: every /svc route (Hono), lume's shapes. Errors are
+ * `{"message": "..."}` with 400 (invalid request, VM or location not found, failed operation);
+ * an unknown route is a JSON 404. Query strings work on every route and trailing slashes are ignored.
+ */
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { CommandError } from "../common/errors.js";
+import type { Logger } from "../common/logger.js";
+import { PACKAGE_VERSION } from "../common/version.js";
+import { configRoutes } from "./routes/config.js";
+import { imageRoutes } from "./routes/images.js";
+import { ipswRoutes } from "./routes/ipsw.js";
+import { logRoutes } from "./routes/logs.js";
+import { vmRoutes } from "./routes/vms.js";
+import type { HostServices } from "./services.js";
+
+export function createHostApp(services: HostServices, log?: Logger) {
+  const app = new Hono({ strict: false });
+  app.use(
+    bodyLimit({
+      maxSize: 1024 * 1024,
+      onError: (c) => c.json({ message: "Request body too large: the limit is 1 MiB" }, 413),
+    }),
+  );
+
+  app.get("/svc/host/status", async (c) => {
+    const vms = await services.vms.list();
+    const running = vms.filter((vm) => vm.status === "running").length;
+    const max = 253; // one loopback address 127.0.1.2–254 each
+    return c.json({
+      status: "healthy",
+      vm_count: running,
+      max_vms: max,
+      available_slots: Math.max(0, max - running),
+      version: PACKAGE_VERSION,
+    });
+  });
+  vmRoutes(app, services);
+  configRoutes(app, services);
+  logRoutes(app, services);
+  ipswRoutes(app, services);
+  imageRoutes(app, services);
+
+  app.notFound((c) => c.json({ message: `Not found: ${c.req.method} ${c.req.path}` }, 404));
+  app.onError((err, c) => {
+    if (err instanceof CommandError) return c.json({ message: err.message }, 400);
+    log?.error({ err, path: c.req.path }, "request failed");
+    void services.log.error("Request failed", { method: c.req.method, path: c.req.path, error: err.message });
+    return c.json({ message: `Internal error: ${err.message}` }, 500);
+  });
+  return app;
+}

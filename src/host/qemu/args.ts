@@ -1,0 +1,94 @@
+/** The QEMU command line of one VM, built from its config and the run's choices (no side effects). */
+import { join } from "node:path";
+import type { VmConfig } from "../vm-config.js";
+import { DISK_FILE, NVRAM_FILE } from "../vm-config.js";
+import type { Accelerator } from "./accel.js";
+import { qemuValue } from "./escape.js";
+import type { Firmware } from "./firmware.js";
+import { PID_FILE } from "./session.js";
+
+export interface SharedDirectory {
+  hostPath: string;
+  tag: string;
+  readOnly: boolean;
+}
+
+export interface QemuLaunch {
+  name: string;
+  dir: string;
+  config: VmConfig;
+  accelerator: Accelerator;
+  firmware: Firmware | null;
+  qmpSocket: string;
+  /** The VM's own loopback address; forwarded ports listen on it. */
+  ipAddress: string;
+  /** Guest port → host port. */
+  forwardedPorts: Record<string, number>;
+  /** VNC on loopback (a password is set over QMP before anyone can connect), or none. */
+  vnc: boolean;
+  sharedDirectories: SharedDirectory[];
+  display: { width: number; height: number };
+}
+
+export function buildQemuArgs(launch: QemuLaunch): string[] {
+  const { config } = launch;
+  const memoryMb = Math.max(16, Math.round((config.memorySize ?? 1024 ** 3) / 1024 ** 2));
+  const args = [
+    "-name",
+    `${qemuValue(launch.name)},process=hangar-vm`,
+    "-nodefaults",
+    "-machine",
+    `q35,accel=${launch.accelerator}`,
+    "-cpu",
+    launch.accelerator === "kvm" ? "host" : "max",
+    "-smp",
+    String(Math.max(1, config.cpuCount ?? 1)),
+    "-m",
+    String(memoryMb),
+  ];
+  if (launch.firmware) {
+    args.push(
+      "-drive",
+      `if=pflash,format=raw,unit=0,readonly=on,file=${qemuValue(launch.firmware.code)}`,
+      "-drive",
+      `if=pflash,format=raw,unit=1,file=${qemuValue(join(launch.dir, NVRAM_FILE))}`,
+    );
+  }
+  args.push("-drive", `file=${qemuValue(join(launch.dir, DISK_FILE))},format=raw,if=virtio,discard=unmap`);
+
+  const forwards = Object.entries(launch.forwardedPorts).map(
+    ([guest, host]) => `hostfwd=tcp:${launch.ipAddress}:${host}-:${guest}`,
+  );
+  args.push(
+    "-netdev",
+    ["user", "id=net0", ...forwards].join(","),
+    "-device",
+    `virtio-net-pci,netdev=net0${config.macAddress ? `,mac=${config.macAddress}` : ""}`,
+    "-device",
+    `VGA,edid=on,xres=${launch.display.width},yres=${launch.display.height}`,
+    "-device",
+    "qemu-xhci",
+    "-device",
+    "usb-tablet",
+  );
+  launch.sharedDirectories.forEach((share, index) => {
+    args.push(
+      "-fsdev",
+      `local,id=share${index},path=${qemuValue(share.hostPath)},security_model=none${share.readOnly ? ",readonly=on" : ""}`,
+      "-device",
+      `virtio-9p-pci,fsdev=share${index},mount_tag=${share.tag}`,
+    );
+  });
+  if (launch.vnc) args.push("-vnc", "127.0.0.1:0,to=4000,password=on");
+  else args.push("-display", "none");
+  args.push(
+    "-serial",
+    `file:${qemuValue(join(launch.dir, "serial.log"))}`,
+    "-qmp",
+    `unix:${qemuValue(launch.qmpSocket)},server=on,wait=off`,
+    "-pidfile",
+    join(launch.dir, PID_FILE),
+    "-daemonize",
+  );
+  return args;
+}

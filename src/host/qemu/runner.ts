@@ -1,0 +1,159 @@
+/**
+ * Starts and stops a VM's QEMU. QEMU daemonizes itself (`-daemonize`): the launching process exits
+ * once the machine is set up, with QEMU's error on stderr when it could not start, and the VM keeps
+ * running when the service stops or restarts. Stop asks the guest to power down over QMP, waits a
+ * bounded time, then quits QEMU (and kills it if even that fails).
+ */
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { VmConfig } from "../vm-config.js";
+import { parseDisplay } from "../vm-config.js";
+import { detectAccelerator, qemuBinary } from "./accel.js";
+import { buildQemuArgs, type SharedDirectory } from "./args.js";
+import { findFirmware } from "./firmware.js";
+import { pickLoopbackAddress, sshHostPort } from "./loopback.js";
+import { QmpClient } from "./qmp.js";
+import { clearSession, isQemuFor, PID_FILE, qmpSocketPath, type Session, writeSession } from "./session.js";
+
+/** The computer server inside the guest. */
+export const COMPUTER_SERVER_PORT = 8000;
+
+export interface StartOptions {
+  name: string;
+  dir: string;
+  config: VmConfig;
+  vnc: boolean;
+  sharedDirectories: { hostPath: string; readOnly: boolean }[];
+  /** Loopback addresses other VMs hold. */
+  takenAddresses: Set<string>;
+}
+
+const VNC_PASSWORD_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789";
+
+export async function startQemu(options: StartOptions): Promise<Session & { pid: number }> {
+  const accelerator = await detectAccelerator();
+  const sshPort = await sshHostPort();
+  const ipAddress = await pickLoopbackAddress(options.takenAddresses, [COMPUTER_SERVER_PORT, sshPort]);
+  const qmpSocket = qmpSocketPath(options.dir);
+  const sharedDirectories: SharedDirectory[] = options.sharedDirectories.map((share, index) => ({
+    ...share,
+    tag: `hangar${index}`,
+  }));
+  const forwardedPorts = { [COMPUTER_SERVER_PORT]: COMPUTER_SERVER_PORT, 22: sshPort };
+  await clearSession(options.dir);
+  const args = buildQemuArgs({
+    name: options.name,
+    dir: options.dir,
+    config: options.config,
+    accelerator,
+    firmware: findFirmware(),
+    qmpSocket,
+    ipAddress,
+    forwardedPorts,
+    vnc: options.vnc,
+    sharedDirectories,
+    display: parseDisplay(options.config.display),
+  });
+  await launchDaemon(qemuBinary(), args);
+
+  const pid = await readPid(options.dir);
+  let vnc: Session["vnc"] = null;
+  const qmp = await QmpClient.connect(qmpSocket);
+  try {
+    if (options.vnc) {
+      const password = Array.from(
+        randomBytes(8),
+        (b) => VNC_PASSWORD_ALPHABET[b % VNC_PASSWORD_ALPHABET.length],
+      ).join("");
+      await qmp.execute("set_password", { protocol: "vnc", password });
+      const info = await qmp.execute<{ host?: string; service?: string }>("query-vnc");
+      vnc = { host: "127.0.0.1", port: info.service ? Number(info.service) : null, password };
+    }
+  } catch (err) {
+    await qmp.execute("quit").catch(() => undefined);
+    throw err;
+  } finally {
+    qmp.close();
+  }
+  const session = {
+    pid,
+    qmpSocket,
+    accelerator,
+    ipAddress,
+    forwardedPorts: Object.fromEntries(Object.entries(forwardedPorts).map(([g, h]) => [String(g), h])),
+    vnc,
+    sharedDirectories,
+    startedAt: new Date().toISOString(),
+  };
+  await writeSession(options.dir, session);
+  return session;
+}
+
+/** Powers the VM down: ACPI power button, `graceMs` to comply, then `quit`, then SIGKILL. */
+export async function stopQemu(dir: string, session: Session & { pid: number }, graceMs: number) {
+  const gone = () => isQemuFor(session.pid, session.qmpSocket).then((alive) => !alive);
+  const qmp = await QmpClient.connect(session.qmpSocket).catch(() => undefined);
+  try {
+    if (qmp) {
+      await qmp.execute("system_powerdown").catch(() => undefined);
+      if (!(await waitFor(gone, graceMs))) await qmp.execute("quit").catch(() => undefined);
+    }
+  } finally {
+    qmp?.close();
+  }
+  if (!(await waitFor(gone, 5000))) {
+    try {
+      process.kill(session.pid, "SIGKILL");
+    } catch {
+      // gone meanwhile
+    }
+    await waitFor(gone, 5000);
+  }
+  await clearSession(dir, session);
+}
+
+function launchDaemon(binary: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      output += chunk;
+    });
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+      output += chunk;
+    });
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    child.on("error", (err) => {
+      clearTimeout(timer);
+      reject(new Error(`Cannot start ${binary}: ${(err as NodeJS.ErrnoException).code ?? err.message}`));
+    });
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) return resolve();
+      const detail = output
+        .split("\n")
+        .filter((line) => line.trim() && !/^VNC server running/.test(line))
+        .slice(-5)
+        .join("; ");
+      reject(new Error(`QEMU failed to start (${signal ?? `exit code ${code}`}): ${detail || "no output"}`));
+    });
+  });
+}
+
+async function readPid(dir: string): Promise<number> {
+  const text = await readFile(join(dir, PID_FILE), "utf8");
+  const pid = Number.parseInt(text.trim(), 10);
+  if (!Number.isInteger(pid) || pid <= 0) throw new Error(`QEMU wrote no pid to ${PID_FILE}`);
+  return pid;
+}
+
+async function waitFor(check: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * What a running VM leaves next to its files: `session.json` (QEMU's pid, QMP socket, VNC address
+ * and password, loopback address, forwarded ports, shared directories) and QEMU's own `qemu.pid`.
+ * A restarted service finds its VMs again from these; a session whose QEMU is gone is stale and
+ * removed, so a VM whose QEMU exited by itself reads as stopped.
+ */
+import { createHash } from "node:crypto";
+import { readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { z } from "zod";
+import { writeFileAtomic } from "../../common/atomic-write.js";
+import { processExists } from "../vm-store.js";
+
+export const SESSION_FILE = "session.json";
+export const PID_FILE = "qemu.pid";
+
+const sessionSchema = z.object({
+  pid: z.number().int().nullable(),
+  qmpSocket: z.string(),
+  accelerator: z.string(),
+  ipAddress: z.string(),
+  /** Guest port → host port, both on `ipAddress`. */
+  forwardedPorts: z.record(z.string(), z.number().int()),
+  vnc: z.object({ host: z.string(), port: z.number().int().nullable(), password: z.string() }).nullable(),
+  sharedDirectories: z.array(z.object({ hostPath: z.string(), tag: z.string(), readOnly: z.boolean() })),
+  startedAt: z.string(),
+});
+
+export type Session = z.infer<typeof sessionSchema>;
+
+/** `<vm>/qmp.sock`, or a short path in the temp dir when that would pass the Unix socket limit. */
+export function qmpSocketPath(dir: string): string {
+  const inside = join(dir, "qmp.sock");
+  if (Buffer.byteLength(inside) <= 100) return inside;
+  const digest = createHash("sha256").update(dir).digest("hex").slice(0, 16);
+  return join(tmpdir(), `hangar-qmp-${digest}.sock`);
+}
+
+export async function readSession(dir: string): Promise<Session | undefined> {
+  try {
+    return sessionSchema.parse(JSON.parse(await readFile(join(dir, SESSION_FILE), "utf8")));
+  } catch {
+    return undefined;
+  }
+}
+
+export function writeSession(dir: string, session: Session) {
+  return writeFileAtomic(join(dir, SESSION_FILE), `${JSON.stringify(session, null, 2)}\n`, { mode: 0o600 });
+}
+
+/** The pid of the VM's QEMU from the session, else from QEMU's pid file. */
+async function sessionPid(dir: string, session: Session): Promise<number | undefined> {
+  if (session.pid) return session.pid;
+  const text = await readFile(join(dir, PID_FILE), "utf8").catch(() => "");
+  const pid = Number.parseInt(text.trim(), 10);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+/** True when `pid` is alive and is the QEMU that serves `qmpSocket` (not a reused pid). */
+export async function isQemuFor(pid: number, qmpSocket: string): Promise<boolean> {
+  if (!processExists(pid)) return false;
+  if (process.platform !== "linux") return true;
+  const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => undefined);
+  if (cmdline === undefined) return false;
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
+  if (/\) Z /.test(stat)) return false; // a zombie is not running
+  return cmdline.split("\0").some((arg) => arg.includes(qmpSocket));
+}
+
+/**
+ * The session of a running VM with its live pid, or undefined (stale files are removed). A QEMU
+ * whose session file was never written (the service died just after starting it) is still found
+ * from its pid file, with what the session would have said about it unknown.
+ */
+export async function liveSession(dir: string): Promise<(Session & { pid: number }) | undefined> {
+  const session = (await readSession(dir)) ?? {
+    pid: null,
+    qmpSocket: qmpSocketPath(dir),
+    accelerator: "unknown",
+    ipAddress: "",
+    forwardedPorts: {},
+    vnc: null,
+    sharedDirectories: [],
+    startedAt: "",
+  };
+  const pid = await sessionPid(dir, session);
+  if (pid && (await isQemuFor(pid, session.qmpSocket))) return { ...session, pid };
+  if (pid || session.startedAt) await clearSession(dir, session);
+  return undefined;
+}
+
+export async function clearSession(dir: string, session?: Session) {
+  await rm(join(dir, SESSION_FILE), { force: true });
+  await rm(join(dir, PID_FILE), { force: true });
+  await rm(session?.qmpSocket ?? qmpSocketPath(dir), { force: true });
+}

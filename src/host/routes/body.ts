@@ -1,0 +1,63 @@
+/**
+ * Reading request bodies for the /svc routes: JSON, checked against a zod schema. A failure is a
+ * 400 whose message starts with lume's `Invalid request body` (clients match on it) and names the
+ * field. `null` on an optional field means the same as leaving it out, as in lume.
+ */
+import type { Context } from "hono";
+import { z } from "zod";
+import { CommandError } from "../../common/errors.js";
+
+export async function jsonBody<T extends z.ZodType>(
+  c: Context,
+  schema: T,
+  options: { required?: boolean; label?: string } = {},
+): Promise<z.infer<T>> {
+  const label = options.label ?? "Invalid request body";
+  const text = await c.req.text();
+  let value: unknown = {};
+  if (text.trim() !== "") {
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw new CommandError("invalid_params", `${label}: it is not valid JSON`);
+    }
+  } else if (options.required) {
+    throw new CommandError("invalid_params", `${label}: a JSON object is required`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new CommandError("invalid_params", `${label}: expected a JSON object`);
+  }
+  const withoutNulls = Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null));
+  const parsed = schema.safeParse(withoutNulls);
+  if (!parsed.success) throw new CommandError("invalid_params", `${label}: ${describeIssues(parsed.error)}`);
+  return parsed.data;
+}
+
+export function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      const field = issue.path.join(".") || "body";
+      if (issue.code === "invalid_type" && issue.input === undefined) return `${field} is required`;
+      return `${field}: ${issue.message}`;
+    })
+    .join("; ");
+}
+
+/** A query parameter checked by a schema; its failure names the parameter. */
+export function queryParam<T extends z.ZodType>(c: Context, name: string, schema: T): z.infer<T> {
+  const parsed = schema.safeParse(c.req.query(name));
+  if (!parsed.success) {
+    throw new CommandError(
+      "invalid_params",
+      `Invalid query parameter ${name}: ${parsed.error.issues[0]?.message}`,
+    );
+  }
+  return parsed.data;
+}
+
+/** `storage` from the body or, failing that, the query string. */
+export function storageOf(c: Context, body?: { storage?: string }): string | undefined {
+  return body?.storage ?? c.req.query("storage") ?? undefined;
+}
+
+export const optionalString = z.string().optional();

@@ -1,0 +1,95 @@
+/** The VM routes: /svc/vms (list, create), /svc/vms/:name (get, update, delete), clone, run, stop. */
+import type { Context, Hono } from "hono";
+import { z } from "zod";
+import type { HostServices } from "../services.js";
+import { jsonBody, storageOf } from "./body.js";
+
+const createSchema = z.object({
+  name: z.string(),
+  os: z.string(),
+  cpu: z.number().int(),
+  memory: z.string(),
+  diskSize: z.string(),
+  display: z.string(),
+  ipsw: z.string().optional(),
+  storage: z.string().optional(),
+  network: z.string().optional(),
+});
+
+const cloneSchema = z.object({
+  name: z.string(),
+  newName: z.string(),
+  sourceLocation: z.string().optional(),
+  destLocation: z.string().optional(),
+});
+
+const updateSchema = z.object({
+  cpu: z.number().int().optional(),
+  memory: z.string().optional(),
+  diskSize: z.string().optional(),
+  display: z.string().optional(),
+  storage: z.string().optional(),
+});
+
+const runSchema = z.object({
+  noDisplay: z.boolean().optional(),
+  sharedDirectories: z
+    .array(z.object({ hostPath: z.string().min(1), readOnly: z.boolean().optional() }))
+    .max(16)
+    .optional(),
+  recoveryMode: z.boolean().optional(),
+  storage: z.string().optional(),
+  network: z.string().optional(),
+  vnc: z
+    .string()
+    .refine((v) => v === "enabled" || v === "disabled", {
+      error: (issue) => `Invalid vnc policy '${issue.input}'. Expected 'enabled' or 'disabled'.`,
+    })
+    .optional(),
+});
+
+const storageSchema = z.object({ storage: z.string().optional() });
+
+export function vmRoutes(app: Hono, { vms }: HostServices) {
+  app.get("/svc/vms", async (c) => c.json(await vms.list(storageOf(c))));
+
+  app.post("/svc/vms", async (c) => {
+    const body = await jsonBody(c, createSchema, { required: true });
+    const vm = await vms.create({ ...body, storage: storageOf(c, body) });
+    return c.json({ message: "VM created successfully", name: vm.name, status: "stopped" });
+  });
+
+  app.post("/svc/vms/clone", async (c) => {
+    const body = await jsonBody(c, cloneSchema, { required: true });
+    const clone = await vms.clone(body);
+    return c.json({ message: "VM cloned successfully", source: body.name, destination: clone.name });
+  });
+
+  app.get("/svc/vms/:name", async (c) => c.json(await vms.get(c.req.param("name"), storageOf(c))));
+
+  app.delete("/svc/vms/:name", async (c) => {
+    await vms.remove(c.req.param("name"), storageOf(c));
+    return c.body(null, 200, { "content-type": "application/json" });
+  });
+
+  const update = async (c: Context) => {
+    const body = await jsonBody(c, updateSchema, { required: true });
+    await vms.update(c.req.param("name") ?? "", { ...body, storage: storageOf(c, body) });
+    return c.json({ message: "VM settings updated successfully" });
+  };
+  app.patch("/svc/vms/:name", update);
+  // The older cua Python client posts here; lume answers 404, Hangar treats it as PATCH.
+  app.post("/svc/vms/:name/update", update);
+
+  app.post("/svc/vms/:name/run", async (c) => {
+    const body = await jsonBody(c, runSchema, { label: "Invalid run request body" });
+    const vm = await vms.run(c.req.param("name"), { ...body, storage: storageOf(c, body) });
+    return c.json({ message: "VM start initiated", name: vm.name, status: "pending" }, 202);
+  });
+
+  app.post("/svc/vms/:name/stop", async (c) => {
+    const body = await jsonBody(c, storageSchema).catch(() => ({}) as { storage?: string });
+    await vms.stop(c.req.param("name"), storageOf(c, body));
+    return c.json({ message: "VM stopped successfully" });
+  });
+}

@@ -1,0 +1,66 @@
+/**
+ * Starts the host service: settings, log, VM service, HTTP app, listening on loopback by default.
+ * Used by `hangar host serve` and by the tests (port 0, temporary config and home directories).
+ * Closing it leaves the VMs running; a new service finds them again.
+ */
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { serve } from "@hono/node-server";
+import { type Logger, silentLogger } from "../common/logger.js";
+import { createHostApp } from "./app.js";
+import { HostLog } from "./host-log.js";
+import { detectAccelerator } from "./qemu/accel.js";
+import type { HostServices } from "./services.js";
+import { type SettingsOptions, SettingsStore } from "./settings.js";
+import { VmService, type VmServiceOptions } from "./vm-service.js";
+
+export interface HostServiceOptions extends SettingsOptions, VmServiceOptions {
+  host?: string;
+  port?: number;
+  log?: Logger;
+}
+
+export interface RunningHostService {
+  readonly url: string;
+  readonly port: number;
+  readonly services: HostServices;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_HOST_PORT = 7777;
+
+export async function startHostService(options: HostServiceOptions = {}): Promise<RunningHostService> {
+  const logger = options.log ?? silentLogger;
+  const settings = new SettingsStore(options);
+  await settings.read();
+  const log = new HostLog(async () => join(await settings.homeDirectory(), ".logs"), logger);
+  const vms = new VmService(settings, log, options);
+  const services: HostServices = { settings, vms, log };
+  await vms.store.sweep();
+  void detectAccelerator(); // probe once now, so the first run does not wait for it
+
+  const app = createHostApp(services, logger);
+  const host = options.host ?? "127.0.0.1";
+  const server = serve({ fetch: app.fetch, hostname: host, port: options.port ?? DEFAULT_HOST_PORT });
+  await new Promise<void>((resolve, reject) => {
+    server.once("listening", resolve);
+    server.once("error", reject);
+  });
+  const { port } = server.address() as AddressInfo;
+  const shownHost = host.includes(":") ? `[${host}]` : host;
+  const url = `http://${shownHost}:${port}`;
+  await log.info("Host service started", { url, settings: settings.file });
+  return {
+    url,
+    port,
+    services,
+    close: async () => {
+      await new Promise<void>((resolve) => {
+        if ("closeAllConnections" in server) server.closeAllConnections();
+        server.close(() => resolve());
+      });
+      await vms.settled();
+      await log.flush();
+    },
+  };
+}

@@ -1,0 +1,10 @@
+/** What every group of /svc routes is handed: the settings, the VMs and the log. */
+import type { HostLog } from "./host-log.js";
+import type { SettingsStore } from "./settings.js";
+import type { VmService } from "./vm-service.js";
+
+export interface HostServices {
+  settings: SettingsStore;
+  vms: VmService;
+  log: HostLog;
+}

@@ -1,0 +1,85 @@
+/**
+ * The VM record of `GET /svc/vms[/:name]`: lume's 15 keys, always present, `null` where unknown,
+ * plus a few of Hangar's own (MAC address, forwarded ports, the computer server's URL, the last
+ * start failure).
+ */
+import { connect } from "node:net";
+import type { Session } from "./qemu/session.js";
+import type { VmConfig } from "./vm-config.js";
+import type { DiskUsage, VmRef } from "./vm-store.js";
+
+export interface VmDetails {
+  name: string;
+  os: string;
+  cpuCount: number;
+  memorySize: number;
+  diskSize: DiskUsage;
+  display: string;
+  status: "running" | "stopped";
+  provisioningOperation: null;
+  vncUrl: string | null;
+  ipAddress: string | null;
+  sshAvailable: boolean | null;
+  locationName: string;
+  sharedDirectories: Session["sharedDirectories"] | null;
+  networkMode: string;
+  downloadProgress: null;
+  macAddress: string | null;
+  forwardedPorts: Record<string, string> | null;
+  computerServerUrl: string | null;
+  lastError: string | null;
+}
+
+export async function vmDetails(
+  vm: VmRef,
+  config: VmConfig,
+  disk: DiskUsage,
+  state: { starting: boolean; session?: Session; lastError: string | null },
+): Promise<VmDetails> {
+  const { session } = state;
+  const ip = session?.ipAddress || null;
+  const ports = session?.forwardedPorts ?? {};
+  const vnc = session?.vnc;
+  return {
+    name: vm.name,
+    os: config.os,
+    cpuCount: config.cpuCount ?? 0,
+    memorySize: config.memorySize ?? 0,
+    diskSize: disk,
+    display: config.display,
+    status: state.starting || session ? "running" : "stopped",
+    provisioningOperation: null,
+    vncUrl: vnc?.port ? `vnc://:${vnc.password}@${vnc.host}:${vnc.port}` : null,
+    ipAddress: ip,
+    sshAvailable: ip && ports["22"] ? await speaksSsh(ip, ports["22"]) : null,
+    locationName: vm.location.name,
+    sharedDirectories: session ? session.sharedDirectories : null,
+    networkMode: config.networkMode ?? "nat",
+    downloadProgress: null,
+    macAddress: config.macAddress ?? null,
+    forwardedPorts:
+      ip && Object.keys(ports).length > 0
+        ? Object.fromEntries(Object.entries(ports).map(([guest, host]) => [guest, `${ip}:${host}`]))
+        : null,
+    computerServerUrl: ip && ports["8000"] ? `http://${ip}:${ports["8000"]}` : null,
+    lastError: state.lastError,
+  };
+}
+
+/**
+ * True when an SSH server answers on the forwarded port. QEMU's user-mode network accepts every
+ * forwarded connection itself, so only the server's banner proves the guest is listening.
+ */
+function speaksSsh(host: string, port: number, timeoutMs = 400): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    const done = (result: boolean) => {
+      socket.destroy();
+      resolve(result);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once("data", (chunk) => done(chunk.toString("latin1").startsWith("SSH-")));
+    socket.once("error", () => done(false));
+    socket.once("close", () => done(false));
+  });
+}

@@ -1,0 +1,339 @@
+/**
+ * What the VM routes ask for, in one place: find, list, create, clone, update, delete, run and stop
+ * VMs. It ties the VM store (files), the QEMU runner (processes), the settings (locations) and the
+ * log together, and knows nothing of HTTP.
+ */
+import { readFile, rm, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { writeFileAtomic } from "../common/atomic-write.js";
+import { CommandError } from "../common/errors.js";
+import { parseLumeSize } from "../common/sizes.js";
+import type { HostLog } from "./host-log.js";
+import { KeyedLock } from "./keyed-lock.js";
+import { needsMacHost } from "./macos.js";
+import { vmName } from "./names.js";
+import { startQemu, stopQemu } from "./qemu/runner.js";
+import { liveSession, type Session } from "./qemu/session.js";
+import type { SettingsStore } from "./settings.js";
+import { parseDisplay, parseNetworkMode, readVmConfig, type VmConfig, writeVmConfig } from "./vm-config.js";
+import { type VmDetails, vmDetails } from "./vm-details.js";
+import { type VmRef, VmStore } from "./vm-store.js";
+
+const LAST_ERROR_FILE = "last-error.txt";
+
+export interface CreateRequest {
+  name: string;
+  os: string;
+  cpu: number;
+  memory: string;
+  diskSize: string;
+  display: string;
+  ipsw?: string;
+  storage?: string;
+  network?: string;
+}
+
+export interface UpdateRequest {
+  cpu?: number;
+  memory?: string;
+  diskSize?: string;
+  display?: string;
+  storage?: string;
+}
+
+export interface RunRequest {
+  noDisplay?: boolean;
+  sharedDirectories?: { hostPath: string; readOnly?: boolean }[];
+  recoveryMode?: boolean;
+  storage?: string;
+  network?: string;
+  vnc?: "enabled" | "disabled";
+}
+
+export interface VmServiceOptions {
+  /** How long `stop` waits for the guest to power down before quitting QEMU (default 10 s). */
+  stopGraceMs?: number;
+}
+
+export class VmService {
+  readonly store: VmStore;
+  private readonly locks = new KeyedLock();
+  /** VMs whose QEMU is being started, by directory. */
+  private readonly starting = new Map<string, Promise<void>>();
+  /** One launch at a time, so two VMs never pick the same loopback address. */
+  private launchQueue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly settings: SettingsStore,
+    private readonly log: HostLog,
+    private readonly options: VmServiceOptions = {},
+  ) {
+    this.store = new VmStore(settings);
+  }
+
+  async list(storage?: string): Promise<VmDetails[]> {
+    const vms = await this.store.list(storage);
+    const details = await Promise.all(vms.map((vm) => this.details(vm).catch(() => undefined)));
+    return details.filter((d): d is VmDetails => d !== undefined);
+  }
+
+  async get(name: string, storage?: string): Promise<VmDetails> {
+    const vm = await this.store.find(vmName(name), storage);
+    return this.details(vm).catch((err) => {
+      if (err instanceof CommandError) throw err;
+      throw new CommandError(
+        "not_found",
+        `Virtual machine not found: ${vm.name} (its config.json is unreadable)`,
+      );
+    });
+  }
+
+  async create(request: CreateRequest) {
+    const name = vmName(request.name);
+    const memorySize = size(request.memory);
+    const diskSize = size(request.diskSize);
+    parseDisplay(request.display);
+    positiveCpu(request.cpu);
+    const networkMode = parseNetworkMode(request.network ?? "nat");
+    natOnly(networkMode);
+    const os = request.os.toLowerCase();
+    if (os === "macos" || os === "darwin") throw needsMacHost("Creating a macOS VM");
+    if (os !== "linux")
+      throw new CommandError(
+        "invalid_params",
+        `Unsupported OS type: ${request.os} (expected linux or macOS)`,
+      );
+    if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
+    const location = await this.settings.location(request.storage);
+    const config: VmConfig = {
+      os: "linux",
+      cpuCount: request.cpu,
+      memorySize,
+      diskSize,
+      display: request.display,
+      networkMode,
+    };
+    const vm = await this.locks.run(join(location.path, name), () =>
+      this.store.create(name, location, config),
+    );
+    await this.log.info("VM created", {
+      name,
+      location: location.name,
+      diskSize,
+      memorySize,
+      cpu: request.cpu,
+    });
+    return vm;
+  }
+
+  async remove(name: string, storage?: string) {
+    const vm = await this.store.find(vmName(name), storage);
+    await this.locks.run(vm.dir, async () => {
+      await this.starting.get(vm.dir);
+      const session = await liveSession(vm.dir);
+      if (session) await stopQemu(vm.dir, session, this.options.stopGraceMs ?? 10_000);
+      await this.store.remove(vm);
+    });
+    await this.log.info("VM deleted", { name: vm.name, location: vm.location.name });
+  }
+
+  async clone(request: { name: string; newName: string; sourceLocation?: string; destLocation?: string }) {
+    const source = await this.store.find(vmName(request.name), request.sourceLocation);
+    const newName = vmName(request.newName);
+    const location = await this.settings.location(request.destLocation);
+    const clone = await this.locks.run(source.dir, async () => {
+      if (await this.isRunning(source)) throw alreadyRunning(source.name);
+      return this.locks.run(join(location.path, newName), () => this.store.clone(source, newName, location));
+    });
+    await this.log.info("VM cloned", {
+      source: source.name,
+      destination: clone.name,
+      location: location.name,
+    });
+    return clone;
+  }
+
+  async update(name: string, request: UpdateRequest) {
+    const wanted = vmName(name);
+    // `storage` names where the VM should be: found there, it stays; found elsewhere, it moves.
+    const vm = await this.store
+      .find(wanted, request.storage)
+      .catch(() => (request.storage ? this.store.find(wanted) : Promise.reject(notFound(wanted))));
+    if (request.cpu !== undefined) positiveCpu(request.cpu);
+    const memorySize = request.memory === undefined ? undefined : size(request.memory);
+    const diskSize = request.diskSize === undefined ? undefined : size(request.diskSize);
+    if (request.display !== undefined) parseDisplay(request.display);
+    const destination = request.storage ? await this.settings.location(request.storage) : undefined;
+    const moving = destination !== undefined && destination.path !== vm.location.path;
+
+    await this.locks.run(vm.dir, async () => {
+      const running = await this.isRunning(vm);
+      if (running && diskSize !== undefined) {
+        throw new CommandError("failed", `Cannot modify ${vm.name}: the VM is running. Stop it first.`);
+      }
+      if (running && (request.cpu !== undefined || memorySize !== undefined || request.display || moving)) {
+        throw alreadyRunning(vm.name);
+      }
+      const config = await readVmConfig(vm.dir);
+      if (diskSize !== undefined) await this.store.growDisk(vm, diskSize);
+      const changed: VmConfig = {
+        ...config,
+        ...(request.cpu !== undefined && { cpuCount: request.cpu }),
+        ...(memorySize !== undefined && { memorySize }),
+        ...(diskSize !== undefined && { diskSize }),
+        ...(request.display !== undefined && { display: request.display }),
+      };
+      await writeVmConfig(vm.dir, changed);
+      if (moving) await this.store.move(vm, destination);
+    });
+    await this.log.info("VM settings updated", {
+      name: vm.name,
+      cpu: request.cpu,
+      memorySize,
+      diskSize,
+      display: request.display,
+      location: moving ? destination.name : undefined,
+    });
+  }
+
+  /** Checks what can be checked at once, then starts QEMU in the background. */
+  async run(name: string, request: RunRequest): Promise<VmRef> {
+    if (request.recoveryMode) throw needsMacHost("Recovery mode (recoveryMode)");
+    if (request.vnc === "disabled" && !request.noDisplay) {
+      throw new CommandError(
+        "invalid_params",
+        "VNC is disabled for this run, so '--display vnc' cannot be used.",
+      );
+    }
+    if (request.network !== undefined) natOnly(parseNetworkMode(request.network));
+    const shares = request.sharedDirectories ?? [];
+    for (const share of shares) {
+      const info = await stat(share.hostPath).catch(() => undefined);
+      if (!share.hostPath.startsWith("/") || !info?.isDirectory()) {
+        throw new CommandError(
+          "invalid_params",
+          `Host path does not exist or is not a directory: ${share.hostPath} (an absolute path is needed)`,
+        );
+      }
+    }
+    const vm = await this.store.find(vmName(name), request.storage);
+    const config = await readVmConfig(vm.dir);
+    if (config.os.toLowerCase() !== "linux") throw needsMacHost(`Running a ${config.os} VM`);
+    natOnly(parseNetworkMode(config.networkMode ?? "nat"));
+
+    await this.locks.run(vm.dir, async () => {
+      if (await this.isRunning(vm)) throw alreadyRunning(vm.name);
+      const started = this.launch(vm, config, {
+        vnc: request.vnc !== "disabled",
+        sharedDirectories: shares.map((s) => ({ hostPath: s.hostPath, readOnly: s.readOnly ?? false })),
+      });
+      this.starting.set(vm.dir, started);
+      void started.finally(() => this.starting.delete(vm.dir));
+    });
+    return vm;
+  }
+
+  async stop(name: string, storage?: string) {
+    const vm = await this.store.find(vmName(name), storage);
+    await this.locks.run(vm.dir, async () => {
+      await this.starting.get(vm.dir);
+      const session = await liveSession(vm.dir);
+      if (!session) throw new CommandError("failed", `Virtual machine not running: ${vm.name}`);
+      await stopQemu(vm.dir, session, this.options.stopGraceMs ?? 10_000);
+    });
+    await this.log.info("VM stopped", { name: vm.name });
+  }
+
+  /** Waits for every start in progress (tests and shutdown). */
+  async settled() {
+    await Promise.all([...this.starting.values()]);
+  }
+
+  private async launch(
+    vm: VmRef,
+    config: VmConfig,
+    choice: { vnc: boolean; sharedDirectories: { hostPath: string; readOnly: boolean }[] },
+  ) {
+    const launched = this.launchQueue.then(async () => {
+      const takenAddresses = await this.takenAddresses();
+      return startQemu({ name: vm.name, dir: vm.dir, config, takenAddresses, ...choice });
+    });
+    this.launchQueue = launched.catch(() => undefined);
+    try {
+      const session = await launched;
+      await rm(join(vm.dir, LAST_ERROR_FILE), { force: true });
+      await this.log.info("VM started", {
+        name: vm.name,
+        pid: session.pid,
+        accelerator: session.accelerator,
+        ipAddress: session.ipAddress,
+        vncPort: session.vnc?.port ?? undefined,
+      });
+    } catch (err) {
+      const message = (err as Error).message;
+      await writeFileAtomic(join(vm.dir, LAST_ERROR_FILE), `${new Date().toISOString()} ${message}\n`).catch(
+        () => undefined,
+      );
+      await this.log.error("VM failed to start", { name: vm.name, error: message });
+    }
+  }
+
+  private async takenAddresses(): Promise<Set<string>> {
+    const vms = await this.store.list();
+    const sessions = await Promise.all(vms.map((vm) => liveSession(vm.dir)));
+    return new Set(sessions.map((s) => s?.ipAddress).filter((ip): ip is string => Boolean(ip)));
+  }
+
+  private async isRunning(vm: VmRef) {
+    return this.starting.has(vm.dir) || (await liveSession(vm.dir)) !== undefined;
+  }
+
+  private async details(vm: VmRef): Promise<VmDetails> {
+    const config = await readVmConfig(vm.dir);
+    const starting = this.starting.has(vm.dir);
+    const session: Session | undefined = starting ? undefined : await liveSession(vm.dir);
+    const lastError = await readFile(join(vm.dir, LAST_ERROR_FILE), "utf8").then(
+      (text) => text.trim(),
+      () => null,
+    );
+    return vmDetails(vm, config, await this.store.diskUsage(vm, config), {
+      starting,
+      session,
+      lastError: session || starting ? null : lastError,
+    });
+  }
+}
+
+function size(text: string): number {
+  try {
+    return parseLumeSize(text);
+  } catch (err) {
+    throw new CommandError("invalid_params", (err as Error).message);
+  }
+}
+
+function positiveCpu(cpu: number) {
+  if (!Number.isInteger(cpu) || cpu < 1 || cpu > 1024) {
+    throw new CommandError(
+      "invalid_params",
+      `Invalid cpu count: ${cpu} (expected a whole number from 1 to 1024)`,
+    );
+  }
+}
+
+function natOnly(mode: string) {
+  if (mode !== "nat") {
+    throw new CommandError(
+      "not_supported",
+      `Network mode '${mode}' is not supported by the QEMU backend yet: use 'nat' (user-mode networking with forwarded ports)`,
+    );
+  }
+}
+
+function alreadyRunning(name: string) {
+  return new CommandError("failed", `Virtual machine already running: ${name}`);
+}
+
+function notFound(name: string) {
+  return new CommandError("not_found", `Virtual machine not found: ${name}`);
+}

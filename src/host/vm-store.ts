@@ -1,0 +1,220 @@
+/**
+ * The VMs on disk. A VM is a directory `<location>/<name>/` with `config.json`, a raw sparse
+ * `disk.img` and `nvram.bin`. A VM being created, cloned or moved is built in a hidden temporary
+ * directory beside its final place and renamed into it when complete, so a crash never leaves a
+ * half-made VM in the list; a VM being deleted is first renamed out of the list.
+ */
+import { randomBytes } from "node:crypto";
+import { copyFile, mkdir, open, readdir, rename, rm, stat, truncate, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { CommandError } from "../common/errors.js";
+import { findFirmware } from "./qemu/firmware.js";
+import { ensureWritableDirectory, type Location, type SettingsStore } from "./settings.js";
+import { copySparse } from "./sparse-copy.js";
+import {
+  CONFIG_FILE,
+  DISK_FILE,
+  NVRAM_FILE,
+  randomMac,
+  readVmConfig,
+  type VmConfig,
+  writeVmConfig,
+} from "./vm-config.js";
+
+export interface VmRef {
+  name: string;
+  dir: string;
+  location: Location;
+}
+
+export interface DiskUsage {
+  allocated: number;
+  total: number;
+}
+
+const TEMP_PREFIX = ".hangar-tmp-";
+
+export class VmStore {
+  constructor(private readonly settings: SettingsStore) {}
+
+  /** Finds a VM in the location `storage` names, or in every location in order. */
+  async find(name: string, storage?: string | null): Promise<VmRef> {
+    for (const location of await this.settings.searchLocations(storage)) {
+      const dir = join(location.path, name);
+      if (await isInitialized(dir)) return { name, dir, location };
+      if (storage && /[/\\]/.test(storage) && (await exists(dir))) {
+        throw new CommandError("failed", `Virtual machine not initialized: ${name}`);
+      }
+    }
+    throw new CommandError("not_found", `Virtual machine not found: ${name}`);
+  }
+
+  /** Every VM of one location, or of all; sorted by name as a person would (vm2 before vm10). */
+  async list(storage?: string | null): Promise<VmRef[]> {
+    const found: VmRef[] = [];
+    for (const location of await this.settings.searchLocations(storage)) {
+      const entries = await readdir(location.path, { withFileTypes: true }).catch((err) => {
+        if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+        throw new CommandError("failed", `Cannot list ${location.path}: ${(err as Error).message}`);
+      });
+      const candidates = entries.filter((e) => e.isDirectory() && !e.name.startsWith("."));
+      const checked = await Promise.all(
+        candidates.map(async (e) => {
+          const dir = join(location.path, e.name);
+          return (await isInitialized(dir)) ? { name: e.name, dir, location } : undefined;
+        }),
+      );
+      found.push(...(checked.filter(Boolean) as VmRef[]));
+    }
+    const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
+    return found.sort((a, b) => collator.compare(a.name, b.name));
+  }
+
+  /** Creates a stopped VM: empty sparse disk, UEFI variables, config. Exactly one of two racing creates wins. */
+  async create(name: string, location: Location, config: VmConfig): Promise<VmRef> {
+    const target = join(location.path, name);
+    await ensureWritableDirectory(location.path);
+    if (await exists(target)) throw alreadyExists(name);
+    return this.buildInPlace(location, target, name, async (temp) => {
+      const disk = await open(join(temp, DISK_FILE), "wx");
+      try {
+        await disk.truncate(config.diskSize ?? 0);
+      } finally {
+        await disk.close();
+      }
+      const firmware = findFirmware();
+      if (firmware) await copyFile(firmware.vars, join(temp, NVRAM_FILE));
+      else await writeFile(join(temp, NVRAM_FILE), "");
+      await writeVmConfig(temp, { ...config, macAddress: config.macAddress ?? randomMac() });
+    }).catch((err) => {
+      throw (err as NodeJS.ErrnoException).code === "ENOTEMPTY" ||
+        (err as NodeJS.ErrnoException).code === "EEXIST"
+        ? alreadyExists(name)
+        : err;
+    });
+  }
+
+  /** Copies a VM sparsely under a new name, with a new MAC address. */
+  async clone(source: VmRef, newName: string, location: Location): Promise<VmRef> {
+    const target = join(location.path, newName);
+    await ensureWritableDirectory(location.path);
+    if (await exists(target)) throw new CommandError("failed", `Directory already exists at path: ${target}`);
+    return this.buildInPlace(location, target, newName, (temp) => copyVmFiles(source.dir, temp, true)).catch(
+      (err) => {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === "ENOTEMPTY" || code === "EEXIST") {
+          throw new CommandError("failed", `Directory already exists at path: ${target}`);
+        }
+        throw err;
+      },
+    );
+  }
+
+  /** Moves a VM to another location: a rename on one file system, a sparse copy across two. */
+  async move(vm: VmRef, location: Location): Promise<VmRef> {
+    const target = join(location.path, vm.name);
+    await ensureWritableDirectory(location.path);
+    if (await exists(target)) throw new CommandError("failed", `Directory already exists at path: ${target}`);
+    try {
+      await rename(vm.dir, target);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EXDEV") throw err;
+      await this.buildInPlace(location, target, vm.name, (temp) => copyVmFiles(vm.dir, temp, false));
+      await this.remove(vm);
+    }
+    return { name: vm.name, dir: target, location };
+  }
+
+  /** Deletes a VM: out of the list at once (renamed), then its files. */
+  async remove(vm: VmRef) {
+    const trash = join(vm.location.path, `${TEMP_PREFIX}${process.pid}-${randomBytes(4).toString("hex")}`);
+    await rename(vm.dir, trash);
+    await rm(trash, { recursive: true, force: true });
+  }
+
+  /** Grows the raw disk (sparse: no blocks are written). Shrinking is refused. */
+  async growDisk(vm: VmRef, bytes: number) {
+    const path = join(vm.dir, DISK_FILE);
+    const { size } = await stat(path);
+    if (bytes < size) {
+      throw new CommandError(
+        "invalid_params",
+        `Disk size can only grow: ${vm.name} has ${size} bytes, asked for ${bytes}. Shrinking a disk is not supported.`,
+      );
+    }
+    if (bytes > size) await truncate(path, bytes);
+  }
+
+  async diskUsage(vm: VmRef, config?: VmConfig): Promise<DiskUsage> {
+    const info = await stat(join(vm.dir, DISK_FILE)).catch(() => undefined);
+    if (!info) return { allocated: 0, total: config?.diskSize ?? 0 };
+    return { allocated: info.blocks * 512, total: info.size };
+  }
+
+  /** Removes temporary directories left by a service that was killed mid-way. */
+  async sweep() {
+    for (const location of await this.settings.searchLocations()) {
+      const entries = await readdir(location.path).catch(() => [] as string[]);
+      for (const entry of entries) {
+        const pid = Number(/^\.hangar-tmp-(\d+)-/.exec(entry)?.[1]);
+        if (pid && pid !== process.pid && !processExists(pid)) {
+          await rm(join(location.path, entry), { recursive: true, force: true });
+        }
+      }
+    }
+  }
+
+  /** Builds a VM in a temp dir of `location`, then renames it to `target`. */
+  private async buildInPlace(
+    location: Location,
+    target: string,
+    name: string,
+    build: (temp: string) => Promise<void>,
+  ): Promise<VmRef> {
+    const temp = join(location.path, `${TEMP_PREFIX}${process.pid}-${randomBytes(6).toString("hex")}`);
+    await mkdir(temp);
+    try {
+      await build(temp);
+      await rename(temp, target);
+    } catch (err) {
+      await rm(temp, { recursive: true, force: true });
+      throw err;
+    }
+    return { name, dir: target, location };
+  }
+}
+
+/** Copies config, disk (sparsely) and UEFI variables; `newMac` gives the copy a MAC of its own. */
+async function copyVmFiles(from: string, to: string, newMac: boolean) {
+  const config = await readVmConfig(from);
+  await copySparse(join(from, DISK_FILE), join(to, DISK_FILE));
+  await copyFile(join(from, NVRAM_FILE), join(to, NVRAM_FILE));
+  await writeVmConfig(to, newMac ? { ...config, macAddress: randomMac() } : config);
+}
+
+export function alreadyExists(name: string) {
+  return new CommandError("failed", `Virtual machine already exists with name: ${name}`);
+}
+
+export async function isInitialized(dir: string) {
+  const present = await Promise.all(
+    [CONFIG_FILE, DISK_FILE, NVRAM_FILE].map((file) => exists(join(dir, file))),
+  );
+  return present.every(Boolean);
+}
+
+async function exists(path: string) {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+export function processExists(pid: number) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
