@@ -123,7 +123,15 @@ export const readBytes = defineCommand({
     }),
 });
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+/** Decodes standard base64, or returns null when the text is not exactly that (checked natively). */
+function decodeBase64(text: string): Buffer | null {
+  if (text.length % 4 !== 0) return null;
+  const data = Buffer.from(text, "base64");
+  const padding = text.endsWith("==") ? 2 : text.endsWith("=") ? 1 : 0;
+  if (data.length !== (text.length / 4) * 3 - padding) return null;
+  // Node skips characters outside the alphabet, which shortens the data; url-safe `-`/`_` it accepts.
+  return text.includes("-") || text.includes("_") ? null : data;
+}
 
 export const writeBytes = defineCommand({
   name: "write_bytes",
@@ -131,18 +139,19 @@ export const writeBytes = defineCommand({
     "Writes base64 data to a file: replaces it atomically, or with `append` adds to its end (all or nothing).",
   params: z.object({
     path: pathParam,
-    content_b64: z
-      .string()
-      .refine(
-        (s) => s.length % 4 === 0 && BASE64.test(s),
-        "must be standard base64 (A-Z, a-z, 0-9, +, /, =)",
-      ),
+    content_b64: z.string(),
     append: z.boolean().nullish(),
   }),
   result: empty,
   handler: ({ path, content_b64, append }) =>
     onPath(path, async (abs) => {
-      const data = Buffer.from(content_b64, "base64");
+      const data = decodeBase64(content_b64);
+      if (!data) {
+        throw new CommandError(
+          "invalid_params",
+          "Invalid params: content_b64: must be standard base64 (A-Z a-z 0-9 + / =)",
+        );
+      }
       if (append) await appendFileAllOrNothing(abs, data);
       else await writeFileAtomic(abs, data);
       return {};

@@ -1,7 +1,19 @@
 /** Every command of the computer server, one module per area. */
 import type { AnyCommand } from "../src/computer/command.js";
+import clipboard from "./clipboard.js";
 import file from "./file.js";
+import input from "./input.js";
 import meta from "./meta.js";
+import screenshot from "./screenshot.js";
 import shell from "./shell.js";
+import window from "./window.js";
 
-export const allCommands: readonly AnyCommand[] = [...meta, ...shell, ...file];
+export const allCommands: readonly AnyCommand[] = [
+  ...meta,
+  ...shell,
+  ...file,
+  ...screenshot,
+  ...input,
+  ...clipboard,
+  ...window,
+];

@@ -1,8 +1,10 @@
 /** `hangar serve`: the computer server. */
-import type { Command } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import { parseBytes } from "../common/sizes.js";
 import { startComputerServer } from "../computer/server.js";
+import { parseDisplaySize, startDesktopSession } from "../desktop/session.js";
+import { cloudServeOptions } from "./serve-cloud.js";
 import { onShutdown, parsePort } from "./util.js";
 
 export function registerServe(program: Command) {
@@ -10,23 +12,65 @@ export function registerServe(program: Command) {
     .command("serve")
     .description("Start the computer server (POST /cmd, /ws, /status) that lets agents drive this desktop")
     .option("--host <address>", "address to listen on (0.0.0.0 for every interface)", "127.0.0.1")
-    .option("--port <port>", "port to listen on", parsePort, 8000)
-    .option("--log-level <level>", "debug, info, warn or error", "info")
+    .option("--port <port>", "port to listen on (default 8000, or 8443 with TLS)", parsePort)
+    .option("--log-level <level>", "debug, info, warn or error", process.env.HANGAR_LOG_LEVEL ?? "info")
     .option("--body-limit <size>", "largest request body, e.g. 64MiB", "64MiB")
     .option("--no-spread", "on /cmd, send results in `content` only (no copy of their fields beside it)")
+    .option(
+      "--virtual-display [WxH]",
+      "start a private Xvfb + openbox desktop (default when DISPLAY is unset), e.g. 1920x1080",
+      (value: string) => {
+        try {
+          parseDisplaySize(value);
+        } catch (err) {
+          throw new InvalidArgumentError((err as Error).message);
+        }
+        return value;
+      },
+    )
+    .option("--no-virtual-display", "never start a virtual display")
+    // Cloud mode and TLS (see serve-cloud.ts).
+    .option(
+      "--container-name <name>",
+      "this computer's name, sent by clients in X-Container-Name (default $CONTAINER_NAME)",
+    )
+    .option(
+      "--api-key-file <path>",
+      "API keys, one per line or sha256:<hex>; with a container name turns cloud mode on (also $HANGAR_API_KEYS, comma separated)",
+    )
+    .option(
+      "--auth-url <url>",
+      "check API keys with a remote verifier (GET <url>/api/vm/auth) instead (also $HANGAR_AUTH_URL)",
+    )
+    .option("--tls-cert <path>", "serve HTTPS and WSS with this PEM certificate (needs --tls-key)")
+    .option("--tls-key <path>", "the PEM private key of --tls-cert")
+    .option("--ssl-certfile <path>", "same as --tls-cert (cua's spelling)")
+    .option("--ssl-keyfile <path>", "same as --tls-key (cua's spelling)")
+    .option(
+      "--cloud",
+      "require cloud mode; without --tls-cert, make (once) a self-signed certificate and print its fingerprint",
+    )
     .action(async (opts) => {
       const log = createLogger({ level: opts.logLevel, name: "computer" });
+      const cloud = await cloudServeOptions(opts, log);
+      const desktop = await startDesktopSession({ virtualDisplay: opts.virtualDisplay, log });
       const server = await startComputerServer({
+        ...cloud,
+        desktop: desktop.manager.provider,
         host: opts.host,
         port: opts.port,
         log,
         spreadResult: opts.spread,
         bodyLimitBytes: parseBytes(opts.bodyLimit),
+      }).catch(async (err) => {
+        await desktop.stop();
+        throw err;
       });
       log.info({ url: server.url }, "computer server listening");
       onShutdown(async () => {
         log.info("shutting down");
         await server.close();
+        await desktop.stop();
       });
     });
 }

@@ -5,11 +5,11 @@
 import type { HttpBindings } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { type Logger, silentLogger } from "../common/logger.js";
+import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
-import { cmdEnvelope } from "./outcome.js";
+import { cmdEventBytes } from "./outcome.js";
 import type { CommandRegistry } from "./registry.js";
 
 export type ComputerEnv = { Bindings: HttpBindings };
@@ -25,6 +25,8 @@ export interface ComputerAppOptions {
   features?: string[];
   /** Runs before every route but `/status` (cloud auth). */
   auth?: MiddlewareHandler<ComputerEnv>;
+  /** `GET /ws` (see ws.ts); mounted before `auth` because it authenticates with its first frame. */
+  websocket?: MiddlewareHandler<ComputerEnv>;
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
@@ -45,39 +47,39 @@ export function createComputerApp(options: ComputerAppOptions) {
   const app = new Hono<ComputerEnv>();
   app.use(cors({ origin: (origin) => origin || "*", credentials: true, maxAge: 600 }));
   app.get("/status", (c) => c.body(status, 200, { "content-type": "application/json" }));
+  if (options.websocket) app.get("/ws", options.websocket);
   if (options.auth) app.use("*", options.auth);
 
   app.get("/commands", (c) => c.json(commandCatalog(registry)));
   app.get("/openapi.json", (c) => c.json(openApiDocument(registry)));
 
-  app.post(
-    "/cmd",
-    bodyLimit({
-      maxSize: limit,
-      onError: (c) =>
-        c.json({ detail: `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)` }, 413),
-    }),
-    async (c) => {
-      let body: unknown;
-      try {
-        body = JSON.parse(await c.req.text());
-      } catch (err) {
-        return c.json({ detail: `Invalid JSON body: ${(err as Error).message}` }, 400);
-      }
-      if (typeof body !== "object" || body === null || Array.isArray(body)) {
+  app.post("/cmd", async (c) => {
+    let body: unknown;
+    try {
+      body = JSON.parse((await readBody(c.env.incoming, limit)).toString("utf8"));
+    } catch (err) {
+      if (err instanceof BodyTooLargeError) {
+        c.header("connection", "close");
         return c.json(
-          { detail: 'Invalid JSON body: expected an object {"command": ..., "params": {...}}' },
-          400,
+          { detail: `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)` },
+          413,
         );
       }
-      const { command, params } = body as { command?: unknown; params?: unknown };
-      if (typeof command !== "string" || command.length === 0) {
-        return c.json({ detail: "Command is required" }, 400);
-      }
-      if (!registry.resolve(command)) return c.json({ detail: registry.unknownCommandMessage(command) }, 400);
-      return runAsEventStream(c, registry, command, params, spread, log);
-    },
-  );
+      return c.json({ detail: `Invalid JSON body: ${(err as Error).message}` }, 400);
+    }
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      return c.json(
+        { detail: 'Invalid JSON body: expected an object {"command": ..., "params": {...}}' },
+        400,
+      );
+    }
+    const { command, params } = body as { command?: unknown; params?: unknown };
+    if (typeof command !== "string" || command.length === 0) {
+      return c.json({ detail: "Command is required" }, 400);
+    }
+    if (!registry.resolve(command)) return c.json({ detail: registry.unknownCommandMessage(command) }, 400);
+    return runAsEventStream(c, registry, command, params, spread, log);
+  });
 
   app.notFound((c) => c.json({ detail: "Not Found" }, 404));
   app.onError((err, c) => {
@@ -124,7 +126,12 @@ async function runAsEventStream(
       signal: gone.signal,
       emit: (content) => write({ success: true, content }),
     });
-    if (!res.destroyed) res.end(`data: ${JSON.stringify(cmdEnvelope(outcome, spread))}\n\n`);
+    if (!res.destroyed) {
+      res.cork();
+      for (const part of cmdEventBytes(outcome, spread)) res.write(part);
+      res.end();
+      res.uncork();
+    }
   } catch (err) {
     log.error({ err, command }, "writing the reply failed");
     res.destroy();

@@ -31,6 +31,27 @@ export function cmdEnvelope(outcome: Outcome, spread: boolean): Record<string, u
   return { success: true, content: result, ...fields };
 }
 
+const SUCCESS_HEAD = Buffer.from('data: {"success":true,"content":');
+const COMMA = Buffer.from(",");
+const EVENT_END = Buffer.from("\n\n");
+
+/**
+ * The `/cmd` event as bytes, `data: {json}\n\n`. For an object result with the spread copy, the
+ * result is serialized once and its bytes written twice (as `content` and as the fields beside it),
+ * which halves the cost for large results such as screenshots and file chunks.
+ */
+export function cmdEventBytes(outcome: Outcome, spread: boolean): Buffer[] {
+  if (outcome.success && spread && isPlainObject(outcome.result)) {
+    const result = outcome.result;
+    if (!("success" in result) && !("content" in result)) {
+      const json = Buffer.from(JSON.stringify(result));
+      if (json.length <= 2) return [SUCCESS_HEAD, json, Buffer.from("}"), EVENT_END];
+      return [SUCCESS_HEAD, json, COMMA, json.subarray(1), EVENT_END];
+    }
+  }
+  return [Buffer.from(`data: ${JSON.stringify(cmdEnvelope(outcome, spread))}\n\n`)];
+}
+
 /** The `/ws` reply: cua's shape `{"success": true, ...result}`; a non-object result becomes `content`. */
 export function wsEnvelope(outcome: Outcome): Record<string, unknown> {
   if (!outcome.success) return failureEnvelope(outcome);

@@ -2,13 +2,18 @@
  * Starts the computer server: builds the registry from every command definition, the HTTP app,
  * and listens. Used by `hangar serve` and by the tests (on port 0).
  */
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
+import { serve, type WebSocketServerLike } from "@hono/node-server";
+import { WebSocketServer } from "ws";
 import { allCommands } from "../../commands/index.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import type { DesktopProvider } from "../desktop/backend.js";
-import { createComputerApp } from "./app.js";
+import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
+import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { CommandRegistry } from "./registry.js";
+import type { TlsFiles } from "./tls.js";
+import { wsTransport } from "./ws.js";
 
 export interface ComputerServerOptions {
   host?: string;
@@ -17,6 +22,14 @@ export interface ComputerServerOptions {
   desktop?: DesktopProvider;
   spreadResult?: boolean;
   bodyLimitBytes?: number;
+  /** Cloud mode: every route but `/status` needs the container name and an API key. */
+  cloud?: CloudAuthOptions;
+  /** Serve HTTPS and WSS with this certificate and key. */
+  tls?: TlsFiles;
+  /** Largest `/ws` message in bytes (default: the body limit, 64 MiB). */
+  wsMessageLimitBytes?: number;
+  /** In cloud mode, a `/ws` socket that has not authenticated after this long is closed (default 10 s). */
+  wsAuthDeadlineMs?: number;
 }
 
 export interface RunningComputerServer {
@@ -31,15 +44,30 @@ export async function startComputerServer(
 ): Promise<RunningComputerServer> {
   const log = options.log ?? silentLogger;
   const registry = new CommandRegistry(allCommands, { desktop: options.desktop, log });
+  const authenticator =
+    options.cloud && new Authenticator({ ...options.cloud, log: options.cloud.log ?? log });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: options.wsMessageLimitBytes ?? options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+  });
   const app = createComputerApp({
     registry,
     log,
     spreadResult: options.spreadResult,
     bodyLimitBytes: options.bodyLimitBytes,
     features: ["batch"],
+    auth: authenticator && cloudAuth(authenticator),
+    websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
   const host = options.host ?? "127.0.0.1";
-  const server = serve({ fetch: app.fetch, hostname: host, port: options.port ?? 8000 });
+  const tls = options.tls && { createServer: createHttpsServer, serverOptions: { ...options.tls } };
+  const server = serve({
+    fetch: app.fetch,
+    hostname: host,
+    port: options.port ?? (tls ? 8443 : 8000),
+    websocket: { server: wss as unknown as WebSocketServerLike },
+    ...tls,
+  });
   await new Promise<void>((resolve, reject) => {
     server.once("listening", resolve);
     server.once("error", reject);
@@ -47,11 +75,12 @@ export async function startComputerServer(
   const { port } = server.address() as AddressInfo;
   const shownHost = host.includes(":") ? `[${host}]` : host;
   return {
-    url: `http://${shownHost}:${port}`,
+    url: `${tls ? "https" : "http"}://${shownHost}:${port}`,
     port,
     registry,
     close: () =>
       new Promise<void>((resolve) => {
+        for (const client of wss.clients) client.terminate();
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());
       }),

@@ -14,7 +14,11 @@ export interface Size {
 }
 export interface Rect extends Point, Size {}
 
-/** Raw pixels as captured: `channels` bytes per pixel, RGBA order when 4, RGB when 3. */
+/**
+ * Raw pixels as captured: `channels` bytes per pixel, RGB when 3, RGBA order when 4. Screens are
+ * opaque, so the fourth byte carries no meaning (it may be padding): encoders drop it. Treat `data`
+ * as read-only: a backend may hand out the same object again while the screen has not changed.
+ */
 export interface RawImage {
   width: number;
   height: number;
@@ -48,8 +52,13 @@ export interface DesktopBackend {
   /** Wheel notches; positive `dy` scrolls up, positive `dx` scrolls right. */
   scroll(dx: number, dy: number): Promise<void>;
 
-  // keyboard (keys are normalized names, see keys.ts)
+  // keyboard
+  /**
+   * Presses or releases one key given by its canonical name (`normalizeKey` in keys.ts): a named key
+   * (`enter`, `ctrl`, `f5`) or a single character, which gets Shift/AltGr as its layout needs.
+   */
   key(key: string, action: "down" | "up"): Promise<void>;
+  /** Types any Unicode text exactly, whatever the keyboard layout. */
   typeText(text: string): Promise<void>;
 
   // clipboard
@@ -61,6 +70,12 @@ export interface DesktopBackend {
   activeWindow(): Promise<WindowInfo | null>;
   setWindowBounds(id: string, bounds: Partial<Rect>): Promise<void>;
   windowAction(id: string, action: "activate" | "minimize" | "maximize" | "close"): Promise<void>;
+
+  /** Environment variables a program started on this desktop needs (e.g. `DISPLAY`). */
+  readonly env?: Readonly<Record<string, string>>;
+
+  /** The desktop environment or window manager, lowercase (`openbox`, `gnome`, `mac`, `windows`). */
+  environment?(): Promise<string>;
 
   /** Releases connections; the backend is not used afterwards. */
   close(): Promise<void>;

@@ -1,0 +1,150 @@
+/**
+ * Core benchmark (issue 2): `version` latency and throughput, `run_command echo hi`, 100 MiB through
+ * write_bytes/read_bytes in 1 MiB chunks, and the idle memory of `hangar serve`.
+ * Run after `npm run build`: node --import tsx bench/core.ts
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import autocannon from "autocannon";
+import { printTable, type Row, summarize, timeIt } from "./lib.js";
+import { cmd, spawnHangar } from "./support.js";
+
+const server = await spawnHangar(["serve", "--no-virtual-display"]).catch(() => spawnHangar(["serve"]));
+const dir = mkdtempSync(join(tmpdir(), "hangar-bench-"));
+const rows: Row[] = [];
+try {
+  await sleep(500);
+  rows.push({
+    name: "idle RSS of hangar serve",
+    median: `${server.rssMb().toFixed(1)} MB`,
+    p95: "",
+    target: "≤ 80 MB",
+  });
+
+  rows.push(
+    await timeIt("version over /cmd, one at a time", () => cmd(server.url, "version"), {
+      runs: 500,
+      target: "≤ 2 ms",
+    }),
+  );
+
+  const load = await autocannon({
+    url: `${server.url}/cmd`,
+    method: "POST",
+    body: JSON.stringify({ command: "version" }),
+    connections: 32,
+    duration: 5,
+  });
+  rows.push({
+    name: "version over /cmd, 32 connections",
+    median: `${Math.round(load.requests.average)} req/s`,
+    p95: `${load.latency.p97_5} ms p97.5 latency`,
+    target: "≥ 5,000 req/s",
+    note: `${load.non2xx} non-2xx, ${load.errors} errors`,
+  });
+
+  rows.push(
+    await timeIt(
+      "run_command echo hi",
+      async () => {
+        const r = await cmd(server.url, "run_command", { command: "echo hi" });
+        if (r.stdout !== "hi\n") throw new Error("wrong output");
+      },
+      { runs: 100, target: "≤ 10 ms" },
+    ),
+  );
+
+  const chunk = Buffer.alloc(1024 * 1024);
+  for (let i = 0; i < chunk.length; i += 4) chunk.writeUInt32LE((i * 2654435761) >>> 0, i);
+  const chunkB64 = chunk.toString("base64");
+  const file = join(dir, "big.bin");
+  const rounds = 3;
+  const writeRates: number[] = [];
+  const readRates: number[] = [];
+  const parallelReadRates: number[] = [];
+  const readChunk = async (i: number) => {
+    const r = await cmd(server.url, "read_bytes", {
+      path: file,
+      offset: i * chunk.length,
+      length: chunk.length,
+    });
+    if (r.content_b64.length !== chunkB64.length) throw new Error("short read");
+  };
+  for (let round = 0; round < rounds; round++) {
+    let start = performance.now();
+    for (let i = 0; i < 100; i++) {
+      const r = await cmd(server.url, "write_bytes", { path: file, content_b64: chunkB64, append: i > 0 });
+      if (!r.success) throw new Error(r.error);
+    }
+    writeRates.push((100 * 1.048576) / ((performance.now() - start) / 1000));
+    start = performance.now();
+    for (let i = 0; i < 100; i++) await readChunk(i);
+    readRates.push((100 * 1.048576) / ((performance.now() - start) / 1000));
+    start = performance.now();
+    for (let i = 0; i < 100; i += 4) await Promise.all([0, 1, 2, 3].map((k) => readChunk(i + k)));
+    parallelReadRates.push((100 * 1.048576) / ((performance.now() - start) / 1000));
+  }
+  const rate = (xs: number[]) =>
+    summarize(
+      xs.map((x) => -x),
+      "",
+      0,
+    );
+  const show = (xs: number[]) => {
+    const s = rate(xs);
+    return {
+      median: `${-Number.parseFloat(s.median)} MB/s`,
+      p95: `${-Number.parseFloat(s.p95)} MB/s (slowest)`,
+    };
+  };
+  rows.push({
+    name: "100 MiB by 1 MiB write_bytes",
+    ...show(writeRates),
+    target: "≥ 100 MB/s",
+    note: `${rounds} rounds`,
+  });
+  rows.push({
+    name: "100 MiB by 1 MiB read_bytes",
+    ...show(readRates),
+    target: "≥ 100 MB/s",
+    note: `${rounds} rounds`,
+  });
+  rows.push({
+    name: "100 MiB by 1 MiB read_bytes, 4 in flight",
+    ...show(parallelReadRates),
+    target: "≥ 100 MB/s",
+    note: `${rounds} rounds`,
+  });
+  rows.push({ name: "RSS after the file transfers", median: `${server.rssMb().toFixed(1)} MB`, p95: "" });
+
+  // The same reads from a server started with --no-spread: what the envelope's spread copy costs.
+  const seedOnly = await spawnHangar(["serve", "--no-spread"]);
+  try {
+    const rates: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const start = performance.now();
+      for (let i = 0; i < 100; i++) {
+        const r = await cmd(seedOnly.url, "read_bytes", {
+          path: file,
+          offset: i * chunk.length,
+          length: chunk.length,
+        });
+        if (r.content.content_b64.length !== chunkB64.length) throw new Error("short read");
+      }
+      rates.push((100 * 1.048576) / ((performance.now() - start) / 1000));
+    }
+    rows.push({
+      name: "100 MiB by 1 MiB read_bytes, --no-spread",
+      ...show(rates),
+      note: "seed shape: content only",
+    });
+  } finally {
+    await seedOnly.stop();
+  }
+} finally {
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
+printTable("Core: /cmd, shell and files (2 cores, loopback)", rows);

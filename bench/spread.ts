@@ -1,0 +1,122 @@
+/**
+ * What the /cmd spread copy (`{"success", "content": result, ...result}`) costs on a screenshot:
+ * the reply's bytes and the time to serialize it and to fetch and parse it end to end, with the
+ * copy on and off (`--no-spread`). The screenshot is a 1920×1080 PNG result made here (a drawn
+ * desktop and a noisy worst case), served by a bench-only command, so it measures the envelope,
+ * not the capture.
+ */
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import sharp from "sharp";
+import { z } from "zod";
+import { createComputerApp } from "../src/computer/app.js";
+import { defineCommand } from "../src/computer/command.js";
+import { cmdEventBytes, type Outcome } from "../src/computer/outcome.js";
+import { CommandRegistry } from "../src/computer/registry.js";
+import { type Row, timeIt } from "./lib.js";
+
+const WIDTH = 1920;
+const HEIGHT = 1080;
+
+/** A desktop-like 1080p PNG: a panel, windows, text. */
+async function drawnDesktop(): Promise<Buffer> {
+  const windows = Array.from({ length: 6 }, (_, i) => {
+    const x = 80 + i * 270;
+    const y = 90 + (i % 3) * 260;
+    const lines = Array.from(
+      { length: 14 },
+      (_, j) =>
+        `<text x="${x + 16}" y="${y + 60 + j * 22}" font-size="15" font-family="monospace" fill="#222">` +
+        `line ${j}: the quick brown fox ${i * 31 + j} jumps over the lazy dog</text>`,
+    ).join("");
+    return `<rect x="${x}" y="${y}" width="520" height="380" fill="#f4f4f4" stroke="#555"/><rect x="${x}" y="${y}" width="520" height="28" fill="#3465a4"/>${lines}`;
+  }).join("");
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}"><defs><linearGradient id="g" x1="0" y1="0" x2="1" y2="1"><stop offset="0" stop-color="#204a87"/><stop offset="1" stop-color="#729fcf"/></linearGradient></defs><rect width="100%" height="100%" fill="url(#g)"/><rect width="100%" height="32" fill="#2e3436"/>${windows}</svg>`;
+  return sharp(Buffer.from(svg)).png().toBuffer();
+}
+
+/** Gaussian noise: a PNG that does not compress (an upper bound, like a photo wallpaper). */
+function noisy(): Promise<Buffer> {
+  return sharp({
+    create: {
+      width: WIDTH,
+      height: HEIGHT,
+      channels: 3,
+      background: "#808080",
+      noise: { type: "gaussian", mean: 128, sigma: 40 },
+    },
+  })
+    .png()
+    .toBuffer();
+}
+
+async function startWith(result: Record<string, unknown>, spreadResult: boolean) {
+  const shot = defineCommand({
+    name: "bench_screenshot",
+    description: "bench only: returns a fixed 1080p PNG screenshot result",
+    params: z.object({}),
+    result: z.record(z.string(), z.unknown()),
+    handler: () => result,
+  });
+  const app = createComputerApp({ registry: new CommandRegistry([shot]), spreadResult });
+  const server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 });
+  await new Promise((resolve) => server.once("listening", resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, close: () => new Promise((r) => server.close(r)) };
+}
+
+export async function measureSpreadCopy(): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const [label, png] of [
+    ["drawn desktop", await drawnDesktop()],
+    ["noise (worst case)", await noisy()],
+  ] as const) {
+    const result = {
+      image_data: png.toString("base64"),
+      format: "png",
+      width: WIDTH,
+      height: HEIGHT,
+      scale: 1,
+    };
+    const outcome: Outcome = { success: true, result };
+    const bytes = (spread: boolean) => cmdEventBytes(outcome, spread).reduce((n, b) => n + b.length, 0);
+    const withCopy = bytes(true);
+    const without = bytes(false);
+    rows.push({
+      name: `${label}: reply size with / without the copy`,
+      median: `${(withCopy / 1e6).toFixed(2)} MB / ${(without / 1e6).toFixed(2)} MB`,
+      p95: "",
+      note: `PNG ${(png.length / 1e6).toFixed(2)} MB; the copy adds ${((withCopy - without) / 1e6).toFixed(2)} MB (+${(((withCopy - without) / without) * 100).toFixed(0)}%)`,
+    });
+    for (const spread of [true, false]) {
+      rows.push(
+        await timeIt(
+          `${label}: serialize the event, copy ${spread ? "on" : "off"}`,
+          async () => cmdEventBytes(outcome, spread),
+          {
+            runs: 50,
+          },
+        ),
+      );
+    }
+    for (const spread of [true, false]) {
+      const server = await startWith(result, spread);
+      rows.push(
+        await timeIt(
+          `${label}: /cmd end to end (fetch + JSON.parse), copy ${spread ? "on" : "off"}`,
+          async () => {
+            const res = await fetch(`${server.url}/cmd`, {
+              method: "POST",
+              body: '{"command":"bench_screenshot"}',
+            });
+            const event = JSON.parse((await res.text()).slice(6));
+            if (!(event.content?.image_data ?? event.image_data)) throw new Error("no image");
+          },
+          { runs: 30 },
+        ),
+      );
+      await server.close();
+    }
+  }
+  return rows;
+}

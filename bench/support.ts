@@ -1,0 +1,87 @@
+/** Starts the built `hangar` CLI as a separate process, as a user would, and waits until it answers. */
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import { Agent, request } from "node:http";
+import { createServer } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+
+export async function freePort(): Promise<number> {
+  const server = createServer().listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as { port: number };
+  server.close();
+  return port;
+}
+
+export interface SpawnedServer {
+  url: string;
+  child: ChildProcess;
+  /** Resident memory of the server process in MB (from /proc). */
+  rssMb(): number;
+  stop(): Promise<void>;
+}
+
+export async function spawnHangar(args: string[], env: Record<string, string> = {}): Promise<SpawnedServer> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ["bin/hangar.js", ...args, "--port", String(port)], {
+    env: { ...process.env, HANGAR_LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    const ok = await fetch(`${url}/status`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) break;
+    if (child.exitCode !== null)
+      throw new Error(`hangar ${args.join(" ")} exited with code ${child.exitCode}`);
+    await sleep(50);
+  }
+  return {
+    url,
+    child,
+    rssMb: () => {
+      const status = readFileSync(`/proc/${child.pid}/status`, "utf8");
+      return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+    },
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      child.kill("SIGTERM");
+      await once(child, "exit");
+    },
+  };
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+
+/** POSTs one command over a kept-alive connection and returns the parsed final event. */
+export function cmd(url: string, command: string, params: unknown = {}): Promise<Record<string, any>> {
+  const body = Buffer.from(JSON.stringify({ command, params }));
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${url}/cmd`,
+      {
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", "content-length": body.length },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          // One event per reply: everything after the first `data: ` is the JSON (as cua's clients read it).
+          const text = Buffer.concat(chunks).toString("utf8");
+          try {
+            resolve(JSON.parse(text.slice(6)));
+          } catch {
+            reject(new Error(`not an event: ${text.slice(0, 200)}`));
+          }
+        });
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}

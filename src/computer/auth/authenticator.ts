@@ -1,0 +1,116 @@
+/**
+ * Cloud mode's one decision: may these credentials use this server? Shared by the HTTP middleware
+ * and the `/ws` handshake so both answer alike. The container name must equal the server's; the key
+ * must match a configured key (held as digests) or satisfy the remote verifier. Failures are
+ * counted per client address; an address with too many is refused (429) unless its credentials
+ * are provably valid. Keys are never logged nor echoed.
+ */
+import { type Logger, silentLogger } from "../../common/logger.js";
+import { KeyDigests, parseKeyLines, sameText } from "./keys.js";
+import { FailureLimiter, type FailureLimiterOptions } from "./limiter.js";
+import type { KeyVerifier } from "./verifier.js";
+
+interface CommonOptions {
+  /** The server's container name; `X-Container-Name` must equal it. */
+  containerName: string;
+  /** Failure limits per address; `false` turns them off. */
+  limiter?: FailureLimiter | FailureLimiterOptions | false;
+  log?: Logger;
+}
+
+/** Either configured keys (plain or `sha256:<hex>`) or a verifier function, as Hono's `bearerAuth`. */
+export type CloudAuthOptions =
+  | (CommonOptions & { keys: readonly string[] | KeyDigests; verify?: never })
+  | (CommonOptions & { verify: KeyVerifier; keys?: never });
+
+export interface Credentials {
+  containerName?: string | null;
+  apiKey?: string | null;
+}
+
+export const AUTH_MESSAGES = {
+  nameRequired: "Container name required",
+  keyRequired: "API key required",
+  failed: "Authentication failed",
+} as const;
+
+export type AuthResult =
+  | { ok: true }
+  | { ok: false; status: 401 | 429; detail: string; retryAfterSeconds?: number };
+
+export class Authenticator {
+  readonly containerName: string;
+  private readonly keys?: KeyDigests;
+  private readonly verify?: KeyVerifier;
+  private readonly limiter?: FailureLimiter;
+  private readonly log: Logger;
+
+  constructor(options: CloudAuthOptions) {
+    if (!options.containerName) throw new Error("cloud auth needs a container name");
+    this.containerName = options.containerName;
+    if (options.verify) this.verify = options.verify;
+    else if (options.keys instanceof KeyDigests) this.keys = options.keys;
+    else this.keys = new KeyDigests(options.keys.flatMap((k, i) => parseKeyLines(k, `key ${i + 1}`)));
+    const limiter = options.limiter ?? {};
+    this.limiter =
+      limiter === false
+        ? undefined
+        : limiter instanceof FailureLimiter
+          ? limiter
+          : new FailureLimiter(limiter);
+    this.log = options.log ?? silentLogger;
+  }
+
+  /**
+   * Checks credentials from a client at `address`. Missing credentials are reported in the order
+   * the reference uses on that surface: HTTP asks for the name first, the `/ws` handshake the key.
+   */
+  async check(
+    credentials: Credentials,
+    address: string,
+    order: "name-first" | "key-first" = "name-first",
+  ): Promise<AuthResult> {
+    const { containerName, apiKey } = credentials;
+    const missing = [
+      !containerName ? AUTH_MESSAGES.nameRequired : undefined,
+      !apiKey ? AUTH_MESSAGES.keyRequired : undefined,
+    ];
+    if (order === "key-first") missing.reverse();
+    const firstMissing = missing.find((m) => m !== undefined);
+    if (firstMissing || !containerName || !apiKey)
+      return this.refuse(address, firstMissing ?? AUTH_MESSAGES.failed);
+
+    const retryAfterSeconds = this.limiter?.retryAfterSeconds(address) ?? 0;
+    const valid =
+      sameText(containerName, this.containerName) && (await this.keyIsValid(apiKey, retryAfterSeconds > 0));
+    if (valid) return { ok: true };
+    if (retryAfterSeconds > 0) {
+      this.log.warn(
+        { address, retryAfterSeconds },
+        "authentication refused: too many failures from this address",
+      );
+      return { ok: false, status: 429, detail: tooManyFailures(retryAfterSeconds), retryAfterSeconds };
+    }
+    return this.refuse(address, AUTH_MESSAGES.failed);
+  }
+
+  /** A refused address may still get in with valid keys; the remote verifier is then not called. */
+  private async keyIsValid(apiKey: string, refused: boolean): Promise<boolean> {
+    if (this.keys) return this.keys.matches(apiKey);
+    return this.verify ? this.verify(this.containerName, apiKey, { cachedOnly: refused }) : false;
+  }
+
+  private refuse(address: string, detail: string): AuthResult {
+    const retryAfterSeconds = this.limiter?.retryAfterSeconds(address) ?? 0;
+    if (retryAfterSeconds > 0) {
+      return { ok: false, status: 429, detail: tooManyFailures(retryAfterSeconds), retryAfterSeconds };
+    }
+    this.limiter?.recordFailure(address);
+    this.log.warn({ address, reason: detail }, "authentication failed");
+    return { ok: false, status: 401, detail };
+  }
+}
+
+function tooManyFailures(seconds: number): string {
+  return `Too many failed authentication attempts from this address; retry in ${seconds} s`;
+}

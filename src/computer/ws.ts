@@ -1,0 +1,208 @@
+/**
+ * `WS /ws`, cua's WebSocket protocol: one JSON text frame `{"command", "params"}` per command and
+ * exactly one reply frame per received frame, in order, with no ids (clients match replies by
+ * order). A connection handles its frames strictly one after another; separate connections run
+ * concurrently. Replies use the cua shape `{"success": true, ...result}`. A bad frame gets an error
+ * reply and the socket stays open.
+ *
+ * `authenticate` is the transport's handshake, not a command: in cloud mode the first frame must be
+ * `{"command": "authenticate", "params": {"api_key", "container_name"}}` within a deadline, else the
+ * socket is closed; in local mode the frame is simply answered with success.
+ */
+import { upgradeWebSocket } from "@hono/node-server";
+import type { MiddlewareHandler } from "hono";
+import type { WebSocket } from "ws";
+import { type Logger, silentLogger } from "../common/logger.js";
+import type { ComputerEnv } from "./app.js";
+import { AUTH_MESSAGES, type Authenticator, clientAddress } from "./auth/index.js";
+import { wsEnvelope } from "./outcome.js";
+import type { CommandRegistry } from "./registry.js";
+
+export interface WsTransportOptions {
+  registry: CommandRegistry;
+  /** Cloud mode: the handshake checks credentials with it. Absent: local mode, no auth. */
+  authenticator?: Authenticator;
+  /** A cloud socket that has not authenticated after this long is closed (default 10 s). */
+  authDeadlineMs?: number;
+  /** A silent peer is dropped after two ping intervals (default 20 s). */
+  pingIntervalMs?: number;
+  log?: Logger;
+}
+
+type Reply = Record<string, unknown>;
+
+const AUTH_SUCCESS: Reply = { success: true, message: "Authentication successful" };
+/** Frames read ahead while one is being handled; beyond it the socket stops reading. */
+const READ_AHEAD = 4;
+const NORMAL_CLOSURE = 1000;
+const POLICY_VIOLATION = 1008;
+
+export function wsTransport(options: WsTransportOptions): MiddlewareHandler<ComputerEnv> {
+  return upgradeWebSocket((c) => {
+    let session: WsSession | undefined;
+    const address = clientAddress(c);
+    return {
+      onOpen: (_event, ws) => {
+        session = new WsSession(ws.raw as WebSocket, address, options);
+      },
+      onMessage: (event) => session?.receive(event.data as string | ArrayBuffer),
+      onClose: () => session?.end(),
+      onError: () => session?.end(),
+    };
+  }) as MiddlewareHandler<ComputerEnv>;
+}
+
+class WsSession {
+  private queue: Promise<void> = Promise.resolve();
+  private queued = 0;
+  private authenticated: boolean;
+  private ended = false;
+  private alive = true;
+  private readonly gone = new AbortController();
+  private deadline?: NodeJS.Timeout;
+  private readonly ping: NodeJS.Timeout;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly address: string,
+    private readonly options: WsTransportOptions,
+  ) {
+    this.log = options.log ?? silentLogger;
+    this.authenticated = !options.authenticator;
+    if (!this.authenticated) {
+      const ms = options.authDeadlineMs ?? 10_000;
+      this.deadline = setTimeout(() => {
+        if (this.authenticated || this.ended) return;
+        this.log.warn({ address }, "websocket closed: no authentication before the deadline");
+        void this.sendThenClose(
+          { success: false, error: `Authentication timed out: send authenticate within ${ms / 1000} s` },
+          POLICY_VIOLATION,
+        );
+      }, ms);
+    }
+    socket.on("pong", () => {
+      this.alive = true;
+    });
+    this.ping = setInterval(() => {
+      if (!this.alive) return socket.terminate();
+      this.alive = false;
+      socket.ping();
+    }, options.pingIntervalMs ?? 20_000);
+  }
+
+  /** Queues a frame; frames are answered strictly in arrival order. */
+  receive(data: string | ArrayBuffer) {
+    this.queued++;
+    if (this.queued >= READ_AHEAD && !this.socket.isPaused) this.socket.pause();
+    this.queue = this.queue
+      .then(() => this.handle(data))
+      .finally(() => {
+        this.queued--;
+        if (this.queued < READ_AHEAD && this.socket.isPaused) this.socket.resume();
+      });
+  }
+
+  end() {
+    if (this.ended) return;
+    this.ended = true;
+    clearTimeout(this.deadline);
+    clearInterval(this.ping);
+    this.gone.abort();
+  }
+
+  private async handle(data: string | ArrayBuffer) {
+    if (this.ended) return;
+    let reply: Reply | undefined;
+    try {
+      if (!this.authenticated) return await this.handshake(data);
+      reply = await this.answer(data);
+    } catch (err) {
+      this.log.error({ err, address: this.address }, "websocket frame failed");
+      reply = { success: false, error: "Internal error while handling the message", code: "internal" };
+    }
+    if (reply) await this.send(reply);
+  }
+
+  /** The reference's first-frame handshake (§6.3): any failure is answered, then the socket closes. */
+  private async handshake(data: string | ArrayBuffer) {
+    const frame = typeof data === "string" ? parseFrame(data) : undefined;
+    if (!frame || "error" in frame)
+      return this.sendThenClose({ success: false, error: AUTH_MESSAGES.failed });
+    if (frame.command !== "authenticate") {
+      return this.sendThenClose({ success: false, error: "First message must be authentication" });
+    }
+    const result = await this.authenticate(frame.params);
+    if (!result.ok) return;
+    clearTimeout(this.deadline);
+    this.authenticated = true;
+    await this.send(AUTH_SUCCESS);
+  }
+
+  /** The reply to a frame, or undefined when it was already answered (a refused authenticate). */
+  private async answer(data: string | ArrayBuffer): Promise<Reply | undefined> {
+    if (typeof data !== "string") {
+      return invalid("Binary frames are not supported: send each command as a JSON text frame");
+    }
+    const frame = parseFrame(data);
+    if ("error" in frame) return invalid(frame.error);
+    if (frame.command === "authenticate") {
+      if (!this.options.authenticator) return AUTH_SUCCESS;
+      return (await this.authenticate(frame.params)).ok ? AUTH_SUCCESS : undefined;
+    }
+    const outcome = await this.options.registry.run(frame.command, frame.params, {
+      signal: this.gone.signal,
+    });
+    return wsEnvelope(outcome);
+  }
+
+  /** Checks an authenticate frame's credentials; a refusal is answered and closes the socket. */
+  private async authenticate(params: unknown): Promise<{ ok: boolean }> {
+    const p = (typeof params === "object" && params !== null ? params : {}) as Record<string, unknown>;
+    const text = (value: unknown) => (typeof value === "string" ? value : undefined);
+    const result = await this.options.authenticator!.check(
+      { apiKey: text(p.api_key), containerName: text(p.container_name) },
+      this.address,
+      "key-first",
+    );
+    if (!result.ok) {
+      await this.sendThenClose(
+        { success: false, error: result.detail },
+        result.status === 429 ? POLICY_VIOLATION : NORMAL_CLOSURE,
+      );
+    }
+    return result;
+  }
+
+  private send(reply: Reply): Promise<void> {
+    if (this.ended || this.socket.readyState !== this.socket.OPEN) return Promise.resolve();
+    return new Promise((resolve) => this.socket.send(JSON.stringify(reply), () => resolve()));
+  }
+
+  private async sendThenClose(reply: Reply, code = NORMAL_CLOSURE) {
+    await this.send(reply);
+    this.end();
+    this.socket.close(code);
+  }
+}
+
+type Frame = { command: string; params: unknown } | { error: string };
+
+function parseFrame(text: string): Frame {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    return { error: `Invalid JSON: ${(err as Error).message}` };
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return { error: 'Invalid message: expected a JSON object {"command": ..., "params": {...}}' };
+  }
+  const { command, params } = value as { command?: unknown; params?: unknown };
+  if (typeof command !== "string" || command.length === 0) return { error: "Command is required" };
+  return { command, params };
+}
+
+function invalid(error: string): Reply {
+  return { success: false, error, code: "invalid_params" };
+}

@@ -1,0 +1,88 @@
+/**
+ * The desktop the server uses: connects lazily on the first desktop command, notices when the X
+ * server goes away, and connects again on the next command once the display is back. Without a
+ * display, desktop commands fail with `unavailable` and a message that says what to do; the rest
+ * of the server keeps working.
+ *
+ * @example
+ * const desktop = new DesktopManager({ display: process.env.DISPLAY });
+ * await startComputerServer({ desktop: desktop.provider });
+ */
+import { CommandError } from "../common/errors.js";
+import { type Logger, silentLogger } from "../common/logger.js";
+import type { DesktopBackend, DesktopProvider } from "./backend.js";
+import { X11Backend } from "./x11/backend.js";
+
+/** A backend that can tell when it has lost its display. */
+export interface ConnectedBackend extends DesktopBackend {
+  readonly alive: boolean;
+  onClose(listener: (reason: string) => void): void;
+}
+
+export interface DesktopManagerOptions {
+  /** The X display (`:N`); default `$DISPLAY` at the time of each connection attempt. */
+  display?: string;
+  /** How to connect (default: the X11 backend). */
+  connect?: (display: string) => Promise<ConnectedBackend>;
+  log?: Logger;
+}
+
+export class DesktopManager {
+  private backend: ConnectedBackend | null = null;
+  private connecting: Promise<ConnectedBackend> | null = null;
+  private closed = false;
+  private readonly log: Logger;
+  private readonly connectTo: (display: string) => Promise<ConnectedBackend>;
+
+  constructor(private readonly options: DesktopManagerOptions = {}) {
+    this.log = options.log ?? silentLogger;
+    this.connectTo = options.connect ?? ((display) => X11Backend.connect(display));
+  }
+
+  /** The provider to give the server. */
+  readonly provider: DesktopProvider = () => this.get();
+
+  /** The connected backend, connecting first when needed. */
+  async get(): Promise<DesktopBackend> {
+    if (this.closed) throw new CommandError("unavailable", "The desktop has been shut down");
+    if (this.backend?.alive) return this.backend;
+    this.backend = null;
+    if (!this.connecting) {
+      this.connecting = this.connect().finally(() => {
+        this.connecting = null;
+      });
+    }
+    return this.connecting;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const backend = this.backend ?? (await this.connecting?.catch(() => null)) ?? null;
+    this.backend = null;
+    await backend?.close().catch(() => undefined);
+  }
+
+  private async connect(): Promise<ConnectedBackend> {
+    const display = this.options.display ?? process.env.DISPLAY;
+    if (!display) {
+      throw new CommandError(
+        "unavailable",
+        "No display: DISPLAY is not set. Start the server inside a desktop session, or let it start its own " +
+          "(hangar serve --virtual-display 1280x800)",
+      );
+    }
+    const backend = await this.connectTo(display);
+    if (this.closed) {
+      await backend.close();
+      throw new CommandError("unavailable", "The desktop has been shut down");
+    }
+    this.log.info({ display, backend: backend.name }, "desktop connected");
+    backend.onClose((reason) => {
+      if (this.backend === backend) this.backend = null;
+      if (!this.closed)
+        this.log.warn({ display, reason }, "desktop lost; will reconnect on the next desktop command");
+    });
+    this.backend = backend;
+    return backend;
+  }
+}

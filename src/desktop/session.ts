@@ -1,0 +1,71 @@
+/**
+ * The desktop of `hangar serve`: the existing display, or (`--virtual-display WxH`, the default on
+ * Linux when `DISPLAY` is unset) a private Xvfb + openbox started here and stopped on exit.
+ */
+import type { Logger } from "../common/logger.js";
+import { DesktopManager } from "./manager.js";
+import { startVirtualDisplay, type VirtualDisplay } from "./virtual-display.js";
+
+export interface DesktopSessionOptions {
+  /** `"WxH"` or `true` (default size) to start one, `false` never, `undefined` only without DISPLAY. */
+  virtualDisplay?: string | boolean;
+  log: Logger;
+}
+
+export interface DesktopSession {
+  readonly manager: DesktopManager;
+  readonly virtualDisplay: VirtualDisplay | null;
+  stop(): Promise<void>;
+}
+
+const DEFAULT_SIZE = { width: 1280, height: 800 };
+
+/** `"1920x1080"` → `{width, height}`; throws a message naming the value when it is not one. */
+export function parseDisplaySize(text: string): { width: number; height: number } {
+  const match = /^(\d{2,5})x(\d{2,5})$/i.exec(text.trim());
+  const width = Number(match?.[1]);
+  const height = Number(match?.[2]);
+  if (!match || width < 64 || height < 64 || width > 16384 || height > 16384) {
+    throw new Error(`Invalid display size: ${text} (expected WIDTHxHEIGHT, e.g. 1280x800)`);
+  }
+  return { width, height };
+}
+
+export async function startDesktopSession(options: DesktopSessionOptions): Promise<DesktopSession> {
+  const { log } = options;
+  const wanted =
+    options.virtualDisplay === false
+      ? false
+      : options.virtualDisplay !== undefined || (process.platform === "linux" && !process.env.DISPLAY);
+  const size =
+    typeof options.virtualDisplay === "string" ? parseDisplaySize(options.virtualDisplay) : DEFAULT_SIZE;
+
+  let virtualDisplay: VirtualDisplay | null = null;
+  if (wanted) {
+    virtualDisplay = await startVirtualDisplay({ ...size, accessibility: true }).catch((err: Error) => {
+      log.warn({ err: err.message }, "virtual display with accessibility bus failed; trying without");
+      return startVirtualDisplay(size).catch((second: Error) => {
+        log.error(
+          { err: second.message },
+          "could not start a virtual display; desktop commands will be unavailable",
+        );
+        return null;
+      });
+    });
+    if (virtualDisplay) {
+      // Programs started by commands (launch, run_command) use this desktop too.
+      Object.assign(process.env, virtualDisplay.env);
+      log.info({ display: virtualDisplay.display, ...size }, "virtual display started");
+    }
+  }
+
+  const manager = new DesktopManager({ log });
+  return {
+    manager,
+    virtualDisplay,
+    async stop() {
+      await manager.close();
+      await virtualDisplay?.stop();
+    },
+  };
+}

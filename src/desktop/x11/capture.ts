@@ -1,0 +1,230 @@
+/**
+ * Screen capture over one X connection: MIT-SHM `GetImage` into a shared segment (an unlinked
+ * /dev/shm file the server maps, read back with one `pread`), with the core `GetImage` as the
+ * fallback. DAMAGE tells when the screen has not changed since the last capture, so that capture is
+ * handed out again without touching the pixels.
+ *
+ * The X server gives 32-bit pixels as B,G,R,X bytes. One native `swap32` turns them into X,R,G,B, and
+ * the same buffer seen from its second byte is R,G,B,X: RGBA order whose fourth byte is padding,
+ * which the `RawImage` contract allows. No per-pixel JavaScript.
+ */
+import { closeSync, ftruncateSync, openSync, readSync, unlinkSync } from "node:fs";
+import { CommandError } from "../../common/errors.js";
+import type { RawImage, Rect, Size } from "../backend.js";
+import type { XConnection, XExtension } from "./connection.js";
+
+const Z_PIXMAP = 2;
+const ALL_PLANES = 0xffffffff;
+const DAMAGE_REPORT_NON_EMPTY = 3;
+
+let segmentCounter = 0;
+
+/** A shared-memory segment attached to the X server through MIT-SHM `AttachFd`. */
+class ShmSegment {
+  private constructor(
+    readonly xid: number,
+    readonly fd: number,
+    readonly size: number,
+  ) {}
+
+  static async attach(conn: XConnection, shm: XExtension, size: number): Promise<ShmSegment> {
+    const path = `/dev/shm/hangar-capture-${process.pid}-${segmentCounter++}`;
+    const fd = openSync(path, "w+", 0o600);
+    try {
+      ftruncateSync(fd, size);
+    } finally {
+      unlinkSync(path);
+    }
+    const xid = conn.X.AllocID();
+    try {
+      await conn.call<void>((cb) => shm.AttachFd(xid, fd, false, (err: Error | null) => cb(err, undefined)));
+    } catch (err) {
+      closeSync(fd);
+      throw err;
+    }
+    return new ShmSegment(xid, fd, size);
+  }
+
+  /** Copies the first `length` bytes of the segment into `target`. */
+  read(target: Buffer, length: number) {
+    let done = 0;
+    while (done < length) {
+      const n = readSync(this.fd, target, done, length - done, done);
+      if (n <= 0) throw new Error("short read from the shared-memory segment");
+      done += n;
+    }
+  }
+
+  release(conn: XConnection, shm: XExtension) {
+    try {
+      if (conn.alive) shm.Detach(this.xid);
+    } finally {
+      closeSync(this.fd);
+    }
+  }
+}
+
+export class ScreenCapture {
+  private segment: ShmSegment | null = null;
+  private shmBroken = false;
+  /** Set by DamageNotify: something on the screen changed since the last capture. */
+  private dirty = true;
+  private damageId: number | null = null;
+  private last: { key: string; image: RawImage } | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    private readonly conn: XConnection,
+    private readonly shm: XExtension | null,
+    private readonly damage: XExtension | null,
+  ) {
+    if (damage) {
+      this.damageId = conn.X.AllocID();
+      damage.Create(this.damageId, conn.root, DAMAGE_REPORT_NON_EMPTY);
+      conn.X.on("event", (ev: { name?: string; damage?: number }) => {
+        if (ev.name === "DamageNotify" && ev.damage === this.damageId) this.dirty = true;
+      });
+    }
+  }
+
+  static async create(conn: XConnection): Promise<ScreenCapture> {
+    const shm = await optionalExtension(conn, "shm");
+    const damage = await optionalExtension(conn, "damage");
+    const capture = new ScreenCapture(conn, shm, damage);
+    await conn.sync();
+    return capture;
+  }
+
+  /** The current size of the screen (asked each time, so a resize is seen). */
+  async screenSize(): Promise<Size> {
+    const geometry = await this.conn.call<{ width: number; height: number }>((cb) =>
+      this.conn.X.GetGeometry(this.conn.root, cb),
+    );
+    return { width: geometry.width, height: geometry.height };
+  }
+
+  /** Which capture path is in use: `shm` or `core`. */
+  get method(): "shm" | "core" {
+    return this.shm && !this.shmBroken ? "shm" : "core";
+  }
+
+  capture(region?: Rect): Promise<RawImage> {
+    const run = this.queue.then(() => this.captureNow(region));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  close() {
+    this.segment?.release(this.conn, this.shm);
+    this.segment = null;
+  }
+
+  private async captureNow(region?: Rect): Promise<RawImage> {
+    // This round trip also delivers every DamageNotify generated so far.
+    const screen = await this.screenSize();
+    const rect = clampRegion(region, screen);
+    const key = `${rect.x},${rect.y},${rect.width},${rect.height}`;
+    if (this.damageId !== null && !this.dirty && this.last?.key === key) return this.last.image;
+
+    if (this.damageId !== null) {
+      this.damage.Subtract(this.damageId, 0, 0);
+      this.dirty = false;
+    }
+    const bytes = rect.width * rect.height * 4;
+    // Four spare bytes: the RGBA view starts one byte in.
+    const pixels = Buffer.allocUnsafe(bytes + 4);
+    const byteOrder = await this.grab(rect, pixels, bytes);
+    if (byteOrder === 0) pixels.subarray(0, bytes).swap32();
+    const image: RawImage = {
+      width: rect.width,
+      height: rect.height,
+      channels: 4,
+      data: pixels.subarray(1, bytes + 1),
+    };
+    this.last = { key, image };
+    return image;
+  }
+
+  /** Fills `target` with X,R,G,B (MSB first) or B,G,R,X (LSB first) pixels; returns the byte order. */
+  private async grab(rect: Rect, target: Buffer, bytes: number): Promise<number> {
+    const { X, root } = this.conn;
+    if (this.shm && !this.shmBroken) {
+      try {
+        if (!this.segment || this.segment.size < bytes) {
+          this.segment?.release(this.conn, this.shm);
+          this.segment = null;
+          const screen = await this.screenSize();
+          this.segment = await ShmSegment.attach(
+            this.conn,
+            this.shm,
+            Math.max(bytes, screen.width * screen.height * 4),
+          );
+        }
+        const segment = this.segment;
+        const reply = await this.conn.call<{ depth: number }>((cb) =>
+          this.shm.GetImage(
+            root,
+            rect.x,
+            rect.y,
+            rect.width,
+            rect.height,
+            ALL_PLANES,
+            Z_PIXMAP,
+            segment.xid,
+            0,
+            cb,
+          ),
+        );
+        checkDepth(reply.depth);
+        segment.read(target, bytes);
+        return this.conn.info.image_byte_order;
+      } catch (err) {
+        if (err instanceof CommandError) throw err;
+        // A display that advertises MIT-SHM but cannot use it (remote, no /dev/shm): use the core path.
+        this.shmBroken = true;
+        this.segment = null;
+      }
+    }
+    const image = await this.conn.call<{ depth: number; data: Buffer }>((cb) =>
+      X.GetImage(Z_PIXMAP, root, rect.x, rect.y, rect.width, rect.height, ALL_PLANES, cb),
+    );
+    checkDepth(image.depth);
+    if (image.data.length < bytes) throw new CommandError("failed", "The X server returned a short image");
+    image.data.copy(target, 0, 0, bytes);
+    return this.conn.info.image_byte_order;
+  }
+}
+
+async function optionalExtension(conn: XConnection, name: string): Promise<XExtension | null> {
+  try {
+    return await conn.extension(name);
+  } catch (err) {
+    if (err instanceof CommandError) throw err;
+    return null;
+  }
+}
+
+function checkDepth(depth: number) {
+  if (depth !== 24 && depth !== 32) {
+    throw new CommandError(
+      "not_supported",
+      `Screens of depth ${depth} are not supported (24 or 32 bits only)`,
+    );
+  }
+}
+
+/** The whole screen, or the asked region after checking that it lies on the screen. */
+export function clampRegion(region: Rect | undefined, screen: Size): Rect {
+  if (!region) return { x: 0, y: 0, width: screen.width, height: screen.height };
+  const x = Math.max(0, Math.floor(region.x));
+  const y = Math.max(0, Math.floor(region.y));
+  const right = Math.min(screen.width, Math.floor(region.x + region.width));
+  const bottom = Math.min(screen.height, Math.floor(region.y + region.height));
+  if (right <= x || bottom <= y) {
+    throw new CommandError(
+      "invalid_params",
+      `Invalid params: region ${region.x},${region.y} ${region.width}x${region.height} is outside the ${screen.width}x${screen.height} screen`,
+    );
+  }
+  return { x, y, width: right - x, height: bottom - y };
+}

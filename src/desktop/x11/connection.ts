@@ -1,0 +1,184 @@
+/**
+ * One persistent connection to an X server through the pure-JavaScript `x11` package, with its
+ * callback requests turned into promises that fail (instead of hanging) once the server is gone.
+ */
+import { createRequire } from "node:module";
+import { CommandError } from "../../common/errors.js";
+
+const require = createRequire(import.meta.url);
+// biome-ignore lint/suspicious/noExplicitAny: the x11 package ships no types; XClient is typed at its use
+const x11: any = require("x11");
+
+// biome-ignore lint/suspicious/noExplicitAny: the raw request interface of the x11 package
+export type XClient = any;
+// biome-ignore lint/suspicious/noExplicitAny: an extension object of the x11 package
+export type XExtension = any;
+
+export interface XScreen {
+  root: number;
+  pixel_width: number;
+  pixel_height: number;
+  root_depth: number;
+}
+
+export interface XDisplayInfo {
+  client: XClient;
+  screen: XScreen[];
+  min_keycode: number;
+  max_keycode: number;
+  image_byte_order: number;
+  isLocalSocket: boolean;
+}
+
+type Callback<T> = (err: Error | null, value: T) => unknown;
+
+export class XConnection {
+  /** Why the connection ended, once it has. */
+  private closedReason: string | null = null;
+  private readonly pending = new Set<(err: Error) => void>();
+  private readonly closeListeners: ((reason: string) => void)[] = [];
+  private readonly atoms = new Map<string, number>();
+
+  private constructor(
+    readonly display: string,
+    readonly info: XDisplayInfo,
+  ) {
+    const X = info.client;
+    X.on("end", () => this.markClosed(`the X server of display ${display} closed the connection`));
+    X.on("error", (err: Error & { seq?: number }) => {
+      // Errors of requests that carry a callback reach the callback; what arrives here is either a
+      // failure of a fire-and-forget request (harmless to the connection) or a socket error.
+      if (err.seq === undefined) this.markClosed(`lost the X display ${display}: ${err.message}`);
+    });
+    X.stream?.on?.("close", () => this.markClosed(`the X server of display ${display} went away`));
+  }
+
+  /** Connects to `display` (`:N`); fails with `unavailable` and the reason when it cannot. */
+  static open(display: string, options: { shm?: object; timeoutMs?: number } = {}): Promise<XConnection> {
+    const timeoutMs = options.timeoutMs ?? 5000;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const fail = (err: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(new CommandError("unavailable", `Cannot connect to X display ${display}: ${describe(err)}`));
+      };
+      const timer = setTimeout(() => fail(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      try {
+        const client = x11.createClient(
+          { display, shm: options.shm },
+          (err: Error | null, info: XDisplayInfo) => {
+            if (err) return fail(err);
+            if (settled) return client.terminate?.();
+            settled = true;
+            clearTimeout(timer);
+            resolve(new XConnection(display, info));
+          },
+        );
+        client.on("error", fail);
+      } catch (err) {
+        fail(err as Error);
+      }
+    });
+  }
+
+  get X(): XClient {
+    return this.info.client;
+  }
+
+  get screen(): XScreen {
+    return this.info.screen[0];
+  }
+
+  get root(): number {
+    return this.screen.root;
+  }
+
+  get alive(): boolean {
+    return this.closedReason === null;
+  }
+
+  /** Called once when the connection ends (the X server died or closed it). */
+  onClose(listener: (reason: string) => void) {
+    if (this.closedReason !== null) listener(this.closedReason);
+    else this.closeListeners.push(listener);
+  }
+
+  /**
+   * Runs one request that answers through a callback; rejects with `unavailable` when the
+   * connection ends before the answer, instead of waiting forever.
+   */
+  call<T>(request: (cb: Callback<T>) => unknown): Promise<T> {
+    if (this.closedReason !== null) return Promise.reject(this.unavailable());
+    return new Promise<T>((resolve, reject) => {
+      const abort = (err: Error) => reject(err);
+      this.pending.add(abort);
+      try {
+        request((err, value) => {
+          this.pending.delete(abort);
+          if (err) reject(err);
+          else resolve(value);
+          return true;
+        });
+      } catch (err) {
+        this.pending.delete(abort);
+        reject(err);
+      }
+    });
+  }
+
+  /** Fails with `unavailable` when the connection is gone; use before fire-and-forget requests. */
+  ensureAlive() {
+    if (this.closedReason !== null) throw this.unavailable();
+  }
+
+  /** A round trip: every request sent so far has been processed by the server. */
+  sync(): Promise<void> {
+    return this.call<void>((cb) => this.X.sync(() => cb(null, undefined)));
+  }
+
+  /** Loads an extension (`shm`, `xtest`, `damage`). */
+  extension(name: string): Promise<XExtension> {
+    return this.call((cb) => this.X.require(name, cb));
+  }
+
+  /** The atom of a name, cached. */
+  async atom(name: string): Promise<number> {
+    const known = this.atoms.get(name);
+    if (known !== undefined) return known;
+    const atom = await this.call<number>((cb) => this.X.InternAtom(false, name, cb));
+    this.atoms.set(name, atom);
+    return atom;
+  }
+
+  close() {
+    if (this.closedReason === null) {
+      this.markClosed("the connection was closed");
+      try {
+        this.X.terminate();
+      } catch {
+        // already gone
+      }
+    }
+  }
+
+  private unavailable(): CommandError {
+    return new CommandError("unavailable", `The desktop is unavailable: ${this.closedReason}`);
+  }
+
+  private markClosed(reason: string) {
+    if (this.closedReason !== null) return;
+    this.closedReason = reason;
+    const err = this.unavailable();
+    for (const abort of this.pending) abort(err);
+    this.pending.clear();
+    for (const listener of this.closeListeners.splice(0)) listener(reason);
+  }
+}
+
+function describe(err: Error): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === "ENOENT" || code === "ECONNREFUSED") return "no X server is listening there";
+  return err.message;
+}

@@ -1,0 +1,259 @@
+/**
+ * Keyboard input through XTEST with the server's own keymap: a keysym is found on its keycode and
+ * level, and Shift / AltGr (ISO_Level3_Shift) are pressed around it as that level needs.
+ *
+ * A character that is on no key of the layout (accents on a US layout, CJK, emoji) gets a spare
+ * keycode, one that the keymap leaves empty, remapped to its keysym with `ChangeKeyboardMapping`.
+ * The spare keycodes keep their assignment afterwards, so repeated characters cost nothing, and a
+ * keycode is only remapped again once the clients have had time to read the events that used it;
+ * reusing a keycode right away is what makes `xdotool type` drop characters.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { CommandError } from "../../common/errors.js";
+import { keysymOf, keysymOfCharacter } from "../keys.js";
+import type { XConnection, XExtension } from "./connection.js";
+
+const KEY_PRESS = 2;
+const KEY_RELEASE = 3;
+const SHIFT_L = 0xffe1;
+const ISO_LEVEL3_SHIFT = 0xfe03;
+const MODE_SWITCH = 0xff7e;
+/** Core keymap columns of group 1: level 1, 2 (Shift), 3 (AltGr), 4 (Shift+AltGr). */
+const LEVEL_COLUMNS = [0, 1, 4, 5] as const;
+/** How long a remapped keycode stays reserved for the character it was last used for. */
+const REUSE_GUARD_MS = 150;
+
+interface KeyPlace {
+  keycode: number;
+  level: number;
+}
+
+interface SpareKey {
+  keycode: number;
+  keysym: number;
+  lastUsed: number;
+}
+
+export class Keyboard {
+  private places = new Map<number, KeyPlace>();
+  private spares: SpareKey[] = [];
+  private stale = false;
+  /** Keycodes this backend holds down, with the modifiers it pressed for each. */
+  private readonly held = new Map<string, number[]>();
+
+  private constructor(
+    private readonly conn: XConnection,
+    private readonly xtest: XExtension,
+  ) {
+    conn.X.on("event", (ev: { name?: string; request?: number }) => {
+      if (ev.name === "MappingNotify" && ev.request === 1) this.stale = true;
+    });
+  }
+
+  static async create(conn: XConnection, xtest: XExtension): Promise<Keyboard> {
+    const keyboard = new Keyboard(conn, xtest);
+    await keyboard.loadKeymap();
+    return keyboard;
+  }
+
+  /** Presses or releases the key of a canonical key name (see keys.ts). */
+  async key(name: string, action: "down" | "up"): Promise<void> {
+    await this.refresh();
+    if (action === "down") {
+      const keysym = keysymOf(name);
+      const [place] = await this.placesFor([keysym]);
+      const modifiers = this.modifierKeycodes(place.level).filter((kc) => !this.isHeld(kc));
+      for (const kc of modifiers) this.fake(KEY_PRESS, kc);
+      this.fake(KEY_PRESS, place.keycode);
+      this.held.set(name, [place.keycode, ...modifiers]);
+    } else {
+      const pressed = this.held.get(name);
+      const keycodes = pressed ?? [(await this.placesFor([keysymOf(name)]))[0].keycode];
+      this.held.delete(name);
+      const [keycode, ...modifiers] = keycodes;
+      this.fake(KEY_RELEASE, keycode);
+      for (const kc of modifiers.reverse()) this.fake(KEY_RELEASE, kc);
+    }
+    await this.conn.sync();
+  }
+
+  /** Types text exactly, character by character (`\n` is Enter and `\t` Tab). */
+  async typeText(text: string): Promise<void> {
+    await this.refresh();
+    const keysyms = textToKeysyms(text);
+    let start = 0;
+    while (start < keysyms.length) {
+      const end = this.chunkEnd(keysyms, start);
+      const chunk = keysyms.slice(start, end);
+      const places = await this.placesFor(chunk);
+      let level = 0;
+      for (const place of places) {
+        if (place.level !== level) {
+          this.setLevel(level, place.level);
+          level = place.level;
+        }
+        this.fake(KEY_PRESS, place.keycode);
+        this.fake(KEY_RELEASE, place.keycode);
+      }
+      this.setLevel(level, 0);
+      await this.conn.sync();
+      this.touchSpares(chunk);
+      start = end;
+    }
+  }
+
+  /** Gives the spare keycodes back to the keymap (empty again). */
+  restore() {
+    if (!this.conn.alive) return;
+    for (const spare of this.spares) {
+      if (spare.keysym !== 0) this.conn.X.ChangeKeyboardMapping(spare.keycode, 2, [0, 0]);
+    }
+  }
+
+  private async refresh() {
+    if (this.stale) await this.loadKeymap();
+  }
+
+  private async loadKeymap() {
+    this.stale = false;
+    const { min_keycode: min, max_keycode: max } = this.conn.info;
+    const rows = await this.conn.call<number[][]>((cb) =>
+      this.conn.X.GetKeyboardMapping(min, max - min + 1, cb),
+    );
+    const assigned = new Map(this.spares.map((s) => [s.keycode, s]));
+    const places = new Map<number, KeyPlace>();
+    const spares: SpareKey[] = [];
+    rows.forEach((row, index) => {
+      const keycode = min + index;
+      const mine = assigned.get(keycode);
+      if (mine && row[0] === mine.keysym && (row[1] ?? mine.keysym) === mine.keysym) {
+        spares.push(mine);
+        return;
+      }
+      if (row.every((sym) => sym === 0)) {
+        spares.push({ keycode, keysym: 0, lastUsed: 0 });
+        return;
+      }
+      LEVEL_COLUMNS.forEach((column, level) => {
+        const sym = row[column] ?? 0;
+        if (sym === 0) return;
+        const known = places.get(sym);
+        if (!known || level < known.level) places.set(sym, { keycode, level });
+      });
+      // A key whose second level is empty gives its first keysym with Shift too.
+    });
+    this.places = places;
+    // Keycode 8 is the lowest and some clients ignore it: use it last.
+    this.spares = spares.sort((a, b) => (a.keycode === 8 ? 1 : b.keycode === 8 ? -1 : a.keycode - b.keycode));
+  }
+
+  /** Where each keysym is typed from, remapping spare keycodes for the ones on no key. */
+  private async placesFor(keysyms: readonly number[]): Promise<KeyPlace[]> {
+    const missing = new Set<number>();
+    for (const sym of keysyms) {
+      const place = this.places.get(sym);
+      const usable = place && (place.level < 2 || this.levelThreeKeycode() !== undefined);
+      if (!usable && !this.spares.some((s) => s.keysym === sym)) missing.add(sym);
+    }
+    if (missing.size > 0) await this.assignSpares([...missing], new Set(keysyms));
+    return keysyms.map((sym) => {
+      const place = this.places.get(sym);
+      if (place && (place.level < 2 || this.levelThreeKeycode() !== undefined)) return place;
+      const spare = this.spares.find((s) => s.keysym === sym);
+      if (!spare) throw new CommandError("failed", `No keycode is free to type keysym 0x${sym.toString(16)}`);
+      return { keycode: spare.keycode, level: 0 };
+    });
+  }
+
+  private async assignSpares(keysyms: number[], keep: Set<number>) {
+    const free = this.spares.filter((s) => !keep.has(s.keysym)).sort((a, b) => a.lastUsed - b.lastUsed);
+    if (free.length < keysyms.length) {
+      throw new CommandError("failed", "The keymap has no spare keycodes left to type these characters");
+    }
+    const chosen = free.slice(0, keysyms.length);
+    const newestUse = Math.max(...chosen.map((s) => s.lastUsed));
+    const wait = newestUse + REUSE_GUARD_MS - performance.now();
+    if (wait > 0) await sleep(wait);
+    chosen.forEach((spare, i) => {
+      spare.keysym = keysyms[i];
+      this.conn.X.ChangeKeyboardMapping(spare.keycode, 2, [keysyms[i], keysyms[i]]);
+    });
+    // Our own MappingNotify comes back to us; the assignment already matches it.
+    await this.conn.sync();
+    this.stale = false;
+  }
+
+  /** The end of a run of keysyms that needs no more spare keycodes than there are. */
+  private chunkEnd(keysyms: readonly number[], start: number): number {
+    const needed = new Set<number>();
+    for (let i = start; i < keysyms.length; i++) {
+      const sym = keysyms[i];
+      const place = this.places.get(sym);
+      if (place && (place.level < 2 || this.levelThreeKeycode() !== undefined)) continue;
+      needed.add(sym);
+      if (needed.size > this.spares.length) return Math.max(i, start + 1);
+    }
+    return keysyms.length;
+  }
+
+  private touchSpares(keysyms: readonly number[]) {
+    const used = new Set(keysyms);
+    const now = performance.now();
+    for (const spare of this.spares) if (used.has(spare.keysym)) spare.lastUsed = now;
+  }
+
+  private modifierKeycodes(level: number): number[] {
+    const keycodes: number[] = [];
+    if (level === 1 || level === 3) keycodes.push(this.requirePlace(SHIFT_L, "Shift"));
+    if (level >= 2) keycodes.push(this.requirePlace(this.levelThreeKeysym() ?? ISO_LEVEL3_SHIFT, "AltGr"));
+    return keycodes;
+  }
+
+  private setLevel(from: number, to: number) {
+    const before = this.modifierKeycodes(from);
+    const after = this.modifierKeycodes(to);
+    for (const kc of before) if (!after.includes(kc)) this.fake(KEY_RELEASE, kc);
+    for (const kc of after) if (!before.includes(kc)) this.fake(KEY_PRESS, kc);
+  }
+
+  private levelThreeKeysym(): number | undefined {
+    if (this.places.get(ISO_LEVEL3_SHIFT)?.level === 0) return ISO_LEVEL3_SHIFT;
+    if (this.places.get(MODE_SWITCH)?.level === 0) return MODE_SWITCH;
+    return undefined;
+  }
+
+  private levelThreeKeycode(): number | undefined {
+    const sym = this.levelThreeKeysym();
+    return sym === undefined ? undefined : this.places.get(sym)?.keycode;
+  }
+
+  private requirePlace(keysym: number, name: string): number {
+    const place = this.places.get(keysym);
+    if (!place) throw new CommandError("failed", `The keymap has no ${name} key`);
+    return place.keycode;
+  }
+
+  private isHeld(keycode: number): boolean {
+    for (const keycodes of this.held.values()) if (keycodes.includes(keycode)) return true;
+    return false;
+  }
+
+  private fake(type: number, keycode: number) {
+    this.conn.ensureAlive();
+    this.xtest.FakeInput(type, keycode, 0, 0, 0, 0);
+  }
+}
+
+/** The keysyms that type a text: one per code point; line breaks are Enter, tabs are Tab. */
+export function textToKeysyms(text: string): number[] {
+  const keysyms: number[] = [];
+  const normalized = text.replace(/\r\n?/g, "\n");
+  for (const char of normalized) {
+    const cp = char.codePointAt(0) as number;
+    if (char === "\n") keysyms.push(0xff0d);
+    else if (char === "\t") keysyms.push(0xff09);
+    else if (cp < 0x20 || cp === 0x7f) continue;
+    else keysyms.push(keysymOfCharacter(cp));
+  }
+  return keysyms;
+}

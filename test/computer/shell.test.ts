@@ -1,0 +1,145 @@
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer } from "../support/server.js";
+
+let server: Awaited<ReturnType<typeof startTestServer>>;
+let dir: string;
+beforeAll(async () => {
+  server = await startTestServer();
+  dir = realpathSync(mkdtempSync(join(tmpdir(), "hangar-shell-")));
+});
+afterAll(async () => {
+  await server.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Running, not merely a zombie waiting for its parent to reap it. */
+function alive(pid: number) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+describe("run_command", () => {
+  it("returns stdout, stderr and the exit code; a non-zero exit is still a success", async () => {
+    const r = await server.cmd("run_command", { command: "echo out; echo err >&2; exit 3" });
+    expect(r.event).toMatchObject({ success: true, stdout: "out\n", stderr: "err\n", return_code: 3 });
+    expect(r.event.content).toEqual({ stdout: "out\n", stderr: "err\n", return_code: 3 });
+  });
+
+  it("answers through its aliases shell and exec", async () => {
+    for (const alias of ["shell", "exec"]) {
+      expect((await server.cmd(alias, { command: "printf hi" })).event.stdout).toBe("hi");
+    }
+  });
+
+  it("honours cwd and env", async () => {
+    const r = await server.cmd("run_command", {
+      command: 'pwd; echo "$GREETING"',
+      cwd: dir,
+      env: { GREETING: "héllo" },
+    });
+    expect(r.event.stdout).toBe(`${dir}\nhéllo\n`);
+  });
+
+  it("names a working directory that does not exist", async () => {
+    const r = await server.cmd("run_command", { command: "true", cwd: join(dir, "missing") });
+    expect(r.event).toMatchObject({ success: false, code: "not_found" });
+    expect(r.event.error).toContain("missing");
+  });
+
+  it("kills the whole process group on timeout and answers with the reference's shape", async () => {
+    const pidFile = join(dir, "bg.pid");
+    const started = Date.now();
+    const r = await server.cmd("run_command", {
+      command: `sleep 30 & echo $! > ${pidFile}; wait`,
+      timeout: 0.5,
+    });
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(r.event).toMatchObject({
+      success: false,
+      code: "timeout",
+      stderr: "Command timed out after 0.5s",
+      return_code: -1,
+    });
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    await sleep(100);
+    expect(alive(pid)).toBe(false);
+  });
+
+  it("kills the process group when the client goes away", async () => {
+    const pidFile = join(dir, "gone.pid");
+    const controller = new AbortController();
+    const request = fetch(`${server.url}/cmd`, {
+      method: "POST",
+      body: JSON.stringify({ command: "run_command", params: { command: `echo $$ > ${pidFile}; sleep 30` } }),
+      signal: controller.signal,
+    }).catch(() => undefined);
+    for (let i = 0; i < 100 && !existsSync(pidFile); i++) await sleep(20);
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    expect(alive(pid)).toBe(true);
+    controller.abort();
+    await request;
+    for (let i = 0; i < 50 && alive(pid); i++) await sleep(20);
+    expect(alive(pid)).toBe(false);
+  });
+
+  it("rejects wrong parameter types naming the field", async () => {
+    const r = await server.cmd("run_command", { command: "true", timeout: "soon" });
+    expect(r.event).toMatchObject({ success: false, code: "invalid_params" });
+    expect(r.event.error).toMatch(/timeout/);
+    const missing = await server.cmd("run_command", {});
+    expect(missing.event.error).toMatch(/command/);
+  });
+
+  it("ignores parameters it does not know", async () => {
+    const r = await server.cmd("run_command", { command: "echo ok", color: "blue" });
+    expect(r.event.stdout).toBe("ok\n");
+  });
+});
+
+describe("batch", () => {
+  it("runs steps in order and returns one cua-shaped result per step", async () => {
+    const r = await server.cmd("batch", {
+      commands: [
+        { command: "write_text", params: { path: join(dir, "b.txt"), content: "one" } },
+        { command: "read_file", params: { path: join(dir, "b.txt") } },
+        { command: "version" },
+      ],
+    });
+    expect(r.event.success).toBe(true);
+    expect(r.event.results).toEqual([
+      { success: true },
+      { success: true, content: "one" },
+      { success: true, protocol: 1, package: expect.any(String) },
+    ]);
+  });
+
+  it("stops at the first failure and says which step failed", async () => {
+    const marker = join(dir, "never.txt");
+    const r = await server.cmd("batch", {
+      commands: [
+        { command: "version" },
+        { command: "read_text", params: { path: join(dir, "nope.txt") } },
+        { command: "write_text", params: { path: marker, content: "x" } },
+      ],
+    });
+    expect(r.event).toMatchObject({ success: false, code: "not_found" });
+    expect(r.event.error).toMatch(/^Step 2 \(read_text\) failed: No such file/);
+    expect(r.event.results).toHaveLength(2);
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  it("reports an unknown command inside a batch and refuses nested batches", async () => {
+    const unknown = await server.cmd("batch", { commands: [{ command: "nope" }] });
+    expect(unknown.event).toMatchObject({ success: false, code: "unknown_command" });
+    const nested = await server.cmd("batch", { commands: [{ command: "batch", params: { commands: [] } }] });
+    expect(nested.event).toMatchObject({ success: false, code: "invalid_params" });
+  });
+});

@@ -1,0 +1,126 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TestSocket, wsUrl } from "../support/clients.js";
+import { startTestServer } from "../support/server.js";
+
+let server: Awaited<ReturnType<typeof startTestServer>>;
+let dir: string;
+beforeAll(async () => {
+  // cua images set CONTAINER_NAME everywhere: a name alone must leave the server in local mode.
+  process.env.CONTAINER_NAME ||= "some-container";
+  server = await startTestServer();
+  dir = mkdtempSync(join(tmpdir(), "hangar-ws-"));
+});
+afterAll(async () => {
+  await server.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("WS /ws in local mode", () => {
+  it("answers a command with the cua shape: success and the result's fields, no content copy", async () => {
+    const ws = await TestSocket.open(wsUrl(server.url));
+    expect(await ws.request("version")).toEqual({ success: true, protocol: 1, package: expect.any(String) });
+    const run = await ws.request("run_command", { command: "echo hello" });
+    expect(run).toEqual({ success: true, stdout: "hello\n", stderr: "", return_code: 0 });
+    await ws.close();
+  });
+
+  it("answers pipelined frames one each, in the order they were sent, even when earlier ones are slower", async () => {
+    const ws = await TestSocket.open(wsUrl(server.url));
+    ws.sendRaw(JSON.stringify({ command: "wait", params: { ms: 150 } }));
+    ws.sendRaw(JSON.stringify({ command: "run_command", params: { command: "echo second" } }));
+    ws.sendRaw("not json");
+    ws.sendRaw(JSON.stringify({ command: "version" }));
+    for (let i = 0; i < 20; i++)
+      ws.sendRaw(JSON.stringify({ command: "run_command", params: { command: `echo ${i}` } }));
+    expect(await ws.next()).toEqual({ success: true, waited_ms: 150 });
+    expect((await ws.next()).stdout).toBe("second\n");
+    expect((await ws.next()).error).toMatch(/^Invalid JSON/);
+    expect((await ws.next()).protocol).toBe(1);
+    for (let i = 0; i < 20; i++) expect((await ws.next()).stdout).toBe(`${i}\n`);
+    await ws.close();
+  });
+
+  it("keeps the socket open after every kind of bad frame, with an error a person can act on", async () => {
+    const ws = await TestSocket.open(wsUrl(server.url));
+    ws.sendRaw("{nope");
+    expect(await ws.next()).toMatchObject({
+      success: false,
+      error: expect.stringMatching(/^Invalid JSON: /),
+    });
+    ws.sendRaw(Buffer.from([1, 2, 3]), true);
+    expect(await ws.next()).toMatchObject({ success: false, error: expect.stringMatching(/Binary frames/) });
+    ws.sendRaw("[1,2]");
+    expect((await ws.next()).error).toMatch(/expected a JSON object/);
+    ws.sendRaw(JSON.stringify({ params: {} }));
+    expect(await ws.next()).toMatchObject({ success: false, error: "Command is required" });
+    expect(await ws.request("versoin")).toMatchObject({
+      success: false,
+      code: "unknown_command",
+      error: "Unknown command: versoin. Did you mean: version?",
+    });
+    expect(await ws.request("run_command", { command: 5 })).toMatchObject({
+      success: false,
+      code: "invalid_params",
+      error: expect.stringMatching(/command/),
+    });
+    expect(await ws.request("read_text", { path: join(dir, "missing.txt") })).toMatchObject({
+      success: false,
+      code: "not_found",
+    });
+    expect((await ws.request("version")).success).toBe(true);
+    await ws.close();
+  });
+
+  it("answers authenticate with success in local mode, whatever the credentials (cua clients send it)", async () => {
+    const ws = await TestSocket.open(wsUrl(server.url));
+    expect(await ws.request("authenticate", { api_key: "anything", container_name: "x" })).toEqual({
+      success: true,
+      message: "Authentication successful",
+    });
+    expect((await ws.request("version")).success).toBe(true);
+    await ws.close();
+  });
+
+  it("takes messages well over 16 MiB and answers replies as large", async () => {
+    const ws = await TestSocket.open(wsUrl(server.url));
+    const data = Buffer.alloc(18 * 1024 * 1024, 7);
+    const path = join(dir, "big.bin");
+    const written = await ws.request("write_bytes", { path, content_b64: data.toString("base64") });
+    expect(written.success).toBe(true);
+    expect(readFileSync(path).equals(data)).toBe(true);
+    const read = await ws.request("read_bytes", { path });
+    expect(Buffer.from(read.content_b64, "base64").equals(data)).toBe(true);
+    await ws.close();
+  });
+
+  it("cancels a running command when the client goes away", async () => {
+    const marker = join(dir, "cancelled");
+    const ws = await TestSocket.open(wsUrl(server.url));
+    ws.sendRaw(
+      JSON.stringify({ command: "run_command", params: { command: `sleep 1.5 && touch ${marker}` } }),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    await ws.close();
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(() => readFileSync(marker)).toThrow();
+  });
+});
+
+describe("WS /ws limits", () => {
+  it("closes with 1009 a message over the configured limit, and the server keeps serving", async () => {
+    const small = await startTestServer({ wsMessageLimitBytes: 1024 * 1024 });
+    try {
+      const ws = await TestSocket.open(wsUrl(small.url));
+      ws.sendRaw(JSON.stringify({ command: "version", params: { pad: "x".repeat(2 * 1024 * 1024) } }));
+      expect((await ws.closed).code).toBe(1009);
+      const again = await TestSocket.open(wsUrl(small.url));
+      expect((await again.request("version")).success).toBe(true);
+      await again.close();
+    } finally {
+      await small.close();
+    }
+  });
+});
