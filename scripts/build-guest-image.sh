@@ -5,7 +5,10 @@
 # binary) and Hangar's computer server enabled as a systemd unit on port 8000.
 #
 #   sudo ./scripts/build-guest-image.sh [--output build/guest/disk.img] [--size 8G]
-#                                       [--display 1280x800] [--cache build/guest/cache]
+#                                       [--display WxH] [--cache build/guest/cache]
+#
+# The guest's virtual desktop takes the VM's display size (the host service's `display`), or the
+# size --display forces.
 #
 # No loop devices and no mounts of the disk: the root file system is written from a directory
 # with `mkfs.ext4 -d`, the ESP with `mkfs.vfat` and mtools, at their offsets in the disk file.
@@ -17,7 +20,7 @@ REPO=$PWD
 
 OUTPUT=build/guest/disk.img
 SIZE=8G
-DISPLAY_SIZE=1280x800
+DISPLAY_SIZE=
 CACHE=build/guest/cache
 SUITE=bookworm
 
@@ -32,7 +35,7 @@ while [ $# -gt 0 ]; do
     *) echo "build-guest-image.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
-[[ "$DISPLAY_SIZE" =~ ^[0-9]{3,5}x[0-9]{3,5}$ ]] || { echo "--display must be WxH, e.g. 1280x800" >&2; exit 2; }
+[ -z "$DISPLAY_SIZE" ] || [[ "$DISPLAY_SIZE" =~ ^[0-9]{3,5}x[0-9]{3,5}$ ]] || { echo "--display must be WxH, e.g. 1280x800" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "build-guest-image.sh: run as root (debootstrap and chroot need it)" >&2; exit 1; }
 for tool in debootstrap chroot mkfs.ext4 mkfs.vfat mcopy mmd sfdisk syslinux npm node; do
   command -v "$tool" >/dev/null || {
@@ -143,7 +146,11 @@ in_chroot "$ROOT" systemctl mask systemd-networkd-wait-online.service >/dev/null
 in_chroot "$ROOT" useradd --create-home --uid 1000 --user-group --shell /bin/bash hangar
 in_chroot "$ROOT" passwd --lock root >/dev/null
 install -m 0644 deploy/systemd/hangar-computer.service "$ROOT/etc/systemd/system/hangar-computer.service"
-echo "HANGAR_DISPLAY=$DISPLAY_SIZE" >"$ROOT/etc/default/hangar"
+install -D -m 0755 deploy/systemd/hangar-vm-display "$ROOT/usr/local/libexec/hangar-vm-display"
+{
+  echo "# Settings of hangar-computer.service, e.g. HANGAR_DISPLAY=1920x1080 (default: the VM's display)."
+  [ -z "$DISPLAY_SIZE" ] || echo "HANGAR_DISPLAY=$DISPLAY_SIZE"
+} >"$ROOT/etc/default/hangar"
 in_chroot "$ROOT" systemctl enable hangar-computer.service >/dev/null 2>&1
 
 # 4. The disk: GPT with a 256 MiB ESP and the root after it.

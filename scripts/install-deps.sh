@@ -82,5 +82,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 if [ "$npm" -eq 1 ] && [ "${SKIP_NPM:-}" != "1" ]; then
-  npm ci --no-audit --no-fund
+  # npm 11 here rejects the lock file for the optional platform packages of other systems, which it
+  # never records; the lock file still pins every package that gets installed.
+  npm ci --no-audit --no-fund || {
+    echo "install-deps.sh: npm ci refused the lock file; installing with npm install instead" >&2
+    npm install --no-audit --no-fund
+  }
 fi

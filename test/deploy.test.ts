@@ -4,7 +4,16 @@
  * --help` lists; ports, probe paths and the paths of mounted Secrets match the flags' values.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
@@ -46,7 +55,14 @@ function flagValues(args: string[], known: Set<string>): Map<string, string> {
 
 describe("the CLI's flags", () => {
   it("are read from the built program's help", () => {
-    for (const flag of ["--host", "--port", "--tls-cert", "--tls-key", "--api-key-file", "--container-name"]) {
+    for (const flag of [
+      "--host",
+      "--port",
+      "--tls-cert",
+      "--tls-key",
+      "--api-key-file",
+      "--container-name",
+    ]) {
       expect(serveFlags).toContain(flag);
     }
     expect(hostFlags).toContain("--port");
@@ -176,8 +192,39 @@ describe("the systemd units (deploy/systemd)", () => {
     expect(unit.get("Service")!.get("Environment")).toContain("HANGAR_DISPLAY=1280x800");
     expect(unit.get("Service")!.get("User")).toEqual(["hangar"]);
     expect(unit.get("Install")!.get("WantedBy")).toEqual(["multi-user.target"]);
-    // The guest image installs this very file.
-    expect(read("scripts/build-guest-image.sh")).toContain("deploy/systemd/hangar-computer.service");
+    // The VM's display size comes first from the script, then /etc/default/hangar may override it.
+    expect(unit.get("Service")!.get("ExecStartPre")).toEqual([
+      "/usr/local/libexec/hangar-vm-display /run/hangar/display.env",
+    ]);
+    expect(unit.get("Service")!.get("RuntimeDirectory")).toEqual(["hangar"]);
+    expect(unit.get("Service")!.get("EnvironmentFile")).toEqual([
+      "-/run/hangar/display.env",
+      "-/etc/default/hangar",
+    ]);
+    // The guest image installs these very files.
+    const builder = read("scripts/build-guest-image.sh");
+    expect(builder).toContain("deploy/systemd/hangar-computer.service");
+    expect(builder).toContain('deploy/systemd/hangar-vm-display "$ROOT/usr/local/libexec/hangar-vm-display"');
+  });
+
+  it("take the guest's screen size from the VM display's preferred mode", () => {
+    const drm = mkdtempSync(join(tmpdir(), "hangar-drm-"));
+    try {
+      mkdirSync(join(drm, "card0-HDMI-A-1")); // a connector with no screen: no modes
+      writeFileSync(join(drm, "card0-HDMI-A-1", "modes"), "");
+      mkdirSync(join(drm, "card0-Virtual-1"));
+      writeFileSync(join(drm, "card0-Virtual-1", "modes"), "1024x768\n1920x1080\n1280x800\n");
+      const script = join(REPO, "deploy", "systemd", "hangar-vm-display");
+      const out = join(drm, "display.env");
+      execFileSync(script, [out], { env: { ...process.env, HANGAR_DRM_DIR: drm } });
+      expect(readFileSync(out, "utf8")).toBe("HANGAR_DISPLAY=1024x768\n");
+      // No screen at all: no file, so the unit's default applies.
+      rmSync(join(drm, "card0-Virtual-1"), { recursive: true });
+      execFileSync(script, [out], { env: { ...process.env, HANGAR_DRM_DIR: drm, HANGAR_DRM_WAIT: "1" } });
+      expect(existsSync(out)).toBe(false);
+    } finally {
+      rmSync(drm, { recursive: true, force: true });
+    }
   });
 
   it("start the host service on loopback port 7777, not as root", () => {
@@ -229,7 +276,9 @@ describe("the Dockerfile", () => {
       expect(listed).toContain(pkg);
     }
     // With no arguments the script installs a superset of the container's packages.
-    const everything = execFileSync(join(REPO, "scripts", "install-deps.sh"), ["--list"], { encoding: "utf8" });
+    const everything = execFileSync(join(REPO, "scripts", "install-deps.sh"), ["--list"], {
+      encoding: "utf8",
+    });
     for (const pkg of listed.filter(Boolean)) expect(everything.split("\n")).toContain(pkg);
   });
 

@@ -66,7 +66,9 @@ async function startEntrypoint(env: Record<string, string>, args: string[], dir:
 /** Runs the HEALTHCHECK command as Docker would: exit code 0 means healthy. */
 async function healthcheck(dir: string): Promise<{ code: number; stderr: string }> {
   try {
-    await promisify(execFile)(process.execPath, [HEALTH, "/status"], { env: { ...process.env, TMPDIR: dir } });
+    await promisify(execFile)(process.execPath, [HEALTH, "/status"], {
+      env: { ...process.env, TMPDIR: dir },
+    });
     return { code: 0, stderr: "" };
   } catch (err) {
     return { code: (err as { code: number }).code, stderr: String((err as { stderr: string }).stderr) };

@@ -96,7 +96,9 @@ describe("containerSettings", () => {
     expect(() =>
       containerSettings({ HANGAR_VNC: "1", HANGAR_VNC_PASSWORD_FILE: join(empty, "missing") }, []),
     ).toThrow(/HANGAR_VNC_PASSWORD_FILE/);
-    expect(() => containerSettings({ HANGAR_DISPLAY: "big" }, [])).toThrow(/HANGAR_DISPLAY must be WIDTHxHEIGHT/);
+    expect(() => containerSettings({ HANGAR_DISPLAY: "big" }, [])).toThrow(
+      /HANGAR_DISPLAY must be WIDTHxHEIGHT/,
+    );
     expect(() =>
       containerSettings({ HANGAR_VNC: "1", HANGAR_VNC_PASSWORD: "x", HANGAR_VNC_PORT: "99999" }, []),
     ).toThrow(/HANGAR_VNC_PORT must be a port number/);
