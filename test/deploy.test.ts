@@ -188,7 +188,7 @@ describe("the systemd units (deploy/systemd)", () => {
     expect(flags.get("--host")).toBe("0.0.0.0");
     expect(flags.get("--port")).toBe("8000");
     // ${HANGAR_DISPLAY} comes from the unit's environment, which sets a default.
-    expect(flags.get("--virtual-display")).toBe("${HANGAR_DISPLAY}");
+    expect(flags.get("--virtual-display")).toBe(`\${HANGAR_DISPLAY}`);
     expect(unit.get("Service")!.get("Environment")).toContain("HANGAR_DISPLAY=1280x800");
     expect(unit.get("Service")!.get("User")).toEqual(["hangar"]);
     expect(unit.get("Install")!.get("WantedBy")).toEqual(["multi-user.target"]);
