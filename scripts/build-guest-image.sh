@@ -16,7 +16,6 @@
 # change only repacks Hangar. The mirror is debootstrap's default unless DEBOOTSTRAP_MIRROR is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-REPO=$PWD
 
 OUTPUT=build/guest/disk.img
 SIZE=8G
@@ -63,23 +62,34 @@ CACHE=$(realpath -m "$CACHE")
 mkdir -p "$(dirname "$OUTPUT")" "$CACHE"
 WORK=$(mktemp -d "$(dirname "$OUTPUT")/.guest-build.XXXXXX")
 MOUNTS=()
-cleanup() {
-  for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do umount -l "${MOUNTS[i]}" 2>/dev/null || true; done
-  rm -rf "$WORK"
+# Removes a build directory, but never while something is still mounted in it (a bound /dev!).
+remove_tree() {
+  if grep -q " $1/" /proc/self/mounts; then
+    echo "build-guest-image.sh: $1 still has mounts; left in place" >&2
+    return 1
+  fi
+  rm -rf "$1"
 }
-trap cleanup EXIT
 
 in_chroot() { chroot "$1" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LC_ALL=C "${@:2}"; }
 mount_api() { # proc, sys and dev for package scripts (the kernel's initramfs hook needs them)
   local root=$1
-  mount -t proc proc "$root/proc" && MOUNTS+=("$root/proc")
-  mount -t sysfs sys "$root/sys" && MOUNTS+=("$root/sys")
-  mount --bind /dev "$root/dev" && MOUNTS+=("$root/dev")
+  mount -t proc proc "$root/proc"
+  MOUNTS+=("$root/proc")
+  mount -t sysfs sys "$root/sys"
+  MOUNTS+=("$root/sys")
+  mount --bind /dev "$root/dev"
+  MOUNTS+=("$root/dev")
 }
 unmount_api() {
   for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do umount -l "${MOUNTS[i]}" 2>/dev/null || true; done
   MOUNTS=()
 }
+cleanup() {
+  unmount_api
+  remove_tree "$WORK"
+}
+trap cleanup EXIT
 
 # 1. The Debian base, cached by suite and package list.
 key=$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" | sha256sum | cut -c1-16)
@@ -110,7 +120,7 @@ EOF
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin
   step "cache the base ($(du -sh "$root" | cut -f1))"
   tar -C "$root" --numeric-owner -cf "$BASE.tmp" . && mv "$BASE.tmp" "$BASE"
-  rm -rf "$root"
+  remove_tree "$root"
 else
   step "Debian base from the cache ($(basename "$BASE"))"
 fi
