@@ -19,6 +19,7 @@ COPY bin ./bin
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev --no-audit --no-fund
 
 # Run: Debian bookworm-slim with Node 20 (Debian's own nodejs is 18), packages from install-deps.sh.
+# Debian's novnc package depends on Debian's nodejs; /usr/local/bin/node (20) stays first in PATH.
 FROM node:20-bookworm-slim
 COPY scripts/install-deps.sh /opt/hangar/scripts/install-deps.sh
 RUN /opt/hangar/scripts/install-deps.sh --container \
