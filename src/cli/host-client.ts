@@ -4,6 +4,7 @@
  * a service that is not running is said so plainly.
  */
 import type { Command } from "commander";
+import { fetchFailure } from "../common/errors.js";
 
 /** A JSON answer of the service, printed as text. */
 // biome-ignore lint/suspicious/noExplicitAny: the shape is the service's, only printed
@@ -23,11 +24,11 @@ export class HostClient {
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (err) {
-      const code = (err as { cause?: { code?: string } }).cause?.code;
+      const code = fetchFailure(err);
       if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EHOSTUNREACH") {
         throw new Error(`The host service is not running at ${this.url} (start it with: hangar host serve)`);
       }
-      throw new Error(`Cannot reach the host service at ${this.url}: ${code ?? (err as Error).message}`);
+      throw new Error(`Cannot reach the host service at ${this.url}: ${code}`);
     }
     const text = await res.text();
     let parsed: unknown = null;
@@ -74,15 +75,4 @@ export function table(rows: Record<string, unknown>[], columns: [key: string, ti
       .join("  ")
       .trimEnd();
   return [line(columns.map(([, title]) => title)), ...cells.map(line)].join("\n");
-}
-
-export function humanBytes(bytes: number): string {
-  const units = ["B", "KB", "MB", "GB", "TB"];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${Number.isInteger(value) ? value : value.toFixed(1)}${units[unit]}`;
 }

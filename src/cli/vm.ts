@@ -1,6 +1,7 @@
 /** `hangar vm ls|get|create|rm|clone|set|run|stop`: the VM routes of the host service. */
 import { type Command, InvalidArgumentError } from "commander";
-import { clientOf, clientOptions, humanBytes, type Json, output, table } from "./host-client.js";
+import { formatBytes } from "../computer/app.js";
+import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
 
 type Vm = Json;
 
@@ -20,8 +21,8 @@ const VM_COLUMNS: [string, string][] = [
 function vmRow(vm: Vm) {
   return {
     ...vm,
-    memory: humanBytes(vm.memorySize ?? 0),
-    disk: `${humanBytes(vm.diskSize?.allocated ?? 0)}/${humanBytes(vm.diskSize?.total ?? 0)}`,
+    memory: formatBytes(vm.memorySize ?? 0),
+    disk: `${formatBytes(vm.diskSize?.allocated ?? 0)}/${formatBytes(vm.diskSize?.total ?? 0)}`,
     vnc: vm.vncUrl,
   };
 }

@@ -54,3 +54,15 @@ export function describeOsError(err: unknown, path?: string): CommandError {
       return new CommandError("failed", `${e?.message ?? String(err)}`);
   }
 }
+
+/**
+ * The system error code behind a failed `fetch` (`ECONNREFUSED`, `ENOTFOUND`, …), which undici
+ * hides in `cause`, sometimes inside an AggregateError; otherwise the cause's message.
+ */
+export function fetchFailure(err: unknown): string {
+  const cause = (err as { cause?: { code?: string; message?: string; errors?: { code?: string }[] } }).cause;
+  const code = cause?.code ?? cause?.errors?.find((e) => e.code)?.code;
+  if (code) return code;
+  const inMessage = /\b(E[A-Z]{4,})\b/.exec(cause?.message ?? "")?.[1];
+  return inMessage ?? cause?.message ?? (err as Error).message;
+}

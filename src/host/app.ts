@@ -5,7 +5,7 @@
  */
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { CommandError } from "../common/errors.js";
+import { CommandError, describeOsError } from "../common/errors.js";
 import type { Logger } from "../common/logger.js";
 import { PACKAGE_VERSION } from "../common/version.js";
 import { configRoutes } from "./routes/config.js";
@@ -45,6 +45,17 @@ export function createHostApp(services: HostServices, log?: Logger) {
   app.notFound((c) => c.json({ message: `Not found: ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {
     if (err instanceof CommandError) return c.json({ message: err.message }, 400);
+    // A failed file-system operation is a failed operation (400), named as such.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (typeof code === "string" && /^E[A-Z]+$/.test(code)) {
+      const path = (err as NodeJS.ErrnoException).path;
+      void services.log.error("Operation failed", {
+        method: c.req.method,
+        path: c.req.path,
+        error: err.message,
+      });
+      return c.json({ message: `Operation failed: ${describeOsError(err, path).message}` }, 400);
+    }
     log?.error({ err, path: c.req.path }, "request failed");
     void services.log.error("Request failed", { method: c.req.method, path: c.req.path, error: err.message });
     return c.json({ message: `Internal error: ${err.message}` }, 500);

@@ -4,7 +4,7 @@
  * <build> → Restore → {FirmwareURL, ProductVersion, BuildVersion}`. The catalog's address is a
  * setting, so tests serve a fixture on loopback.
  */
-import { CommandError } from "../common/errors.js";
+import { CommandError, fetchFailure } from "../common/errors.js";
 
 type Plist = string | number | boolean | Plist[] | { [key: string]: Plist };
 
@@ -21,10 +21,10 @@ export async function latestRestoreImage(catalogUrl: string, timeoutMs = 10_000)
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
     text = await res.text();
   } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+    const reason = fetchFailure(err);
     throw new CommandError(
       "unavailable",
-      `Cannot reach the macOS restore-image catalog at ${catalogUrl}: ${cause}`,
+      `Cannot reach the macOS restore-image catalog at ${catalogUrl}: ${reason}`,
     );
   }
   let images: RestoreImage[];

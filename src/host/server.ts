@@ -9,7 +9,7 @@ import { serve } from "@hono/node-server";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { createHostApp } from "./app.js";
 import { HostLog } from "./host-log.js";
-import { detectAccelerator } from "./qemu/accel.js";
+import { acceleratorSettled, detectAccelerator } from "./qemu/accel.js";
 import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
 import { VmService, type VmServiceOptions } from "./vm-service.js";
@@ -60,6 +60,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
         server.close(() => resolve());
       });
       await vms.settled();
+      await acceleratorSettled();
       await log.flush();
     },
   };

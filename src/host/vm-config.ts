@@ -42,6 +42,8 @@ export function randomMac(): string {
   return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join(":");
 }
 
+const MAX_DISPLAY_SIDE = 8192;
+
 /** `WIDTHxHEIGHT`, both positive integers; throws lume's message otherwise. */
 export function parseDisplay(display: string): { width: number; height: number } {
   const match = /^(\d{1,5})x(\d{1,5})$/.exec(display);
@@ -51,6 +53,12 @@ export function parseDisplay(display: string): { width: number; height: number }
     throw new CommandError(
       "invalid_params",
       `Invalid display resolution format: ${display}. Expected format: WIDTHxHEIGHT`,
+    );
+  }
+  if (width > MAX_DISPLAY_SIDE || height > MAX_DISPLAY_SIDE) {
+    throw new CommandError(
+      "invalid_params",
+      `Display ${display} is too large: at most ${MAX_DISPLAY_SIDE}x${MAX_DISPLAY_SIDE}`,
     );
   }
   return { width, height };

@@ -117,7 +117,7 @@ export class VmService {
       this.store.create(name, location, config),
     );
     await this.log.info("VM created", {
-      name,
+      vm: name,
       location: location.name,
       diskSize,
       memorySize,
@@ -134,7 +134,7 @@ export class VmService {
       if (session) await stopQemu(vm.dir, session, this.options.stopGraceMs ?? 10_000);
       await this.store.remove(vm);
     });
-    await this.log.info("VM deleted", { name: vm.name, location: vm.location.name });
+    await this.log.info("VM deleted", { vm: vm.name, location: vm.location.name });
   }
 
   async clone(request: { name: string; newName: string; sourceLocation?: string; destLocation?: string }) {
@@ -187,7 +187,7 @@ export class VmService {
       if (moving) await this.store.move(vm, destination);
     });
     await this.log.info("VM settings updated", {
-      name: vm.name,
+      vm: vm.name,
       cpu: request.cpu,
       memorySize,
       diskSize,
@@ -241,7 +241,7 @@ export class VmService {
       if (!session) throw new CommandError("failed", `Virtual machine not running: ${vm.name}`);
       await stopQemu(vm.dir, session, this.options.stopGraceMs ?? 10_000);
     });
-    await this.log.info("VM stopped", { name: vm.name });
+    await this.log.info("VM stopped", { vm: vm.name });
   }
 
   /** Waits for every start in progress (tests and shutdown). */
@@ -263,7 +263,7 @@ export class VmService {
       const session = await launched;
       await rm(join(vm.dir, LAST_ERROR_FILE), { force: true });
       await this.log.info("VM started", {
-        name: vm.name,
+        vm: vm.name,
         pid: session.pid,
         accelerator: session.accelerator,
         ipAddress: session.ipAddress,
@@ -274,7 +274,7 @@ export class VmService {
       await writeFileAtomic(join(vm.dir, LAST_ERROR_FILE), `${new Date().toISOString()} ${message}\n`).catch(
         () => undefined,
       );
-      await this.log.error("VM failed to start", { name: vm.name, error: message });
+      await this.log.error("VM failed to start", { vm: vm.name, error: message });
     }
   }
 

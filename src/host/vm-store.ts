@@ -187,9 +187,10 @@ export class VmStore {
 /** Copies config, disk (sparsely) and UEFI variables; `newMac` gives the copy a MAC of its own. */
 async function copyVmFiles(from: string, to: string, newMac: boolean) {
   const config = await readVmConfig(from);
-  await copySparse(join(from, DISK_FILE), join(to, DISK_FILE));
-  await copyFile(join(from, NVRAM_FILE), join(to, NVRAM_FILE));
+  // The config goes first: its fsync would otherwise wait for ext4 to flush the copied disk.
   await writeVmConfig(to, newMac ? { ...config, macAddress: randomMac() } : config);
+  await copyFile(join(from, NVRAM_FILE), join(to, NVRAM_FILE));
+  await copySparse(join(from, DISK_FILE), join(to, DISK_FILE));
 }
 
 export function alreadyExists(name: string) {

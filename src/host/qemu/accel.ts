@@ -22,6 +22,11 @@ export function detectAccelerator(binary = qemuBinary()): Promise<Accelerator> {
   return probe;
 }
 
+/** Resolves when a probe in progress has finished (the service waits for it when closing). */
+export function acceleratorSettled(): Promise<unknown> {
+  return probe ?? Promise.resolve();
+}
+
 /** `qemu-system-<arch>` for this machine (`HANGAR_QEMU` names another binary). */
 export function qemuBinary(): string {
   if (process.env.HANGAR_QEMU) return process.env.HANGAR_QEMU;
@@ -51,10 +56,14 @@ async function probeKvm(binary: string): Promise<Accelerator> {
     args.push("-qmp", "stdio");
     return await new Promise<Accelerator>((resolve) => {
       const child = spawn(binary, args, { stdio: ["pipe", "pipe", "ignore"] });
+      // QEMU outlives a closed stdin: make sure the probe never survives this process.
+      const killChild = () => child.kill("SIGKILL");
+      process.once("exit", killChild);
       let output = "";
       const finish = (result: Accelerator) => {
         clearTimeout(timer);
-        child.kill("SIGKILL");
+        process.off("exit", killChild);
+        killChild();
         resolve(result);
       };
       child.stdout.setEncoding("utf8");

@@ -65,7 +65,7 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
     "-device",
     `virtio-net-pci,netdev=net0${config.macAddress ? `,mac=${config.macAddress}` : ""}`,
     "-device",
-    `VGA,edid=on,xres=${launch.display.width},yres=${launch.display.height}`,
+    `VGA,edid=on,xres=${launch.display.width},yres=${launch.display.height},vgamem_mb=${videoMemoryMb(launch.display)}`,
     "-device",
     "qemu-xhci",
     "-device",
@@ -91,4 +91,12 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
     "-daemonize",
   );
   return args;
+}
+
+/** Enough video memory for the display at 32 bits per pixel, twice over: a power of two, 16–256 MiB. */
+function videoMemoryMb({ width, height }: { width: number; height: number }): number {
+  const needed = (width * height * 4 * 2) / 1024 ** 2;
+  let mb = 16;
+  while (mb < needed && mb < 256) mb *= 2;
+  return mb;
 }

@@ -1,7 +1,8 @@
 /**
  * Each running VM gets a loopback address of its own, `127.0.1.N`, so that every VM's computer
  * server is at `http://127.0.1.N:8000` and its SSH at port 22 of the same address. The lowest N
- * that no other VM holds and whose ports are free on the host is chosen.
+ * that no other VM holds and whose ports are free on the host is chosen. When a port is held on
+ * every address (a host service listening on 0.0.0.0:22, say), the next candidate port is used.
  */
 import { readFile } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -9,13 +10,41 @@ import { createServer } from "node:net";
 const FIRST = 2; // 127.0.1.1 is the host name's address on Debian
 const LAST = 254;
 
-export async function pickLoopbackAddress(taken: Set<string>, ports: number[]): Promise<string> {
+export interface Forwarding {
+  ipAddress: string;
+  /** Guest port → host port on `ipAddress`. */
+  ports: Record<string, number>;
+}
+
+/** @param candidates guest port → host ports to try, preferred first */
+export async function pickForwarding(
+  taken: Set<string>,
+  candidates: Record<string, number[]>,
+): Promise<Forwarding> {
+  const free: string[] = [];
   for (let n = FIRST; n <= LAST; n++) {
     const address = `127.0.1.${n}`;
     if (taken.has(address)) continue;
-    if (await allFree(address, ports)) return address;
+    free.push(address);
+    const preferred = Object.fromEntries(
+      Object.entries(candidates).map(([guest, ports]) => [guest, ports[0]]),
+    );
+    if (await allFree(address, Object.values(preferred))) return { ipAddress: address, ports: preferred };
+    if (free.length >= 4) break; // the preferred ports are likely held on every address
   }
-  throw new Error("No free loopback address in 127.0.1.2–127.0.1.254 for another VM");
+  for (const address of free) {
+    const ports: Record<string, number> = {};
+    for (const [guest, options] of Object.entries(candidates)) {
+      for (const port of options) {
+        if (await canListen(address, port)) {
+          ports[guest] = port;
+          break;
+        }
+      }
+    }
+    if (Object.keys(ports).length === Object.keys(candidates).length) return { ipAddress: address, ports };
+  }
+  throw new Error("No free loopback address with free ports in 127.0.1.2–127.0.1.254 for another VM");
 }
 
 async function allFree(address: string, ports: number[]) {
@@ -31,12 +60,11 @@ function canListen(address: string, port: number): Promise<boolean> {
   });
 }
 
-/** Guest 22 goes to host port 22 when this process may bind it, else to 2222. */
-export async function sshHostPort(): Promise<number> {
-  if (process.getuid?.() === 0) return 22;
-
+/** The host ports tried for the guest's SSH: 22 when this process may bind it, then 2222, 10022. */
+export async function sshCandidates(): Promise<number[]> {
   const start = Number(
     (await readFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", "utf8").catch(() => "1024")).trim(),
   );
-  return start <= 22 ? 22 : 2222;
+  const privileged = process.getuid?.() === 0 || start <= 22;
+  return privileged ? [22, 2222, 10022] : [2222, 10022];
 }

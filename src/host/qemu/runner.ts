@@ -13,7 +13,7 @@ import { parseDisplay } from "../vm-config.js";
 import { detectAccelerator, qemuBinary } from "./accel.js";
 import { buildQemuArgs, type SharedDirectory } from "./args.js";
 import { findFirmware } from "./firmware.js";
-import { pickLoopbackAddress, sshHostPort } from "./loopback.js";
+import { pickForwarding, sshCandidates } from "./loopback.js";
 import { QmpClient } from "./qmp.js";
 import { clearSession, isQemuFor, PID_FILE, qmpSocketPath, type Session, writeSession } from "./session.js";
 
@@ -34,29 +34,43 @@ const VNC_PASSWORD_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789";
 
 export async function startQemu(options: StartOptions): Promise<Session & { pid: number }> {
   const accelerator = await detectAccelerator();
-  const sshPort = await sshHostPort();
-  const ipAddress = await pickLoopbackAddress(options.takenAddresses, [COMPUTER_SERVER_PORT, sshPort]);
   const qmpSocket = qmpSocketPath(options.dir);
   const sharedDirectories: SharedDirectory[] = options.sharedDirectories.map((share, index) => ({
     ...share,
     tag: `hangar${index}`,
   }));
-  const forwardedPorts = { [COMPUTER_SERVER_PORT]: COMPUTER_SERVER_PORT, 22: sshPort };
-  await clearSession(options.dir);
-  const args = buildQemuArgs({
-    name: options.name,
-    dir: options.dir,
-    config: options.config,
-    accelerator,
-    firmware: findFirmware(),
-    qmpSocket,
-    ipAddress,
-    forwardedPorts,
-    vnc: options.vnc,
-    sharedDirectories,
-    display: parseDisplay(options.config.display),
-  });
-  await launchDaemon(qemuBinary(), args);
+  const taken = new Set(options.takenAddresses);
+  let ipAddress = "";
+  let forwardedPorts: Record<string, number> = {};
+  // Another program (another service, say) may take the chosen ports between the check and
+  // QEMU's bind: then the next address is tried.
+  for (let attempt = 1; ; attempt++) {
+    ({ ipAddress, ports: forwardedPorts } = await pickForwarding(taken, {
+      [COMPUTER_SERVER_PORT]: [COMPUTER_SERVER_PORT, 18000, 28000],
+      22: await sshCandidates(),
+    }));
+    await clearSession(options.dir);
+    const args = buildQemuArgs({
+      name: options.name,
+      dir: options.dir,
+      config: options.config,
+      accelerator,
+      firmware: findFirmware(),
+      qmpSocket,
+      ipAddress,
+      forwardedPorts,
+      vnc: options.vnc,
+      sharedDirectories,
+      display: parseDisplay(options.config.display),
+    });
+    try {
+      await launchDaemon(qemuBinary(), args);
+      break;
+    } catch (err) {
+      if (attempt >= 3 || !/host forwarding/i.test((err as Error).message)) throw err;
+      taken.add(ipAddress);
+    }
+  }
 
   const pid = await readPid(options.dir);
   let vnc: Session["vnc"] = null;
@@ -82,7 +96,7 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
     qmpSocket,
     accelerator,
     ipAddress,
-    forwardedPorts: Object.fromEntries(Object.entries(forwardedPorts).map(([g, h]) => [String(g), h])),
+    forwardedPorts,
     vnc,
     sharedDirectories,
     startedAt: new Date().toISOString(),

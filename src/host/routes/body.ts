@@ -29,18 +29,28 @@ export async function jsonBody<T extends z.ZodType>(
   }
   const withoutNulls = Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null));
   const parsed = schema.safeParse(withoutNulls);
-  if (!parsed.success) throw new CommandError("invalid_params", `${label}: ${describeIssues(parsed.error)}`);
+  if (!parsed.success) {
+    throw new CommandError("invalid_params", `${label}: ${describeIssues(parsed.error, withoutNulls)}`);
+  }
   return parsed.data;
 }
 
-export function describeIssues(error: z.ZodError): string {
+/** One sentence per problem, naming the field: `cpu is required`, `cpu: Invalid input: expected int…`. */
+export function describeIssues(error: z.ZodError, input: unknown): string {
   return error.issues
     .map((issue) => {
       const field = issue.path.join(".") || "body";
-      if (issue.code === "invalid_type" && issue.input === undefined) return `${field} is required`;
+      if (issue.code === "invalid_type" && valueAt(input, issue.path) === undefined)
+        return `${field} is required`;
       return `${field}: ${issue.message}`;
     })
     .join("; ");
+}
+
+function valueAt(input: unknown, path: PropertyKey[]): unknown {
+  let value = input;
+  for (const key of path) value = (value as Record<PropertyKey, unknown> | undefined)?.[key];
+  return value;
 }
 
 /** A query parameter checked by a schema; its failure names the parameter. */

@@ -1,6 +1,7 @@
 /** The VM routes: /svc/vms (list, create), /svc/vms/:name (get, update, delete), clone, run, stop. */
 import type { Context, Hono } from "hono";
 import { z } from "zod";
+import { needsMacHost } from "../macos.js";
 import type { HostServices } from "../services.js";
 import { jsonBody, storageOf } from "./body.js";
 
@@ -85,6 +86,11 @@ export function vmRoutes(app: Hono, { vms }: HostServices) {
     const body = await jsonBody(c, runSchema, { label: "Invalid run request body" });
     const vm = await vms.run(c.req.param("name"), { ...body, storage: storageOf(c, body) });
     return c.json({ message: "VM start initiated", name: vm.name, status: "pending" }, 202);
+  });
+
+  // lume's unattended macOS setup: nothing a Linux host can do.
+  app.post("/svc/vms/:name/setup", () => {
+    throw needsMacHost("Unattended setup (macOS VMs only)");
   });
 
   app.post("/svc/vms/:name/stop", async (c) => {

@@ -1,0 +1,121 @@
+/**
+ * Starts a real host service on a free loopback port with its own temporary config directory and
+ * home, and talks to it over HTTP. `cleanup()` kills every QEMU started under that home and
+ * removes the directory.
+ */
+
+import { mkdtempSync } from "node:fs";
+import { open, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type HostServiceOptions, startHostService } from "../../src/host/server.js";
+
+export interface TestHost {
+  root: string;
+  home: string;
+  url: string;
+  options: HostServiceOptions;
+  api(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: any; text: string; headers: Headers }>;
+  restart(): Promise<void>;
+  close(): Promise<void>;
+  cleanup(): Promise<void>;
+}
+
+export async function startTestHost(extra: HostServiceOptions = {}): Promise<TestHost> {
+  const root = mkdtempSync(join(tmpdir(), "hangar-host-test-"));
+  const home = join(root, "home");
+  const options: HostServiceOptions = {
+    port: 0,
+    configHome: join(root, "config"),
+    userHome: root,
+    defaultHomeDirectory: home,
+    stopGraceMs: 500,
+    ...extra,
+  };
+  let service = await startHostService(options);
+  const host: TestHost = {
+    root,
+    home,
+    get url() {
+      return service.url;
+    },
+    options,
+    async api(method, path, body) {
+      const res = await fetch(`${service.url}${path}`, {
+        method,
+        headers: body === undefined ? {} : { "content-type": "application/json" },
+        body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+      });
+      const text = await res.text();
+      let parsed: any = null;
+      try {
+        parsed = text ? JSON.parse(text) : null;
+      } catch {
+        parsed = text;
+      }
+      return { status: res.status, body: parsed, text, headers: res.headers };
+    },
+    async restart() {
+      await service.close();
+      service = await startHostService(options);
+    },
+    async close() {
+      await service.close();
+    },
+    async cleanup() {
+      await service.close().catch(() => undefined);
+      await killQemusUnder(root);
+      await rm(root, { recursive: true, force: true });
+    },
+  };
+  return host;
+}
+
+/** Kills every QEMU whose pid file lies under `dir` (any depth up to 3). */
+export async function killQemusUnder(dir: string, depth = 3): Promise<void> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  for (const entry of entries) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory() && depth > 0) await killQemusUnder(path, depth - 1);
+    if (entry.isFile() && entry.name === "qemu.pid") {
+      const pid = Number((await readFile(path, "utf8").catch(() => "")).trim());
+      if (pid > 0) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }
+    }
+  }
+}
+
+export const LINUX_VM = { os: "linux", cpu: 1, memory: "256MB", diskSize: "1GB", display: "800x600" };
+
+/** Polls `check` every 100 ms until it returns a truthy value or `ms` pass. */
+export async function eventually<T>(check: () => Promise<T | undefined | false>, ms = 15_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Writes `chunks` blocks of 64 MiB of non-zero data spread over the disk. */
+export async function fillSparse(path: string, total: number, chunks: number) {
+  const block = Buffer.alloc(64 * 1024 ** 2);
+  for (let i = 0; i < block.length; i += 4096) block.writeUInt32LE(i + 1, i);
+  const file = await open(path, "r+");
+  try {
+    const stride = Math.floor(total / chunks / 1024 ** 2) * 1024 ** 2;
+    for (let i = 0; i < chunks; i++) await file.write(block, 0, block.length, i * stride);
+  } finally {
+    await file.close();
+  }
+}
