@@ -222,29 +222,22 @@ export const scroll = defineCommand({
 
 const clicksParam = z.number().int().min(1).max(1000).default(1);
 
-export const scrollUp = defineCommand({
-  name: "scroll_up",
-  description: "Scrolls up by `clicks` wheel notches.",
-  input: true,
-  params: z.object({ clicks: clicksParam }),
-  result: empty,
-  handler: async ({ clicks }, ctx) => {
-    await (await ctx.desktop()).scroll(0, clicks);
-    return {};
-  },
-});
+function scrollByCommand(name: string, sign: 1 | -1, description: string) {
+  return defineCommand({
+    name,
+    description,
+    input: true,
+    params: z.object({ clicks: clicksParam }),
+    result: empty,
+    handler: async ({ clicks }, ctx) => {
+      await (await ctx.desktop()).scroll(0, sign * clicks);
+      return {};
+    },
+  });
+}
 
-export const scrollDown = defineCommand({
-  name: "scroll_down",
-  description: "Scrolls down by `clicks` wheel notches.",
-  input: true,
-  params: z.object({ clicks: clicksParam }),
-  result: empty,
-  handler: async ({ clicks }, ctx) => {
-    await (await ctx.desktop()).scroll(0, -clicks);
-    return {};
-  },
-});
+export const scrollUp = scrollByCommand("scroll_up", 1, "Scrolls up by `clicks` wheel notches.");
+export const scrollDown = scrollByCommand("scroll_down", -1, "Scrolls down by `clicks` wheel notches.");
 
 const DIRECTIONS = { up: [0, 1], down: [0, -1], left: [-1, 0], right: [1, 0] } as const;
 
@@ -305,31 +298,23 @@ export const pressKey = defineCommand({
   },
 });
 
-export const keyDown = defineCommand({
-  name: "key_down",
-  description: "Presses a key and holds it until key_up.",
-  input: true,
-  params: z.object({ key: keyParam }),
-  result: empty,
-  handler: async ({ key }, ctx) => {
-    const name = normalizeKey(key);
-    await (await ctx.desktop()).key(name, "down");
-    return {};
-  },
-});
+function keyCommand(name: string, action: "down" | "up", description: string) {
+  return defineCommand({
+    name,
+    description,
+    input: true,
+    params: z.object({ key: keyParam }),
+    result: empty,
+    handler: async ({ key }, ctx) => {
+      const keyName = normalizeKey(key);
+      await (await ctx.desktop()).key(keyName, action);
+      return {};
+    },
+  });
+}
 
-export const keyUp = defineCommand({
-  name: "key_up",
-  description: "Releases a key held by key_down.",
-  input: true,
-  params: z.object({ key: keyParam }),
-  result: empty,
-  handler: async ({ key }, ctx) => {
-    const name = normalizeKey(key);
-    await (await ctx.desktop()).key(name, "up");
-    return {};
-  },
-});
+export const keyDown = keyCommand("key_down", "down", "Presses a key and holds it until key_up.");
+export const keyUp = keyCommand("key_up", "up", "Releases a key held by key_down.");
 
 export const hotkey = defineCommand({
   name: "hotkey",

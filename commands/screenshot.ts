@@ -51,7 +51,7 @@ export const screenshot = defineCommand({
       scale: params.scale ?? undefined,
     });
     return {
-      image_data: shot.data.toString("base64"),
+      image_data: shot.base64,
       format: shot.format,
       width: shot.width,
       height: shot.height,

@@ -7,8 +7,12 @@ import { launchDetached, openWithDefaultApp } from "../src/os/launch.js";
 
 const windowIdParam = z
   .union([z.number().int().nonnegative(), z.string().trim().min(1).max(64)])
-  .transform(String)
-  .describe("A window id from get_application_windows or get_current_window_id");
+  .transform((id) => {
+    const text = String(id);
+    // X11 ids are often written in hexadecimal (xdotool, wmctrl): accept 0x… too.
+    return /^0x[0-9a-f]{1,8}$/i.test(text) ? String(Number.parseInt(text, 16)) : text;
+  })
+  .describe("A window id from get_application_windows or get_current_window_id (decimal or 0x…)");
 const windowIdResult = z.union([z.number(), z.string()]);
 const done = z.object({ success: z.boolean() });
 

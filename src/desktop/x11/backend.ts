@@ -34,13 +34,16 @@ export class X11Backend implements DesktopBackend {
     private readonly windows: Windows,
   ) {}
 
-  /** Connects to an X display (`:N`); fails with `unavailable` when it cannot. */
-  static async connect(display: string): Promise<X11Backend> {
+  /**
+   * Connects to an X display (`:N`); fails with `unavailable` when it cannot.
+   * @param options.useShm false to capture with the core `GetImage` only (default: MIT-SHM when usable)
+   */
+  static async connect(display: string, options: { useShm?: boolean } = {}): Promise<X11Backend> {
     const conn = await XConnection.open(display);
     try {
       const xtest = await conn.extension("xtest");
       const [screen, keyboard] = await Promise.all([
-        ScreenCapture.create(conn),
+        ScreenCapture.create(conn, options.useShm ?? true),
         Keyboard.create(conn, xtest),
       ]);
       return new X11Backend(conn, xtest, screen, keyboard, new Windows(conn));
@@ -88,7 +91,9 @@ export class X11Backend implements DesktopBackend {
   }
 
   async moveCursor(to: Point): Promise<void> {
-    this.fake(MOTION_NOTIFY, 0, Math.round(to.x), Math.round(to.y));
+    // X coordinates are 16-bit; the server clamps to the screen.
+    const clamp = (v: number) => Math.max(-32768, Math.min(32767, Math.round(v)));
+    this.fake(MOTION_NOTIFY, 0, clamp(to.x), clamp(to.y));
     await this.conn.sync();
   }
 

@@ -87,8 +87,9 @@ export class ScreenCapture {
     }
   }
 
-  static async create(conn: XConnection): Promise<ScreenCapture> {
-    const shm = await optionalExtension(conn, "shm");
+  /** @param useShm false to read pixels with the core `GetImage` only */
+  static async create(conn: XConnection, useShm = true): Promise<ScreenCapture> {
+    const shm = useShm ? await optionalExtension(conn, "shm") : null;
     const damage = await optionalExtension(conn, "damage");
     const capture = new ScreenCapture(conn, shm, damage);
     await conn.sync();

@@ -20,8 +20,13 @@ const ISO_LEVEL3_SHIFT = 0xfe03;
 const MODE_SWITCH = 0xff7e;
 /** Core keymap columns of group 1: level 1, 2 (Shift), 3 (AltGr), 4 (Shift+AltGr). */
 const LEVEL_COLUMNS = [0, 1, 4, 5] as const;
-/** How long a remapped keycode stays reserved for the character it was last used for. */
+/**
+ * How long a remapped keycode stays reserved for the character it was last used for: clients
+ * reload the keymap once per remapped keycode (GTK takes 10–25 ms each on a busy machine) before
+ * they read the key events that follow, so the guard grows with the size of the last remap.
+ */
 const REUSE_GUARD_MS = 150;
+const REUSE_GUARD_PER_REMAP_MS = 40;
 
 interface KeyPlace {
   keycode: number;
@@ -38,6 +43,8 @@ export class Keyboard {
   private places = new Map<number, KeyPlace>();
   private spares: SpareKey[] = [];
   private stale = false;
+  /** How many keycodes the last remap changed. */
+  private lastRemapSize = 0;
   /** Keycodes this backend holds down, with the modifiers it pressed for each. */
   private readonly held = new Map<string, number[]>();
 
@@ -172,8 +179,10 @@ export class Keyboard {
     }
     const chosen = free.slice(0, keysyms.length);
     const newestUse = Math.max(...chosen.map((s) => s.lastUsed));
-    const wait = newestUse + REUSE_GUARD_MS - performance.now();
+    const guard = REUSE_GUARD_MS + REUSE_GUARD_PER_REMAP_MS * this.lastRemapSize;
+    const wait = newestUse + guard - performance.now();
     if (wait > 0) await sleep(wait);
+    this.lastRemapSize = chosen.length;
     chosen.forEach((spare, i) => {
       spare.keysym = keysyms[i];
       this.conn.X.ChangeKeyboardMapping(spare.keycode, 2, [keysyms[i], keysyms[i]]);

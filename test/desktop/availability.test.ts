@@ -1,0 +1,139 @@
+/**
+ * No display, or a display that dies: the server keeps running, desktop commands fail with
+ * `unavailable` and say why, other commands keep working, and the desktop comes back by itself once
+ * the X server is there again. Also `hangar serve`'s own virtual display.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, rmSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { promisify } from "node:util";
+import { afterEach, describe, expect, it } from "vitest";
+import { silentLogger } from "../../src/common/logger.js";
+import { DesktopManager } from "../../src/desktop/manager.js";
+import { parseDisplaySize, startDesktopSession } from "../../src/desktop/session.js";
+import { startTestServer } from "../support/server.js";
+
+const execFileAsync = promisify(execFile);
+
+/** A display number nobody uses (no socket, no lock file). */
+function freeDisplayNumber(): number {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const n = 300 + Math.floor(Math.random() * 600);
+    if (!existsSync(`/tmp/.X11-unix/X${n}`) && !existsSync(`/tmp/.X${n}-lock`)) return n;
+  }
+  throw new Error("no free display number");
+}
+
+/** Starts Xvfb on a chosen display number and waits until it accepts connections. */
+async function startXvfb(n: number): Promise<ChildProcess> {
+  const xvfb = spawn("Xvfb", [`:${n}`, "-screen", "0", "640x480x24", "-nolisten", "tcp"], {
+    stdio: "ignore",
+  });
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    if (xvfb.exitCode !== null) throw new Error(`Xvfb :${n} exited with ${xvfb.exitCode}`);
+    const ok = await execFileAsync("xdpyinfo", ["-display", `:${n}`]).then(
+      () => true,
+      () => false,
+    );
+    if (ok) return xvfb;
+    await sleep(50);
+  }
+  throw new Error(`Xvfb :${n} did not start`);
+}
+
+async function killXvfb(xvfb: ChildProcess, n: number) {
+  if (xvfb.exitCode === null && xvfb.signalCode === null) {
+    const exited = once(xvfb, "exit");
+    xvfb.kill("SIGKILL");
+    await exited;
+  }
+  // A killed server leaves its socket and lock behind.
+  rmSync(`/tmp/.X11-unix/X${n}`, { force: true });
+  rmSync(`/tmp/.X${n}-lock`, { force: true });
+}
+
+describe("desktop availability", () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  it("without a display, desktop commands fail with unavailable and the rest keep working", async () => {
+    const manager = new DesktopManager({ display: "" });
+    const server = await startTestServer({ desktop: manager.provider });
+    cleanups.push(() => server.close());
+
+    for (const command of ["screenshot", "get_screen_size", "left_click", "type_text"]) {
+      const { event } = await server.cmd(command, { text: "x" });
+      expect(event, command).toMatchObject({ success: false, code: "unavailable" });
+      expect(event.error).toContain("DISPLAY");
+    }
+    expect((await server.cmd("version")).event.success).toBe(true);
+    expect((await server.cmd("run_command", { command: "echo still here" })).event.stdout).toBe(
+      "still here\n",
+    );
+  });
+
+  it("survives the X server dying and reconnects when it is back", async () => {
+    const n = freeDisplayNumber();
+    let xvfb = await startXvfb(n);
+    const manager = new DesktopManager({ display: `:${n}` });
+    const server = await startTestServer({ desktop: manager.provider });
+    cleanups.push(async () => {
+      await server.close();
+      await manager.close();
+      await killXvfb(xvfb, n);
+    });
+
+    expect((await server.cmd("get_screen_size")).event.size).toEqual({ width: 640, height: 480 });
+    expect((await server.cmd("move_cursor", { x: 10, y: 20 })).event.success).toBe(true);
+
+    await killXvfb(xvfb, n);
+    for (const command of ["get_screen_size", "screenshot", "move_cursor"]) {
+      const { event } = await server.cmd(command, { x: 1, y: 1 });
+      expect(event, command).toMatchObject({ success: false, code: "unavailable" });
+      expect(event.error).toContain(`:${n}`);
+    }
+    expect((await server.cmd("version")).event.success).toBe(true);
+
+    xvfb = await startXvfb(n);
+    const back = await server.cmd("get_screen_size");
+    expect(back.event).toMatchObject({ success: true, size: { width: 640, height: 480 } });
+    expect((await server.cmd("move_cursor", { x: 123, y: 45 })).event.success).toBe(true);
+    const { stdout } = await execFileAsync("xdotool", ["getmouselocation"], {
+      env: { ...process.env, DISPLAY: `:${n}` },
+    });
+    expect(stdout).toContain("x:123 y:45");
+    const shot = await server.cmd("screenshot");
+    expect(shot.event).toMatchObject({ success: true, width: 640, height: 480 });
+  });
+
+  it("hangar serve's virtual display: started at the asked size, used, and stopped", async () => {
+    const saved = { ...process.env };
+    const session = await startDesktopSession({ virtualDisplay: "800x600", log: silentLogger });
+    cleanups.push(async () => {
+      await session.stop();
+      for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key];
+      Object.assign(process.env, saved);
+    });
+    expect(session.virtualDisplay).not.toBeNull();
+    expect(process.env.DISPLAY).toBe(session.virtualDisplay?.display);
+    const desktop = await session.manager.get();
+    expect(await desktop.screenSize()).toEqual({ width: 800, height: 600 });
+    await session.stop();
+    expect(
+      session.virtualDisplay?.xvfb.exitCode !== null || session.virtualDisplay?.xvfb.signalCode !== null,
+    ).toBe(true);
+  });
+
+  it("starts no virtual display when told not to, and checks the size it is given", async () => {
+    const session = await startDesktopSession({ virtualDisplay: false, log: silentLogger });
+    cleanups.push(() => session.stop());
+    expect(session.virtualDisplay).toBeNull();
+    expect(parseDisplaySize("1920x1080")).toEqual({ width: 1920, height: 1080 });
+    expect(() => parseDisplaySize("huge")).toThrow(/Invalid display size: huge/);
+    expect(() => parseDisplaySize("10x10")).toThrow(/Invalid display size/);
+  });
+});

@@ -1,0 +1,134 @@
+/**
+ * Keyboard commands against a real Xvfb + openbox: bytes are read back from an xterm running a
+ * raw-mode recorder, and text from a GTK entry that writes its content to a file.
+ */
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { APPS, type DesktopServer, eventually, PYTHON, startDesktopServer } from "../support/desktop.js";
+
+const SYMBOLS = "~`!@#$%^&*()_+-={}[]|\\:;\"'<>,.?/";
+const UNICODE = "héllo wörld ñ ç ß É — «» ✓ 日本語 中文 한국어 😀🎉";
+
+describe("keyboard commands (X11)", () => {
+  let desk: DesktopServer;
+  let xterm: number;
+
+  beforeAll(async () => {
+    desk = await startDesktopServer({ width: 1024, height: 768 });
+    desk.spawn("xterm", [
+      "-u8",
+      "-title",
+      "rawrec",
+      "-xrm",
+      "XTerm*metaSendsEscape: true",
+      "-e",
+      PYTHON,
+      join(APPS, "recorder.py"),
+      join(desk.dir, "raw.bin"),
+    ]);
+    xterm = await desk.waitForWindow("rawrec");
+  });
+  afterAll(() => desk?.stop());
+
+  async function focus(id: number) {
+    await desk.run("xdotool", ["windowactivate", String(id)]).catch(() => undefined);
+    await eventually(async () => (await desk.run("xdotool", ["getactivewindow"])).trim() === String(id));
+  }
+
+  /** What the recorder receives while `action` runs (waits until `expected` bytes arrived). */
+  async function received(action: () => Promise<unknown>, expected: string): Promise<string> {
+    await focus(xterm);
+    const before = desk.readBytes("raw.bin").length;
+    await action();
+    const wanted = Buffer.byteLength(expected, "utf8");
+    const fresh = () => desk.readBytes("raw.bin").subarray(before);
+    const bytes = await eventually(() => (fresh().length >= wanted ? fresh() : null)).catch(fresh);
+    return bytes.toString("utf8");
+  }
+
+  it("types ASCII symbols, accents, CJK and emoji exactly into an xterm", async () => {
+    const text = `Hello ${SYMBOLS} ${UNICODE}`;
+    const got = await received(async () => {
+      expect((await desk.cmd("type_text", { text })).success).toBe(true);
+    }, text);
+    expect(got).toBe(text);
+  });
+
+  it("types more distinct non-keymap characters than there are spare keycodes, exactly", async () => {
+    const text = Array.from({ length: 40 }, (_, i) => String.fromCodePoint(0x4e00 + i * 7)).join("");
+    const got = await received(() => desk.cmd("type", { text }), text);
+    expect(got).toBe(text);
+  });
+
+  it("presses named keys and combinations as the terminal sees them", async () => {
+    const cases: [string, unknown, string][] = [
+      ["press_key", { key: "Return" }, "\r"],
+      ["press_key", { key: "ESC" }, "\x1b"],
+      ["press_key", { key: "Up" }, "\x1b[A"],
+      ["press_key", { key: "F5" }, "\x1b[15~"],
+      ["press_key", { key: "PgDn" }, "\x1b[6~"],
+      ["press_key", { key: "page_up" }, "\x1b[5~"],
+      ["press_key", { key: "del" }, "\x1b[3~"],
+      ["key", { key: "%" }, "%"],
+      ["press_key", { key: "A" }, "A"],
+      ["hotkey", { keys: ["ctrl", "a"] }, "\x01"],
+      ["hotkey", { keys: ["Control", "C"] }, "\x03"],
+      ["hotkey", { keys: ["shift", "tab"] }, "\x1b[Z"],
+      ["hotkey", { keys: ["alt", "x"] }, "\x1bx"],
+      ["hotkey", { keys: ["option", "y"] }, "\x1by"],
+    ];
+    for (const [command, params, bytes] of cases) {
+      const got = await received(async () => {
+        const event = await desk.cmd(command, params);
+        expect(event.success, `${command} ${JSON.stringify(params)}: ${event.error}`).toBe(true);
+      }, bytes);
+      expect(JSON.stringify(got), `${command} ${JSON.stringify(params)}`).toBe(JSON.stringify(bytes));
+    }
+  });
+
+  it("holds a key with key_down until key_up", async () => {
+    const got = await received(async () => {
+      await desk.cmd("key_down", { key: "shift" });
+      await desk.cmd("press_key", { key: "b" });
+      await desk.cmd("key_up", { key: "shift" });
+      await desk.cmd("press_key", { key: "b" });
+    }, "Bb");
+    expect(got).toBe("Bb");
+  });
+
+  it("rejects an unknown key with invalid_params naming it", async () => {
+    for (const [command, params, name] of [
+      ["press_key", { key: "nosuchkey" }, "nosuchkey"],
+      ["key_down", { key: "hyperdrive" }, "hyperdrive"],
+      ["hotkey", { keys: ["ctrl", "warp9"] }, "warp9"],
+      ["left_click", { modifiers: ["turbo"] }, "turbo"],
+    ] as const) {
+      const event = await desk.cmd(command, params);
+      expect(event).toMatchObject({ success: false, code: "invalid_params" });
+      expect(event.error).toContain(`Unknown`);
+      expect(event.error).toContain(name);
+    }
+  });
+
+  it("types Unicode exactly into a GTK entry", async () => {
+    desk.spawn(PYTHON, [join(APPS, "entry.py"), join(desk.dir, "entry.txt"), "gtkentry"]);
+    const id = await desk.waitForWindow("gtkentry");
+    await focus(id);
+    const text = `Grüße ${SYMBOLS} ${UNICODE} fin`;
+    expect((await desk.cmd("type_text", { text })).success).toBe(true);
+    const got = await eventually(() =>
+      desk.read("entry.txt").length >= text.length ? desk.read("entry.txt") : null,
+    ).catch(() => desk.read("entry.txt"));
+    expect(got).toBe(text);
+
+    // More distinct characters than the keymap has spare keycodes: some keycodes are remapped
+    // while GTK is still catching up with the previous keymap changes.
+    const many = Array.from({ length: 45 }, (_, i) => String.fromCodePoint(0x4e00 + i * 11)).join("");
+    expect((await desk.cmd("type_text", { text: many })).success).toBe(true);
+    const after = await eventually(
+      () => (desk.read("entry.txt").length >= text.length + many.length ? desk.read("entry.txt") : null),
+      15_000,
+    ).catch(() => desk.read("entry.txt"));
+    expect(after).toBe(text + many);
+  });
+});

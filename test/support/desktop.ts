@@ -1,0 +1,119 @@
+/**
+ * A private desktop (Xvfb + openbox) with a computer server driving it, and helpers that read the
+ * effects back from outside the server (xdotool, xprop, files written by test apps).
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { promisify } from "node:util";
+import { DesktopManager } from "../../src/desktop/manager.js";
+import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
+import { startTestServer } from "./server.js";
+
+const execFileAsync = promisify(execFile);
+export const APPS = join(import.meta.dirname, "../desktop/apps");
+/** The system Python, which has python3-gi (a pyenv python3 on PATH may not). */
+export const PYTHON = "/usr/bin/python3";
+
+export async function startDesktopServer(size: { width?: number; height?: number } = {}) {
+  const display: VirtualDisplay = await startVirtualDisplay(size);
+  const manager = new DesktopManager({ display: display.display });
+  const server = await startTestServer({ desktop: manager.provider });
+  const env = { ...process.env, ...display.env };
+  const children: ChildProcess[] = [];
+  const dir = mkdtempSync(join(tmpdir(), "hangar-desktop-test-"));
+
+  /** Runs a program on this display and returns its stdout. */
+  const run = async (file: string, args: string[]) => (await execFileAsync(file, args, { env })).stdout;
+
+  return {
+    display,
+    manager,
+    server,
+    env,
+    dir,
+    run,
+    /** Sends a command and returns the `/cmd` event. */
+    async cmd(command: string, params?: unknown) {
+      return (await server.cmd(command, params)).event;
+    },
+    /** Starts a program on this display; it is killed at `stop()`. */
+    spawn(file: string, args: string[]) {
+      const child = spawn(file, args, { env, stdio: "ignore" });
+      children.push(child);
+      return child;
+    },
+    async pointer(): Promise<{ x: number; y: number }> {
+      const out = await run("xdotool", ["getmouselocation"]);
+      const match = /x:(-?\d+) y:(-?\d+)/.exec(out);
+      return { x: Number(match?.[1]), y: Number(match?.[2]) };
+    },
+    /** Waits for a window whose title matches exactly; returns its id. */
+    async waitForWindow(title: string, timeoutMs = 10_000): Promise<number> {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        const out = await run("xdotool", ["search", "--name", `^${title}$`]).catch(() => "");
+        const id = out.trim().split("\n").filter(Boolean)[0];
+        if (id) return Number(id);
+        await sleep(50);
+      }
+      throw new Error(`no window titled ${title} appeared`);
+    },
+    /** A window's client area on the screen, from xwininfo (xdotool's position is off by the frame). */
+    async geometry(id: number) {
+      const out = await run("xwininfo", ["-id", String(id)]);
+      const field = (name: string) => Number(new RegExp(`${name}:\\s+(-?\\d+)`).exec(out)?.[1]);
+      return {
+        x: field("Absolute upper-left X"),
+        y: field("Absolute upper-left Y"),
+        width: field("Width"),
+        height: field("Height"),
+      };
+    },
+    readBytes(name: string): Buffer {
+      try {
+        return readFileSync(join(dir, name));
+      } catch {
+        return Buffer.alloc(0);
+      }
+    },
+    read(name: string): string {
+      try {
+        return readFileSync(join(dir, name), "utf8");
+      } catch {
+        return "";
+      }
+    },
+    async stop() {
+      for (const child of children) child.kill("SIGKILL");
+      await server.close();
+      await manager.close();
+      await display.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export type DesktopServer = Awaited<ReturnType<typeof startDesktopServer>>;
+
+/** Polls until `check` returns a truthy value (or throws its last error after the timeout). */
+export async function eventually<T>(
+  check: () => T | null | undefined | false | Promise<T | null | undefined | false>,
+  timeoutMs = 5000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value) return value;
+      last = new Error("condition not met");
+    } catch (err) {
+      last = err;
+    }
+    await sleep(30);
+  }
+  throw last;
+}
