@@ -1,18 +1,24 @@
 /**
  * What the /cmd spread copy (`{"success", "content": result, ...result}`) costs on a screenshot:
  * the reply's bytes and the time to serialize it and to fetch and parse it end to end, with the
- * copy on and off (`--no-spread`). The screenshot is a 1920×1080 PNG result made here (a drawn
- * desktop and a noisy worst case), served by a bench-only command, so it measures the envelope,
- * not the capture.
+ * copy on and off (`--no-spread`). Three 1920×1080 PNG results: a real `screenshot` of a virtual
+ * display with terminals full of text, a drawn desktop, and noise (the worst case). Each is served
+ * by a bench-only command returning that fixed result, so the figures are the envelope's, not the
+ * capture's.
  */
+import { spawn } from "node:child_process";
 import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import { serve } from "@hono/node-server";
 import sharp from "sharp";
 import { z } from "zod";
+import { allCommands } from "../commands/index.js";
 import { createComputerApp } from "../src/computer/app.js";
 import { defineCommand } from "../src/computer/command.js";
 import { cmdEventBytes, type Outcome } from "../src/computer/outcome.js";
 import { CommandRegistry } from "../src/computer/registry.js";
+import { DesktopManager } from "../src/desktop/manager.js";
+import { startVirtualDisplay } from "../src/desktop/virtual-display.js";
 import { type Row, timeIt } from "./lib.js";
 
 const WIDTH = 1920;
@@ -50,6 +56,40 @@ function noisy(): Promise<Buffer> {
     .toBuffer();
 }
 
+/** A real `screenshot` result of a 1080p virtual display showing three terminals full of text. */
+async function realScreenshot(): Promise<Record<string, unknown> | undefined> {
+  const display = await startVirtualDisplay({ width: WIDTH, height: HEIGHT }).catch(() => undefined);
+  if (!display) return undefined;
+  const manager = new DesktopManager({ display: display.display });
+  const terms = [0, 1, 2].map((i) =>
+    spawn(
+      "xterm",
+      [
+        "-geometry",
+        `100x40+${i * 620}+${60 + i * 80}`,
+        "-e",
+        "sh",
+        "-c",
+        "ls -la /usr/bin /usr/lib; sleep 60",
+      ],
+      {
+        env: { ...process.env, ...display.env },
+        stdio: "ignore",
+      },
+    ),
+  );
+  try {
+    await sleep(1500);
+    const registry = new CommandRegistry(allCommands, { desktop: manager.provider });
+    const outcome = await registry.run("screenshot", {});
+    return outcome.success ? (outcome.result as Record<string, unknown>) : undefined;
+  } finally {
+    for (const t of terms) t.kill();
+    await manager.close();
+    await display.stop();
+  }
+}
+
 async function startWith(result: Record<string, unknown>, spreadResult: boolean) {
   const shot = defineCommand({
     name: "bench_screenshot",
@@ -67,17 +107,29 @@ async function startWith(result: Record<string, unknown>, spreadResult: boolean)
 
 export async function measureSpreadCopy(): Promise<Row[]> {
   const rows: Row[] = [];
-  for (const [label, png] of [
-    ["drawn desktop", await drawnDesktop()],
-    ["noise (worst case)", await noisy()],
-  ] as const) {
-    const result = {
-      image_data: png.toString("base64"),
-      format: "png",
-      width: WIDTH,
-      height: HEIGHT,
-      scale: 1,
-    };
+  const asResult = (png: Buffer) => ({
+    image_data: png.toString("base64"),
+    format: "png",
+    width: WIDTH,
+    height: HEIGHT,
+    scale: 1,
+  });
+  const cases: [string, Record<string, unknown>][] = [];
+  const real = await realScreenshot();
+  if (real) cases.push(["real screenshot (Xvfb, 3 xterms)", real]);
+  else
+    rows.push({
+      name: "real screenshot",
+      median: "skipped",
+      p95: "",
+      note: "no virtual display could start",
+    });
+  cases.push(
+    ["drawn desktop", asResult(await drawnDesktop())],
+    ["noise (worst case)", asResult(await noisy())],
+  );
+  for (const [label, result] of cases) {
+    const png = Buffer.from(result.image_data as string, "base64");
     const outcome: Outcome = { success: true, result };
     const bytes = (spread: boolean) => cmdEventBytes(outcome, spread).reduce((n, b) => n + b.length, 0);
     const withCopy = bytes(true);

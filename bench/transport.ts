@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import autocannon from "autocannon";
 import WebSocket from "ws";
+import { Authenticator } from "../src/computer/auth/index.js";
 import { ensureSelfSignedCertificate } from "../src/computer/tls.js";
 import { printTable, type Row, timeIt } from "./lib.js";
 import { measureSpreadCopy } from "./spread.js";
@@ -118,7 +119,7 @@ async function throughput(url: string, headers: Record<string, string>) {
     headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify({ command: "version" }),
     connections: 16,
-    duration: 3,
+    duration: 2,
   });
   if (result.non2xx || result.errors) throw new Error(`${result.non2xx} non-2xx, ${result.errors} errors`);
   return result.requests.average;
@@ -165,7 +166,7 @@ try {
   // Alternate the two modes so that load from other processes on the machine hits both alike.
   const localRates: number[] = [];
   const cloudRates: number[] = [];
-  for (let round = 0; round < 3; round++) {
+  for (let round = 0; round < 5; round++) {
     localRates.push(await throughput(local.url, {}));
     cloudRates.push(await throughput(cloud.url, cloudHeaders));
   }
@@ -187,6 +188,18 @@ try {
     target: "auth ≤ 15% of local",
     note: `auth costs ${cost.toFixed(1)}%; rounds: ${all(cloudRates)}`,
   });
+  const authenticator = new Authenticator({ containerName: NAME, keys: [KEY], limiter: {} });
+  const checks = 1000;
+  const perCheck = await timeIt(
+    "one cloud auth check (digest + constant-time compare), in process",
+    async () => {
+      for (let i = 0; i < checks; i++)
+        await authenticator.check({ containerName: NAME, apiKey: KEY }, "127.0.0.1");
+    },
+    { runs: 20 },
+  );
+  const perCheckUs = (row: string) => `${((Number.parseFloat(row) * 1000) / checks).toFixed(2)} µs`;
+  rows.push({ ...perCheck, median: perCheckUs(perCheck.median), p95: perCheckUs(perCheck.p95) });
 } finally {
   await stop(local);
   await stop(cloud);

@@ -52,6 +52,7 @@ export function registerServe(program: Command) {
     )
     .action(async (opts) => {
       const log = createLogger({ level: opts.logLevel, name: "computer" });
+      const bodyLimitBytes = parseBytes(opts.bodyLimit);
       const cloud = await cloudServeOptions(opts, log);
       const desktop = await startDesktopSession({ virtualDisplay: opts.virtualDisplay, log });
       const server = await startComputerServer({
@@ -61,7 +62,7 @@ export function registerServe(program: Command) {
         port: opts.port,
         log,
         spreadResult: opts.spread,
-        bodyLimitBytes: parseBytes(opts.bodyLimit),
+        bodyLimitBytes,
       }).catch(async (err) => {
         await desktop.stop();
         throw err;

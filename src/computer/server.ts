@@ -4,7 +4,7 @@
  */
 import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
-import { serve, type WebSocketServerLike } from "@hono/node-server";
+import { serve } from "@hono/node-server";
 import { WebSocketServer } from "ws";
 import { allCommands } from "../../commands/index.js";
 import { type Logger, silentLogger } from "../common/logger.js";
@@ -46,7 +46,7 @@ export async function startComputerServer(
   const registry = new CommandRegistry(allCommands, { desktop: options.desktop, log });
   const authenticator =
     options.cloud && new Authenticator({ ...options.cloud, log: options.cloud.log ?? log });
-  const wss = new WebSocketServer({
+  const sockets = new WebSocketServer({
     noServer: true,
     maxPayload: options.wsMessageLimitBytes ?? options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
   });
@@ -65,7 +65,7 @@ export async function startComputerServer(
     fetch: app.fetch,
     hostname: host,
     port: options.port ?? (tls ? 8443 : 8000),
-    websocket: { server: wss as unknown as WebSocketServerLike },
+    websocket: { server: sockets },
     ...tls,
   });
   await new Promise<void>((resolve, reject) => {
@@ -80,7 +80,8 @@ export async function startComputerServer(
     registry,
     close: () =>
       new Promise<void>((resolve) => {
-        for (const client of wss.clients) client.terminate();
+        for (const socket of sockets.clients) socket.terminate();
+        sockets.close();
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());
       }),

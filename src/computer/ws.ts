@@ -97,6 +97,7 @@ class WsSession {
     if (this.queued >= READ_AHEAD && !this.socket.isPaused) this.socket.pause();
     this.queue = this.queue
       .then(() => this.handle(data))
+      .catch((err) => this.log.error({ err, address: this.address }, "websocket reply failed"))
       .finally(() => {
         this.queued--;
         if (this.queued < READ_AHEAD && this.socket.isPaused) this.socket.resume();
@@ -176,7 +177,18 @@ class WsSession {
 
   private send(reply: Reply): Promise<void> {
     if (this.ended || this.socket.readyState !== this.socket.OPEN) return Promise.resolve();
-    return new Promise((resolve) => this.socket.send(JSON.stringify(reply), () => resolve()));
+    let text: string;
+    try {
+      text = JSON.stringify(reply);
+    } catch (err) {
+      this.log.error({ err, address: this.address }, "a reply could not be serialized");
+      text = JSON.stringify({
+        success: false,
+        error: "The result could not be encoded as JSON",
+        code: "internal",
+      });
+    }
+    return new Promise((resolve) => this.socket.send(text, () => resolve()));
   }
 
   private async sendThenClose(reply: Reply, code = NORMAL_CLOSURE) {

@@ -137,6 +137,49 @@ describe("fuzzing", () => {
   });
 });
 
+describe("fuzzing cloud auth", () => {
+  it("random credentials and handshakes get 401, 429 or in, never a 5xx, and the right key still works", async () => {
+    const cloud = await startComputerServer({
+      port: 0,
+      desktop: noDesktop,
+      cloud: { containerName: "vm-fuzz", keys: ["sk-fuzz-right"], limiter: { burst: 20, refillMs: 1000 } },
+    });
+    const header = fc.oneof(
+      fc.constantFrom("vm-fuzz", "sk-fuzz-right", "Bearer sk-fuzz-right", ""),
+      fc.string({ unit: "binary-ascii", maxLength: 60 }).map((t) => t.replace(/[^\x20-\x7e]/g, "")),
+    );
+    try {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.record({ name: header, key: header, authorization: header }, { requiredKeys: [] }),
+          frameArb,
+          async (h, frame) => {
+            const headers: Record<string, string> = {};
+            if (h.name !== undefined) headers["X-Container-Name"] = h.name;
+            if (h.key !== undefined) headers["X-API-Key"] = h.key;
+            if (h.authorization !== undefined) headers.Authorization = h.authorization;
+            const r = await send(`${cloud.url}/cmd`, { body: '{"command":"version"}', headers });
+            expect([200, 401, 429]).toContain(r.status);
+            const ws = await TestSocket.open(wsUrl(cloud.url));
+            ws.sendRaw(typeof frame === "string" ? frame : frame, Buffer.isBuffer(frame));
+            const reply = await ws.next();
+            expect(reply === undefined || typeof reply.success === "boolean").toBe(true);
+            ws.ws.terminate();
+          },
+        ),
+        { numRuns: 100 },
+      );
+      const ok = await send(`${cloud.url}/cmd`, {
+        body: '{"command":"version"}',
+        headers: { "X-Container-Name": "vm-fuzz", "X-API-Key": "sk-fuzz-right" },
+      });
+      expect(ok.status).toBe(200);
+    } finally {
+      await cloud.close();
+    }
+  });
+});
+
 function safeParse(text: string): unknown {
   try {
     return JSON.parse(text);

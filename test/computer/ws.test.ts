@@ -1,7 +1,15 @@
+import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { type AddressInfo, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { serve } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebSocketServer } from "ws";
+import { allCommands } from "../../commands/index.js";
+import { createComputerApp } from "../../src/computer/app.js";
+import { CommandRegistry } from "../../src/computer/registry.js";
+import { wsTransport } from "../../src/computer/ws.js";
 import { TestSocket, wsUrl } from "../support/clients.js";
 import { startTestServer } from "../support/server.js";
 
@@ -74,6 +82,21 @@ describe("WS /ws in local mode", () => {
     await ws.close();
   });
 
+  it("resolves the reference's aliases (shell, exec, ls, read_file, write_file, mkdir, rm, rmdir)", async () => {
+    const ws = await TestSocket.open(wsUrl(server.url));
+    const sub = join(dir, "alias");
+    const file = join(sub, "a.txt");
+    expect((await ws.request("shell", { command: "echo s" })).stdout).toBe("s\n");
+    expect((await ws.request("exec", { command: "echo e" })).stdout).toBe("e\n");
+    expect((await ws.request("mkdir", { path: sub })).success).toBe(true);
+    expect((await ws.request("write_file", { path: file, content: "alias" })).success).toBe(true);
+    expect((await ws.request("read_file", { path: file })).content).toBe("alias");
+    expect((await ws.request("ls", { path: sub })).files).toEqual(["a.txt"]);
+    expect((await ws.request("rm", { path: file })).success).toBe(true);
+    expect((await ws.request("rmdir", { path: sub })).success).toBe(true);
+    await ws.close();
+  });
+
   it("answers authenticate with success in local mode, whatever the credentials (cua clients send it)", async () => {
     const ws = await TestSocket.open(wsUrl(server.url));
     expect(await ws.request("authenticate", { api_key: "anything", container_name: "x" })).toEqual({
@@ -121,6 +144,59 @@ describe("WS /ws limits", () => {
       await again.close();
     } finally {
       await small.close();
+    }
+  });
+});
+
+describe("the spread copy option", () => {
+  it("--no-spread sends the seed shape alone on /cmd and leaves /ws replies as they are", async () => {
+    const seed = await startTestServer({ spreadResult: false });
+    try {
+      const r = await seed.cmd("run_command", { command: "echo seed" });
+      expect(r.event).toEqual({ success: true, content: { stdout: "seed\n", stderr: "", return_code: 0 } });
+      expect(JSON.parse(r.text.trim().slice(6))).toEqual(r.event);
+      const spread = await server.cmd("run_command", { command: "echo seed" });
+      expect(spread.event).toEqual({ ...r.event, stdout: "seed\n", stderr: "", return_code: 0 });
+      const ws = await TestSocket.open(wsUrl(seed.url));
+      expect(await ws.request("run_command", { command: "echo seed" })).toEqual({
+        success: true,
+        stdout: "seed\n",
+        stderr: "",
+        return_code: 0,
+      });
+      await ws.close();
+    } finally {
+      await seed.close();
+    }
+  });
+});
+
+describe("WS /ws keep-alive", () => {
+  it("drops a peer that stops answering pings, and keeps one that answers", async () => {
+    const registry = new CommandRegistry(allCommands);
+    const app = createComputerApp({ registry, websocket: wsTransport({ registry, pingIntervalMs: 100 }) });
+    const sockets = new WebSocketServer({ noServer: true });
+    const http = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0, websocket: { server: sockets } });
+    await once(http, "listening");
+    const port = (http.address() as AddressInfo).port;
+    try {
+      // A real client answers pings by itself and stays connected.
+      const alive = await TestSocket.open(`ws://127.0.0.1:${port}/ws`);
+      // A peer that completes the upgrade and then never answers anything.
+      const silent = connect(port, "127.0.0.1");
+      silent.write(
+        "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+      );
+      const [head] = await once(silent, "data");
+      expect(String(head)).toMatch(/^HTTP\/1.1 101/);
+      silent.resume(); // reads the pings, never answers them
+      await once(silent, "close");
+      expect((await alive.request("version")).success).toBe(true);
+      await alive.close();
+    } finally {
+      for (const socket of sockets.clients) socket.terminate();
+      await new Promise((resolve) => http.close(resolve));
     }
   });
 });
