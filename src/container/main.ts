@@ -19,6 +19,10 @@ const HANGAR_BIN = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..
 
 export async function runContainer(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const settings = containerSettings(env, args);
+  // Caught from the start: a stop while the desktop starts still takes everything down.
+  const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
+    for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve(signal));
+  });
   const desktop = await startVirtualDisplay({
     width: settings.width,
     height: settings.height,
@@ -26,9 +30,6 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
   });
   let vnc: VncServers | undefined;
   let server: ChildProcess | undefined;
-  const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
-    for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve(signal));
-  });
   try {
     if (settings.vnc) vnc = await startVnc(settings.vnc, desktop.env, settings.host);
     const healthFile = healthOriginFile(env);
