@@ -5,6 +5,7 @@
 #   docker run --rm -p 8000:8000 hangar
 #   docker run --rm -p 8443:8443 -e CONTAINER_NAME=my-desktop -e HANGAR_API_KEYS=… \
 #     -v "$PWD/tls:/run/secrets/hangar/tls:ro" hangar          # tls.crt + tls.key → HTTPS on 8443
+#   (or the certificate and key as PEM text in HANGAR_TLS_CERT and HANGAR_TLS_KEY)
 #
 # Arguments after the image name go to `hangar serve` (e.g. --cloud, --api-key-file, --log-level).
 # docs/deploy.md lists the environment variables and the mounted files the entrypoint reads.

@@ -12,7 +12,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startVirtualDisplay } from "../desktop/virtual-display.js";
 import { healthOriginFile } from "./health.js";
-import { containerSettings } from "./settings.js";
+import { CONTAINER_SECRET_VARS, containerSettings } from "./settings.js";
 import { startVnc, type VncServers } from "./vnc.js";
 
 const HANGAR_BIN = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "bin", "hangar.js");
@@ -32,11 +32,17 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
   let server: ChildProcess | undefined;
   try {
     if (settings.vnc) vnc = await startVnc(settings.vnc, desktop.env, settings.host);
+    for (const file of settings.privateFiles) {
+      await mkdir(dirname(file.path), { recursive: true, mode: 0o700 });
+      await writeFile(file.path, file.content, { mode: 0o600 });
+    }
     const healthFile = healthOriginFile(env);
     await mkdir(dirname(healthFile), { recursive: true });
     await writeFile(healthFile, `${settings.healthOrigin}\n`);
+    const serverEnv = { ...env, ...desktop.env };
+    for (const name of CONTAINER_SECRET_VARS) delete serverEnv[name];
     server = spawn(process.execPath, [HANGAR_BIN, ...settings.serveArgs], {
-      env: { ...env, ...desktop.env },
+      env: serverEnv,
       stdio: "inherit",
     });
     const exited = once(server, "exit").then(([code, signal]) => (code ?? (signal ? 128 : 1)) as number);
@@ -51,6 +57,7 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
     await vnc?.stop();
     await desktop.stop();
     await rm(healthOriginFile(env), { force: true });
+    for (const file of settings.privateFiles) await rm(file.path, { force: true });
   }
 }
 

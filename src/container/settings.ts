@@ -4,6 +4,8 @@
  *
  *   HANGAR_DISPLAY=1280x800        the virtual screen
  *   HANGAR_HOST=0.0.0.0            where the computer server (and noVNC) listen
+ *   HANGAR_TLS_CERT, HANGAR_TLS_KEY  the certificate and key as PEM text: written to private files
+ *                                  under $TMPDIR/hangar/tls → --tls-cert/--tls-key (port 8443)
  *   HANGAR_SECRETS_DIR=/run/secrets/hangar
  *       tls/tls.crt + tls/tls.key  → --tls-cert/--tls-key (then the port is 8443)
  *       api-keys/keys              → --api-key-file
@@ -11,11 +13,15 @@
  *                                  HANGAR_NOVNC_PORT (6080), with the password in
  *                                  HANGAR_VNC_PASSWORD_FILE or HANGAR_VNC_PASSWORD
  *   CONTAINER_NAME, HANGAR_API_KEYS, HANGAR_AUTH_URL are read by `hangar serve` itself.
+ * Flags given as arguments win over the environment, which wins over the mounted files.
  */
 import { existsSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 export const DEFAULT_SECRETS_DIR = "/run/secrets/hangar";
+/** The container's own secrets: used here, never passed on to the server (whose commands see its environment). */
+export const CONTAINER_SECRET_VARS = ["HANGAR_TLS_CERT", "HANGAR_TLS_KEY", "HANGAR_VNC_PASSWORD"];
 export const LOCAL_PORT = 8000;
 export const TLS_PORT = 8443;
 
@@ -34,6 +40,8 @@ export interface ContainerSettings {
   serveArgs: string[];
   /** Where the HEALTHCHECK asks, `http(s)://127.0.0.1:<port>` (it adds `/status`). */
   healthOrigin: string;
+  /** Files to write (mode 0600) before the server starts: the certificate and key from the environment. */
+  privateFiles: { path: string; content: string }[];
 }
 
 export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): ContainerSettings {
@@ -43,9 +51,21 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
   const given = flagNames(args);
 
   const extra: string[] = [];
+  const privateFiles: ContainerSettings["privateFiles"] = [];
   const cert = join(secrets, "tls", "tls.crt");
   const key = join(secrets, "tls", "tls.key");
-  if (!given.has("--tls-cert") && !given.has("--ssl-certfile") && existsSync(cert) && existsSync(key)) {
+  if (Boolean(env.HANGAR_TLS_CERT) !== Boolean(env.HANGAR_TLS_KEY)) {
+    throw new Error("HANGAR_TLS_CERT and HANGAR_TLS_KEY go together: set both or neither");
+  }
+  const certInArgs = given.has("--tls-cert") || given.has("--ssl-certfile");
+  if (!certInArgs && env.HANGAR_TLS_CERT && env.HANGAR_TLS_KEY) {
+    const dir = join(env.TMPDIR || tmpdir(), "hangar", "tls");
+    privateFiles.push(
+      { path: join(dir, "cert.pem"), content: env.HANGAR_TLS_CERT },
+      { path: join(dir, "key.pem"), content: env.HANGAR_TLS_KEY },
+    );
+    extra.push("--tls-cert", privateFiles[0].path, "--tls-key", privateFiles[1].path);
+  } else if (!certInArgs && existsSync(cert) && existsSync(key)) {
     extra.push("--tls-cert", cert, "--tls-key", key);
   }
   const keys = join(secrets, "api-keys", "keys");
@@ -67,6 +87,7 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
     vnc: env.HANGAR_VNC === "1" ? vncSettings(env) : undefined,
     serveArgs,
     healthOrigin: `${tls ? "https" : "http"}://127.0.0.1:${port}`,
+    privateFiles,
   };
 }
 

@@ -5,8 +5,8 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { once } from "node:events";
-import { existsSync } from "node:fs";
-import { copyFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { existsSync, statSync } from "node:fs";
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -188,5 +188,42 @@ describe("the container entrypoint", () => {
     expect(ok.text).toContain('"success":true');
     expect(s.output()).toMatch(/TLS certificate SHA-256 fingerprint/);
     expect(s.output()).not.toContain("container-test-key");
+  }, 60_000);
+
+  it("serves HTTPS with a certificate and key given as PEM text in the environment", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "hangar-container-"));
+    const cert = makeTestCertificate();
+    const [certPem, keyPem] = [await readFile(cert.certPath, "utf8"), await readFile(cert.keyPath, "utf8")];
+    const ca = cert.cert;
+    cert.remove();
+    const port = await freePort();
+    const s = await startEntrypoint(
+      {
+        HANGAR_HOST: "127.0.0.1",
+        HANGAR_SECRETS_DIR: join(dir, "no-secrets"),
+        HANGAR_TLS_CERT: certPem,
+        HANGAR_TLS_KEY: keyPem,
+      },
+      ["--port", String(port)],
+      dir,
+    );
+    await waitHealthy(s);
+    const status = await send(`https://127.0.0.1:${port}/status`, { ca });
+    expect(status.json()).toMatchObject({ status: "ok" });
+    // The server's commands do not see the key in their environment.
+    const env = await send(`https://127.0.0.1:${port}/cmd`, {
+      ca,
+      body: JSON.stringify({
+        command: "run_command",
+        params: { command: "env | grep -c '^HANGAR_TLS_' || true" },
+      }),
+    });
+    expect(env.text).toContain('"stdout":"0\\n"');
+    const keyFile = join(dir, "hangar", "tls", "key.pem");
+    expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+    expect(s.output()).not.toContain("PRIVATE KEY");
+    s.child.kill("SIGTERM");
+    await once(s.child, "exit");
+    expect(existsSync(keyFile)).toBe(false);
   }, 60_000);
 });

@@ -21,6 +21,7 @@ describe("containerSettings", () => {
     const s = containerSettings({ HANGAR_SECRETS_DIR: empty }, []);
     expect(s.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000"]);
     expect(s.healthOrigin).toBe("http://127.0.0.1:8000");
+    expect(s.privateFiles).toEqual([]);
     expect([s.width, s.height]).toEqual([1280, 800]);
     expect(s.vnc).toBeUndefined();
   });
@@ -64,6 +65,45 @@ describe("containerSettings", () => {
       "--port=9443",
     ]);
     expect(s.healthOrigin).toBe("https://127.0.0.1:9443");
+  });
+
+  it("writes a certificate and key given as PEM text in the environment to private files", () => {
+    const s = containerSettings(
+      {
+        HANGAR_SECRETS_DIR: secrets,
+        TMPDIR: "/scratch",
+        HANGAR_TLS_CERT: "CERT PEM",
+        HANGAR_TLS_KEY: "KEY PEM",
+      },
+      [],
+    );
+    expect(s.privateFiles).toEqual([
+      { path: "/scratch/hangar/tls/cert.pem", content: "CERT PEM" },
+      { path: "/scratch/hangar/tls/key.pem", content: "KEY PEM" },
+    ]);
+    expect(s.serveArgs).toEqual([
+      "serve",
+      "--host",
+      "0.0.0.0",
+      "--port",
+      "8443",
+      "--tls-cert",
+      "/scratch/hangar/tls/cert.pem",
+      "--tls-key",
+      "/scratch/hangar/tls/key.pem",
+      "--api-key-file",
+      join(secrets, "api-keys", "keys"),
+    ]);
+    expect(() => containerSettings({ HANGAR_TLS_CERT: "CERT PEM" }, [])).toThrow(
+      /HANGAR_TLS_CERT and HANGAR_TLS_KEY go together/,
+    );
+    const given = containerSettings({ HANGAR_TLS_CERT: "C", HANGAR_TLS_KEY: "K" }, [
+      "--tls-cert",
+      "/c",
+      "--tls-key",
+      "/k",
+    ]);
+    expect(given.privateFiles).toEqual([]);
   });
 
   it("uses HTTPS on 8443 for --cloud (a self-signed certificate)", () => {
