@@ -5,7 +5,7 @@
  *
  * Slow (minutes): only `npm run test:e2e` (or `.ci/run` with HANGAR_E2E=1) runs it.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -123,7 +123,11 @@ describe("a guest VM built from Debian packages, run by the host service", () =>
           const res = await fetch(`${url}/status`, { signal: AbortSignal.timeout(5000) });
           return res.ok ? ((await res.json()) as Record<string, unknown>) : undefined;
         }),
-      );
+      ).catch(async (err: Error) => {
+        // The guest's console (kernel and systemd) says why it never answered.
+        const serial = await readFile(join(dir, "vms", VM, "serial.log"), "latin1").catch(() => "");
+        throw new Error(`${err.message}\nguest console (end):\n${serial.slice(-3000)}`);
+      });
       expect(status).toMatchObject({ status: "ok", os_type: "linux" });
 
       // The guest's desktop is ready a moment after the server answers: retry the first screenshot.
