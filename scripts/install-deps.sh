@@ -2,26 +2,76 @@
 # Installs what Hangar needs on a Debian 12 machine: the system packages for the virtual desktop,
 # accessibility, QEMU and the test registry, then the npm dependencies (which also build the code).
 # Safe to run again; skips apt when everything is already there.
+#
+#   ./scripts/install-deps.sh               everything CI and a developer need, then `npm ci`
+#   ./scripts/install-deps.sh --runtime     only what the computer server needs at run time (no npm)
+#   ./scripts/install-deps.sh --container   --runtime plus the container's extras: tini, x11vnc, noVNC
+#   ./scripts/install-deps.sh --list [...]  print the selected packages, one a line, install nothing
+#
+# The Dockerfile and the guest image builder take their package lists from here, so CI (which runs
+# this script with no arguments) installs every package they name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The computer server on a desktop: the X server, window manager, input/clipboard/window helpers,
+# the accessibility bus, a terminal to launch, fonts, and openssl for self-signed certificates.
+RUNTIME=(
+  xvfb xauth openbox xdotool xclip wmctrl x11-utils x11-xserver-utils xterm
+  dbus dbus-x11 at-spi2-core
+  fonts-dejavu-core openssl ca-certificates
+)
+
+# The desktop container: an init that reaps the clipboard helpers' zombies, and VNC for watching.
+CONTAINER=(
+  tini x11vnc novnc
+)
+
 PACKAGES=(
-  # virtual desktop and the tools the tests read effects back with
-  xvfb openbox xdotool xclip wmctrl x11-utils x11-xserver-utils xterm xauth
   # accessibility (AT-SPI over D-Bus) and the GTK test application
-  dbus dbus-x11 at-spi2-core python3-gi gir1.2-gtk-3.0 gir1.2-atspi-2.0
+  python3-gi gir1.2-gtk-3.0 gir1.2-atspi-2.0
   # the host service's VMs
   qemu-system-x86 qemu-utils ovmf
   # images: a real OCI registry for the tests, htpasswd for its Basic auth
   docker-registry apache2-utils
-  # TLS certificates, guest images
-  openssl debootstrap
-  # fonts so that windows render text
-  fonts-dejavu-core
+  # guest images: debootstrap, file systems and partitions built without loop devices, BIOS boot
+  debootstrap e2fsprogs dosfstools mtools fdisk syslinux syslinux-common
 )
 
+groups=() list=0 npm=1
+for arg in "$@"; do
+  case "$arg" in
+    --runtime) groups+=(runtime) npm=0 ;;
+    --container) groups+=(runtime container) npm=0 ;;
+    --list) list=1 ;;
+    -h | --help)
+      awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
+      exit 0
+      ;;
+    *)
+      echo "install-deps.sh: unknown option $arg (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+[ "${#groups[@]}" -gt 0 ] || groups=(runtime container all)
+
+selected=()
+for g in "${groups[@]}"; do
+  case "$g" in
+    runtime) selected+=("${RUNTIME[@]}") ;;
+    container) selected+=("${CONTAINER[@]}") ;;
+    all) selected+=("${PACKAGES[@]}") ;;
+  esac
+done
+mapfile -t selected < <(printf '%s\n' "${selected[@]}" | awk '!seen[$0]++')
+
+if [ "$list" -eq 1 ]; then
+  printf '%s\n' "${selected[@]}"
+  exit 0
+fi
+
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${selected[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -31,6 +81,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-if [ "${SKIP_NPM:-}" != "1" ]; then
-  npm ci --no-audit --no-fund
+if [ "$npm" -eq 1 ] && [ "${SKIP_NPM:-}" != "1" ]; then
+  # npm 11 here rejects the lock file for the optional platform packages of other systems, which it
+  # never records; the lock file still pins every package that gets installed.
+  ci_log=$(mktemp)
+  if ! npm ci --no-audit --no-fund 2>"$ci_log"; then
+    echo "install-deps.sh: npm ci failed ($(grep -m1 -E '^npm error .{20,}' "$ci_log" | cut -c11-170)); using npm install" >&2
+    npm install --no-audit --no-fund
+  fi
+  rm -f "$ci_log"
 fi

@@ -1,0 +1,137 @@
+/**
+ * What the desktop container runs, read from its environment and arguments: the screen size, VNC,
+ * and the `hangar serve` command line (cloud secrets mounted as files are found and passed as flags).
+ *
+ *   HANGAR_DISPLAY=1280x800        the virtual screen
+ *   HANGAR_HOST=0.0.0.0            where the computer server (and noVNC) listen
+ *   HANGAR_TLS_CERT, HANGAR_TLS_KEY  the certificate and key as PEM text: written to private files
+ *                                  under $TMPDIR/hangar/tls → --tls-cert/--tls-key (port 8443)
+ *   HANGAR_SECRETS_DIR=/run/secrets/hangar
+ *       tls/tls.crt + tls/tls.key  → --tls-cert/--tls-key (then the port is 8443)
+ *       api-keys/keys              → --api-key-file
+ *   HANGAR_VNC=1                   x11vnc on 127.0.0.1:HANGAR_VNC_PORT (5900) and noVNC on
+ *                                  HANGAR_NOVNC_PORT (6080), with the password in
+ *                                  HANGAR_VNC_PASSWORD_FILE or HANGAR_VNC_PASSWORD
+ *   CONTAINER_NAME, HANGAR_API_KEYS, HANGAR_AUTH_URL are read by `hangar serve` itself.
+ * Flags given as arguments win over the environment, which wins over the mounted files.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export const DEFAULT_SECRETS_DIR = "/run/secrets/hangar";
+/** The container's own secrets: used here, never passed on to the server (whose commands see its environment). */
+export const CONTAINER_SECRET_VARS = ["HANGAR_TLS_CERT", "HANGAR_TLS_KEY", "HANGAR_VNC_PASSWORD"];
+export const LOCAL_PORT = 8000;
+export const TLS_PORT = 8443;
+
+export interface VncSettings {
+  port: number;
+  webPort: number;
+  password: string;
+}
+
+export interface ContainerSettings {
+  width: number;
+  height: number;
+  host: string;
+  vnc?: VncSettings;
+  /** Arguments after `hangar` (starting with `serve`). */
+  serveArgs: string[];
+  /** Where the HEALTHCHECK asks, `http(s)://127.0.0.1:<port>` (it adds `/status`). */
+  healthOrigin: string;
+  /** Files to write (mode 0600) before the server starts: the certificate and key from the environment. */
+  privateFiles: { path: string; content: string }[];
+}
+
+export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): ContainerSettings {
+  const [width, height] = parseScreen(env.HANGAR_DISPLAY ?? "1280x800");
+  const host = env.HANGAR_HOST || "0.0.0.0";
+  const secrets = env.HANGAR_SECRETS_DIR || DEFAULT_SECRETS_DIR;
+  const given = flagNames(args);
+
+  const extra: string[] = [];
+  const privateFiles: ContainerSettings["privateFiles"] = [];
+  const cert = join(secrets, "tls", "tls.crt");
+  const key = join(secrets, "tls", "tls.key");
+  if (Boolean(env.HANGAR_TLS_CERT) !== Boolean(env.HANGAR_TLS_KEY)) {
+    throw new Error("HANGAR_TLS_CERT and HANGAR_TLS_KEY go together: set both or neither");
+  }
+  const certInArgs = given.has("--tls-cert") || given.has("--ssl-certfile");
+  if (!certInArgs && env.HANGAR_TLS_CERT && env.HANGAR_TLS_KEY) {
+    const dir = join(env.TMPDIR || tmpdir(), "hangar", "tls");
+    privateFiles.push(
+      { path: join(dir, "cert.pem"), content: env.HANGAR_TLS_CERT },
+      { path: join(dir, "key.pem"), content: env.HANGAR_TLS_KEY },
+    );
+    extra.push("--tls-cert", privateFiles[0].path, "--tls-key", privateFiles[1].path);
+  } else if (!certInArgs && existsSync(cert) && existsSync(key)) {
+    extra.push("--tls-cert", cert, "--tls-key", key);
+  }
+  const keys = join(secrets, "api-keys", "keys");
+  if (!given.has("--api-key-file") && existsSync(keys)) extra.push("--api-key-file", keys);
+
+  const all = [...args, ...extra];
+  const tls = ["--tls-cert", "--ssl-certfile", "--cloud"].some((flag) => flagNames(all).has(flag));
+  const port = given.has("--port") ? Number(flagValue(args, "--port")) : tls ? TLS_PORT : LOCAL_PORT;
+  if (!Number.isInteger(port) || port <= 0 || port > 65535) {
+    throw new Error(`--port must be a port number from 1 to 65535, not ${flagValue(args, "--port")}`);
+  }
+  const serveArgs = ["serve", ...(given.has("--host") ? [] : ["--host", host])];
+  serveArgs.push(...(given.has("--port") ? [] : ["--port", String(port)]), ...all);
+
+  return {
+    width,
+    height,
+    host,
+    vnc: env.HANGAR_VNC === "1" ? vncSettings(env) : undefined,
+    serveArgs,
+    healthOrigin: `${tls ? "https" : "http"}://127.0.0.1:${port}`,
+    privateFiles,
+  };
+}
+
+function vncSettings(env: NodeJS.ProcessEnv): VncSettings {
+  let password = env.HANGAR_VNC_PASSWORD ?? "";
+  if (env.HANGAR_VNC_PASSWORD_FILE) {
+    try {
+      password = readFileSync(env.HANGAR_VNC_PASSWORD_FILE, "utf8").split("\n")[0].trim();
+    } catch (err) {
+      throw new Error(`cannot read HANGAR_VNC_PASSWORD_FILE: ${(err as Error).message}`);
+    }
+  }
+  if (!password) {
+    throw new Error("HANGAR_VNC=1 needs a password: set HANGAR_VNC_PASSWORD_FILE or HANGAR_VNC_PASSWORD");
+  }
+  return {
+    port: parsePortVar(env, "HANGAR_VNC_PORT", 5900),
+    webPort: parsePortVar(env, "HANGAR_NOVNC_PORT", 6080),
+    password,
+  };
+}
+
+function parseScreen(value: string): [number, number] {
+  const match = /^(\d{2,5})x(\d{2,5})$/.exec(value.trim());
+  if (!match) throw new Error(`HANGAR_DISPLAY must be WIDTHxHEIGHT, e.g. 1280x800, not "${value}"`);
+  return [Number(match[1]), Number(match[2])];
+}
+
+function parsePortVar(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const value = env[name];
+  if (value === undefined || value === "") return fallback;
+  const port = Number(value);
+  if (!Number.isInteger(port) || port <= 0 || port > 65535) {
+    throw new Error(`${name} must be a port number from 1 to 65535, not "${value}"`);
+  }
+  return port;
+}
+
+function flagNames(args: string[]): Set<string> {
+  return new Set(args.filter((a) => a.startsWith("--")).map((a) => a.split("=")[0]));
+}
+
+function flagValue(args: string[], flag: string): string | undefined {
+  const i = args.findIndex((a) => a === flag || a.startsWith(`${flag}=`));
+  if (i < 0) return undefined;
+  return args[i].includes("=") ? args[i].slice(flag.length + 1) : args[i + 1];
+}

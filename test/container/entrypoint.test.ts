@@ -1,0 +1,229 @@
+/**
+ * The desktop container's entrypoint run for real (as the image runs it, minus tini and Docker):
+ * a virtual desktop of the asked size, VNC and noVNC with a password, `hangar serve` with the mounted
+ * secrets turned into flags, the HEALTHCHECK script, and a clean stop on SIGTERM.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, statSync } from "node:fs";
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { connect, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { promisify } from "node:util";
+import { afterEach, describe, expect, it } from "vitest";
+import { send } from "../support/clients.js";
+import { postCmd } from "../support/server.js";
+import { makeTestCertificate } from "../support/tls.js";
+
+const REPO = resolve(import.meta.dirname, "..", "..");
+const MAIN = join(REPO, "dist", "src", "container", "main.js");
+const HEALTH = join(REPO, "dist", "src", "container", "health.js");
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as { port: number };
+  await new Promise((done) => server.close(done));
+  return port;
+}
+
+interface Started {
+  child: ChildProcess;
+  dir: string;
+  output: () => string;
+}
+const started: Started[] = [];
+
+afterEach(async () => {
+  for (const s of started.splice(0)) {
+    if (s.child.exitCode === null && s.child.signalCode === null) {
+      s.child.kill("SIGTERM");
+      await once(s.child, "exit");
+    }
+    await rm(s.dir, { recursive: true, force: true });
+  }
+});
+
+async function startEntrypoint(env: Record<string, string>, args: string[], dir: string): Promise<Started> {
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    env: { ...process.env, DISPLAY: "", TMPDIR: dir, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout!.on("data", (d) => {
+    output += d;
+  });
+  child.stderr!.on("data", (d) => {
+    output += d;
+  });
+  const s = { child, dir, output: () => output };
+  started.push(s);
+  return s;
+}
+
+/** Runs the HEALTHCHECK command as Docker would: exit code 0 means healthy. */
+async function healthcheck(dir: string): Promise<{ code: number; stderr: string }> {
+  try {
+    await promisify(execFile)(process.execPath, [HEALTH, "/status"], {
+      env: { ...process.env, TMPDIR: dir },
+    });
+    return { code: 0, stderr: "" };
+  } catch (err) {
+    return { code: (err as { code: number }).code, stderr: String((err as { stderr: string }).stderr) };
+  }
+}
+
+async function waitHealthy(s: Started, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  let last = { code: -1, stderr: "" };
+  while (Date.now() < deadline) {
+    if (s.child.exitCode !== null) throw new Error(`the entrypoint exited: ${s.output()}`);
+    last = await healthcheck(s.dir);
+    if (last.code === 0) return;
+    await sleep(200);
+  }
+  throw new Error(`not healthy after ${timeoutMs} ms: ${last.stderr}\n${s.output()}`);
+}
+
+/** The RFB greeting and the security types a VNC server offers (2 = VNC password, 1 = none). */
+function vncSecurityTypes(port: number): Promise<{ version: string; types: number[] }> {
+  return new Promise((done, fail) => {
+    const socket = connect({ host: "127.0.0.1", port });
+    let data = Buffer.alloc(0);
+    socket.setTimeout(5000, () => socket.destroy(new Error("VNC server did not answer")));
+    socket.on("error", fail);
+    socket.on("data", (chunk) => {
+      data = Buffer.concat([data, chunk]);
+      if (data.length === 12) socket.write(data.subarray(0, 12)); // answer with the same version
+      if (data.length > 13 && data.length >= 13 + data[12]) {
+        socket.destroy();
+        done({ version: data.subarray(0, 12).toString(), types: [...data.subarray(13, 13 + data[12])] });
+      }
+    });
+  });
+}
+
+describe("the container entrypoint", () => {
+  it("runs a desktop with VNC and noVNC behind a password, serves /cmd on it, and stops cleanly", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "hangar-container-"));
+    const [port, vncPort, webPort] = [await freePort(), await freePort(), await freePort()];
+    await writeFile(join(dir, "vnc-password"), "watch-it\n", { mode: 0o600 });
+    const s = await startEntrypoint(
+      {
+        HANGAR_HOST: "127.0.0.1",
+        HANGAR_DISPLAY: "1024x700",
+        HANGAR_SECRETS_DIR: join(dir, "no-secrets"),
+        HANGAR_VNC: "1",
+        HANGAR_VNC_PASSWORD_FILE: join(dir, "vnc-password"),
+        HANGAR_VNC_PORT: String(vncPort),
+        HANGAR_NOVNC_PORT: String(webPort),
+      },
+      ["--port", String(port)],
+      dir,
+    );
+    await waitHealthy(s);
+    const url = `http://127.0.0.1:${port}`;
+
+    const size = await postCmd(url, { command: "get_screen_size" });
+    expect(size.event).toMatchObject({ success: true, size: { width: 1024, height: 700 } });
+    const display = await postCmd(url, {
+      command: "run_command",
+      params: { command: 'echo "$DISPLAY"; test -n "$DBUS_SESSION_BUS_ADDRESS" && echo bus' },
+    });
+    const [displayName, bus] = display.event.stdout.trim().split("\n");
+    expect(displayName).toMatch(/^:\d+$/);
+    expect(bus).toBe("bus");
+
+    const vnc = await vncSecurityTypes(vncPort);
+    expect(vnc.version).toBe("RFB 003.008\n");
+    expect(vnc.types).toEqual([2]);
+    const page = await fetch(`http://127.0.0.1:${webPort}/vnc.html`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("noVNC");
+    // x11vnc took the password file away once it had read it.
+    const leftovers = await promisify(execFile)("sh", ["-c", `ls ${dir}/hangar-vnc-* 2>/dev/null | wc -l`]);
+    expect(leftovers.stdout.trim()).toBe("0");
+
+    s.child.kill("SIGTERM");
+    const [code] = await once(s.child, "exit");
+    expect(code).toBe(0);
+    expect(existsSync(`/tmp/.X11-unix/X${displayName.slice(1)}`)).toBe(false);
+    await expect(fetch(`${url}/status`)).rejects.toThrow();
+    await expect(vncSecurityTypes(vncPort)).rejects.toThrow();
+    expect((await healthcheck(dir)).stderr).toMatch(/unhealthy: the server has not started/);
+  }, 60_000);
+
+  it("turns mounted certificate and key files into HTTPS with API keys (cloud mode)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "hangar-container-"));
+    const cert = makeTestCertificate();
+    const secrets = join(dir, "secrets");
+    await mkdir(join(secrets, "tls"), { recursive: true });
+    await mkdir(join(secrets, "api-keys"), { recursive: true });
+    await copyFile(cert.certPath, join(secrets, "tls", "tls.crt"));
+    await copyFile(cert.keyPath, join(secrets, "tls", "tls.key"));
+    const ca = cert.cert;
+    cert.remove();
+    await writeFile(join(secrets, "api-keys", "keys"), "container-test-key\n");
+    const port = await freePort();
+    const s = await startEntrypoint(
+      { HANGAR_HOST: "127.0.0.1", HANGAR_SECRETS_DIR: secrets, CONTAINER_NAME: "ct-desktop" },
+      ["--port", String(port)],
+      dir,
+    );
+    await waitHealthy(s);
+    const url = `https://127.0.0.1:${port}`;
+    const status = await send(`${url}/status`, { ca });
+    expect(status.json()).toMatchObject({ status: "ok" });
+    const post = (headers: Record<string, string>) =>
+      send(`${url}/cmd`, {
+        ca,
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify({ command: "version" }),
+      });
+    expect((await post({})).status).toBe(401);
+    const ok = await post({ "X-Container-Name": "ct-desktop", "X-API-Key": "container-test-key" });
+    expect(ok.status).toBe(200);
+    expect(ok.text).toContain('"success":true');
+    expect(s.output()).toMatch(/TLS certificate SHA-256 fingerprint/);
+    expect(s.output()).not.toContain("container-test-key");
+  }, 60_000);
+
+  it("serves HTTPS with a certificate and key given as PEM text in the environment", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "hangar-container-"));
+    const cert = makeTestCertificate();
+    const [certPem, keyPem] = [await readFile(cert.certPath, "utf8"), await readFile(cert.keyPath, "utf8")];
+    const ca = cert.cert;
+    cert.remove();
+    const port = await freePort();
+    const s = await startEntrypoint(
+      {
+        HANGAR_HOST: "127.0.0.1",
+        HANGAR_SECRETS_DIR: join(dir, "no-secrets"),
+        HANGAR_TLS_CERT: certPem,
+        HANGAR_TLS_KEY: keyPem,
+      },
+      ["--port", String(port)],
+      dir,
+    );
+    await waitHealthy(s);
+    const status = await send(`https://127.0.0.1:${port}/status`, { ca });
+    expect(status.json()).toMatchObject({ status: "ok" });
+    // The server's commands do not see the key in their environment.
+    const env = await send(`https://127.0.0.1:${port}/cmd`, {
+      ca,
+      body: JSON.stringify({
+        command: "run_command",
+        params: { command: "env | grep -c '^HANGAR_TLS_' || true" },
+      }),
+    });
+    expect(env.text).toContain('"stdout":"0\\n"');
+    const keyFile = join(dir, "hangar", "tls", "key.pem");
+    expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+    expect(s.output()).not.toContain("PRIVATE KEY");
+    s.child.kill("SIGTERM");
+    await once(s.child, "exit");
+    expect(existsSync(keyFile)).toBe(false);
+  }, 60_000);
+});

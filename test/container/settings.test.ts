@@ -1,0 +1,147 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { containerSettings } from "../../src/container/settings.js";
+
+const secrets = mkdtempSync(join(tmpdir(), "hangar-secrets-"));
+const empty = mkdtempSync(join(tmpdir(), "hangar-no-secrets-"));
+mkdirSync(join(secrets, "tls"));
+mkdirSync(join(secrets, "api-keys"));
+writeFileSync(join(secrets, "tls", "tls.crt"), "cert");
+writeFileSync(join(secrets, "tls", "tls.key"), "key");
+writeFileSync(join(secrets, "api-keys", "keys"), "k1\n");
+afterAll(() => {
+  rmSync(secrets, { recursive: true, force: true });
+  rmSync(empty, { recursive: true, force: true });
+});
+
+describe("containerSettings", () => {
+  it("serves plain HTTP on 8000 on every interface by default", () => {
+    const s = containerSettings({ HANGAR_SECRETS_DIR: empty }, []);
+    expect(s.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000"]);
+    expect(s.healthOrigin).toBe("http://127.0.0.1:8000");
+    expect(s.privateFiles).toEqual([]);
+    expect([s.width, s.height]).toEqual([1280, 800]);
+    expect(s.vnc).toBeUndefined();
+  });
+
+  it("passes mounted TLS and key files as flags and moves to 8443 over HTTPS", () => {
+    const s = containerSettings({ HANGAR_SECRETS_DIR: secrets }, ["--log-level", "warn"]);
+    expect(s.serveArgs).toEqual([
+      "serve",
+      "--host",
+      "0.0.0.0",
+      "--port",
+      "8443",
+      "--log-level",
+      "warn",
+      "--tls-cert",
+      join(secrets, "tls", "tls.crt"),
+      "--tls-key",
+      join(secrets, "tls", "tls.key"),
+      "--api-key-file",
+      join(secrets, "api-keys", "keys"),
+    ]);
+    expect(s.healthOrigin).toBe("https://127.0.0.1:8443");
+  });
+
+  it("keeps flags given as arguments instead of the mounted files", () => {
+    const s = containerSettings({ HANGAR_SECRETS_DIR: secrets }, [
+      "--tls-cert=/c.pem",
+      "--tls-key=/k.pem",
+      "--api-key-file",
+      "/keys",
+      "--port=9443",
+    ]);
+    expect(s.serveArgs).toEqual([
+      "serve",
+      "--host",
+      "0.0.0.0",
+      "--tls-cert=/c.pem",
+      "--tls-key=/k.pem",
+      "--api-key-file",
+      "/keys",
+      "--port=9443",
+    ]);
+    expect(s.healthOrigin).toBe("https://127.0.0.1:9443");
+  });
+
+  it("writes a certificate and key given as PEM text in the environment to private files", () => {
+    const s = containerSettings(
+      {
+        HANGAR_SECRETS_DIR: secrets,
+        TMPDIR: "/scratch",
+        HANGAR_TLS_CERT: "CERT PEM",
+        HANGAR_TLS_KEY: "KEY PEM",
+      },
+      [],
+    );
+    expect(s.privateFiles).toEqual([
+      { path: "/scratch/hangar/tls/cert.pem", content: "CERT PEM" },
+      { path: "/scratch/hangar/tls/key.pem", content: "KEY PEM" },
+    ]);
+    expect(s.serveArgs).toEqual([
+      "serve",
+      "--host",
+      "0.0.0.0",
+      "--port",
+      "8443",
+      "--tls-cert",
+      "/scratch/hangar/tls/cert.pem",
+      "--tls-key",
+      "/scratch/hangar/tls/key.pem",
+      "--api-key-file",
+      join(secrets, "api-keys", "keys"),
+    ]);
+    expect(() => containerSettings({ HANGAR_TLS_CERT: "CERT PEM" }, [])).toThrow(
+      /HANGAR_TLS_CERT and HANGAR_TLS_KEY go together/,
+    );
+    const given = containerSettings({ HANGAR_TLS_CERT: "C", HANGAR_TLS_KEY: "K" }, [
+      "--tls-cert",
+      "/c",
+      "--tls-key",
+      "/k",
+    ]);
+    expect(given.privateFiles).toEqual([]);
+  });
+
+  it("uses HTTPS on 8443 for --cloud (a self-signed certificate)", () => {
+    expect(containerSettings({ HANGAR_SECRETS_DIR: empty }, ["--cloud"]).healthOrigin).toBe(
+      "https://127.0.0.1:8443",
+    );
+  });
+
+  it("reads the screen size, the listen address and the VNC settings", () => {
+    const s = containerSettings(
+      {
+        HANGAR_SECRETS_DIR: empty,
+        HANGAR_DISPLAY: "1920x1080",
+        HANGAR_HOST: "127.0.0.1",
+        HANGAR_VNC: "1",
+        HANGAR_VNC_PASSWORD: "pw",
+        HANGAR_NOVNC_PORT: "7000",
+      },
+      [],
+    );
+    expect([s.width, s.height]).toEqual([1920, 1080]);
+    expect(s.serveArgs.slice(1, 3)).toEqual(["--host", "127.0.0.1"]);
+    expect(s.vnc).toEqual({ port: 5900, webPort: 7000, password: "pw" });
+  });
+
+  it("refuses VNC without a password, and names what is wrong in bad settings", () => {
+    expect(() => containerSettings({ HANGAR_SECRETS_DIR: empty, HANGAR_VNC: "1" }, [])).toThrow(
+      /HANGAR_VNC=1 needs a password/,
+    );
+    expect(() =>
+      containerSettings({ HANGAR_VNC: "1", HANGAR_VNC_PASSWORD_FILE: join(empty, "missing") }, []),
+    ).toThrow(/HANGAR_VNC_PASSWORD_FILE/);
+    expect(() => containerSettings({ HANGAR_DISPLAY: "big" }, [])).toThrow(
+      /HANGAR_DISPLAY must be WIDTHxHEIGHT/,
+    );
+    expect(() =>
+      containerSettings({ HANGAR_VNC: "1", HANGAR_VNC_PASSWORD: "x", HANGAR_VNC_PORT: "99999" }, []),
+    ).toThrow(/HANGAR_VNC_PORT must be a port number/);
+    expect(() => containerSettings({}, ["--port", "http"])).toThrow(/--port must be a port number/);
+  });
+});
