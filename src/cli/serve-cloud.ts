@@ -1,6 +1,6 @@
 /** `hangar serve`'s cloud mode and TLS: from flags and environment to server options. */
 import type { Logger } from "../common/logger.js";
-import { resolveCloudAuth } from "../computer/auth/config.js";
+import { API_KEYS_ENV, resolveCloudAuth } from "../computer/auth/config.js";
 import type { ComputerServerOptions } from "../computer/server.js";
 import {
   certificateFingerprint,
@@ -31,6 +31,8 @@ export async function cloudServeOptions(
     authUrl: flags.authUrl,
     env,
   });
+  // Keys are held hashed by the server; the variable must not reach the commands agents run.
+  delete env[API_KEYS_ENV];
   if (flags.cloud && !cloud) {
     throw new Error(
       "--cloud needs a container name (--container-name or CONTAINER_NAME) and API keys " +

@@ -79,6 +79,15 @@ describe("hangar serve in cloud mode", () => {
       );
       expect(ok.event).toMatchObject({ success: true, protocol: 1 });
       expect(first.stderr()).not.toContain("sk-cli-");
+      const shell = await postCommand(
+        first.url,
+        "run_command",
+        { command: "env" },
+        { "X-Container-Name": "vm-cli", "X-API-Key": "sk-cli-one" },
+        ca,
+      );
+      expect(shell.event.success).toBe(true);
+      expect(shell.event.stdout).not.toContain("sk-cli-");
     } finally {
       await first.stop();
     }

@@ -212,7 +212,12 @@ describe("keys stay secret", () => {
     expect(reply.success).toBe(true);
     await ws2.close();
     await new Promise<void>((resolve) => log.flush(() => resolve()));
-    const text = readFileSync(logPath, "utf8");
+    // The asynchronous file destination may still be writing the last lines under load.
+    let text = readFileSync(logPath, "utf8");
+    for (let i = 0; i < 40 && !text.includes('"command":"run_command"'); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      text = readFileSync(logPath, "utf8");
+    }
     expect(text).toMatch(/authentication failed/);
     expect(text).toMatch(/"command":"run_command"/);
     expect(text).not.toContain(KEY);

@@ -1,0 +1,34 @@
+/**
+ * `npm run bench`: every benchmark, one after another, each in its own process so that none
+ * measures another's leftovers. Each prints its own table. `npm run bench -- core desktop` runs some.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+
+const ALL = [
+  "core",
+  "transport",
+  "desktop",
+  "nut",
+  "accessibility",
+  "agent-transports",
+  "host",
+  "images",
+  "spread",
+];
+const chosen = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ALL;
+
+for (const name of chosen) {
+  const file = `bench/${name}.ts`;
+  if (!existsSync(file)) {
+    console.error(`no benchmark named ${name} (have: ${ALL.join(", ")})`);
+    process.exitCode = 2;
+    continue;
+  }
+  console.log(`\n## ${name}`);
+  const run = spawnSync(process.execPath, ["--import", "tsx", file], { stdio: "inherit" });
+  if (run.status !== 0) {
+    console.error(`bench/${name}.ts exited with ${run.status ?? run.signal}`);
+    process.exitCode = 1;
+  }
+}
