@@ -2,7 +2,6 @@
 import type { Command } from "commander";
 import { allCommands } from "../../commands/index.js";
 import { createLogger } from "../common/logger.js";
-import { serveMcpStdio } from "../computer/mcp.js";
 import { CommandRegistry } from "../computer/registry.js";
 import { defaultAccessibility } from "../computer/server.js";
 import { startDesktopSession } from "../desktop/session.js";
@@ -32,6 +31,7 @@ export function registerMcp(program: Command) {
       };
       onShutdown(cleanup);
       try {
+        const { serveMcpStdio } = await import("../computer/mcp.js");
         await serveMcpStdio(registry, log);
       } finally {
         await cleanup();

@@ -10,7 +10,7 @@ import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
-import { mcpHandler, mcpOpenApiPaths } from "./mcp-http.js";
+import { mcpOpenApiPaths } from "./mcp-openapi.js";
 import { cmdEventBytes } from "./outcome.js";
 import { ptyRoutes } from "./pty.js";
 import { ptyOpenApiPaths } from "./pty-openapi.js";
@@ -92,7 +92,12 @@ export function createComputerApp(options: ComputerAppOptions) {
   });
 
   if (options.pty) app.route("/pty", ptyRoutes(options.pty, log));
-  app.all("/mcp", mcpHandler(registry, { log, bodyLimitBytes: limit }));
+  // The MCP SDK is loaded at the first /mcp request: it is a quarter of the server's idle memory.
+  let mcp: Promise<(c: Context) => Promise<Response>> | undefined;
+  app.all("/mcp", async (c) => {
+    mcp ??= import("./mcp-http.js").then((m) => m.mcpHandler(registry, { log, bodyLimitBytes: limit }));
+    return (await mcp)(c);
+  });
 
   app.notFound((c) => c.json({ detail: "Not Found" }, 404));
   app.onError((err, c) => {

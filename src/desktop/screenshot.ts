@@ -8,7 +8,7 @@
  * `to_screen_coordinates` and `to_screenshot_coordinates`.
  */
 import { availableParallelism } from "node:os";
-import sharp from "sharp";
+import type { Sharp, SharpOptions } from "sharp";
 import { CommandError } from "../common/errors.js";
 import type { DesktopBackend, Point, RawImage, Rect } from "./backend.js";
 
@@ -52,7 +52,15 @@ export const JPEG_OPTIONS = { optimiseCoding: false, chromaSubsampling: "4:2:0" 
 
 // On glibc Linux sharp gives libvips a single thread by default (to limit memory fragmentation);
 // JPEG encoding and resizing are about twice as fast with two.
-sharp.concurrency(Math.max(sharp.concurrency(), Math.min(4, availableParallelism())));
+// sharp (libvips) is loaded at the first screenshot, not at start-up: it is a third of the idle memory.
+let loadedSharp: Promise<(input: Buffer, options: SharpOptions) => Sharp> | undefined;
+function loadSharp() {
+  loadedSharp ??= import("sharp").then(({ default: sharp }) => {
+    sharp.concurrency(Math.max(sharp.concurrency(), Math.min(4, availableParallelism())));
+    return sharp;
+  });
+  return loadedSharp;
+}
 
 interface CacheEntry {
   raw: RawImage;
@@ -150,6 +158,7 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
   const size = targetSize(raw.width, raw.height, options);
   const resize = size.width !== raw.width || size.height !== raw.height;
   if (resize && raw.channels === 4) forceOpaque(raw.data);
+  const sharp = await loadSharp();
   let pipeline = sharp(raw.data, { raw: { width: raw.width, height: raw.height, channels: raw.channels } });
   if (raw.channels === 4) pipeline = pipeline.removeAlpha();
   if (resize) pipeline = pipeline.resize(size.width, size.height, { fit: "fill", kernel: "linear" });

@@ -224,7 +224,8 @@ export class VmService {
     await this.locks.run(vm.dir, async () => {
       if (await this.isRunning(vm)) throw alreadyRunning(vm.name);
       const started = this.launch(vm, config, {
-        vnc: request.vnc !== "disabled",
+        // The spec: VNC on loopback with a password unless noDisplay (or lume's vnc: "disabled").
+        vnc: !request.noDisplay && request.vnc !== "disabled",
         sharedDirectories: shares.map((s) => ({ hostPath: s.hostPath, readOnly: s.readOnly ?? false })),
       });
       this.starting.set(vm.dir, started);

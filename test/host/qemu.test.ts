@@ -122,7 +122,7 @@ describe("QEMU lifecycle", () => {
     const share = join(host.root, "shared");
     mkdirSync(share);
     const first = await runAndWait("vm1", { sharedDirectories: [{ hostPath: share, readOnly: true }] });
-    const second = await runAndWait("vm2", { noDisplay: true, vnc: "disabled" });
+    const second = await runAndWait("vm2", { noDisplay: true });
     expect(first.sharedDirectories).toEqual([{ hostPath: share, tag: "hangar0", readOnly: true }]);
     expect(second.ipAddress).not.toBe(first.ipAddress);
     expect(second.vncUrl).toBeNull();
