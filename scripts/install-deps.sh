@@ -87,7 +87,7 @@ if [ "$npm" -eq 1 ] && [ "${SKIP_NPM:-}" != "1" ]; then
   ci_log=$(mktemp)
   if ! npm ci --no-audit --no-fund 2>"$ci_log"; then
     echo "install-deps.sh: npm ci failed ($(grep -m1 -E '^npm error .{20,}' "$ci_log" | cut -c11-170)); using npm install" >&2
-    npm install --no-audit --no-fund
+    npm install --no-save --no-audit --no-fund
   fi
   rm -f "$ci_log"
 fi

@@ -190,4 +190,11 @@ describe("clipboard (X11)", () => {
     const event = await desk.cmd("copy_to_clipboard");
     expect(event).toMatchObject({ success: true, content: "from outside ✓ ñ" });
   });
+
+  it("reads back at once what it has just set, every time", async () => {
+    for (let i = 0; i < 15; i++) {
+      expect((await desk.cmd("set_clipboard", { text: `round ${i} ✓` })).success).toBe(true);
+      expect((await desk.cmd("copy_to_clipboard")).content).toBe(`round ${i} ✓`);
+    }
+  });
 });

@@ -14,9 +14,10 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Key } from "@nut-tree-fork/shared/dist/lib/enums/key.enum.js";
 import { CommandError } from "../../common/errors.js";
+import { readSelection, type Selection, writeSelection } from "../x11/clipboard.js";
 import { strokesForCombo } from "./key-strokes.js";
 import type { NutWorker } from "./worker-client.js";
-import { offerSelection, readSelection, type Selection, writeSelection } from "./x11-selection.js";
+import { offerSelection } from "./x11-selection.js";
 
 /** How long a window gets to read pasted text before the paste counts as failed (X11). */
 const PASTE_TIMEOUT_MS = 5000;
@@ -57,9 +58,10 @@ async function pasteThroughSelections(
   x11: X11PasteContext,
 ) {
   const env = worker.env;
+  const display = env.DISPLAY ?? "";
   const owners = () => Promise.all(selections.map((s) => x11.selectionOwner(s)));
   const [saved, before] = await Promise.all([
-    Promise.all(selections.map((s) => readSelection(s, env))),
+    Promise.all(selections.map((s) => readSelection(display, s))),
     owners(),
   ]);
   const offers = await Promise.all(selections.map((s) => offerSelection(s, text, env)));
@@ -86,7 +88,7 @@ async function pasteThroughSelections(
       selections.map(async (selection, i) => {
         const old = saved[i];
         if (old !== null) {
-          await writeSelection(selection, old, env)
+          await writeSelection(display, selection, old)
             .then(() => x11.waitForNewOwner(selection, offered[i]))
             .catch(() => undefined);
         }

@@ -6,11 +6,11 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { CommandError } from "../../common/errors.js";
 import type { Rect, WindowInfo } from "../backend.js";
+import type { Selection } from "../x11/clipboard.js";
 import { readClipboard, writeClipboard } from "../x11/clipboard.js";
 import { XConnection } from "../x11/connection.js";
 import { Windows } from "../x11/windows.js";
 import type { DesktopServices } from "./services.js";
-import type { Selection } from "./x11-selection.js";
 
 export class X11Services implements DesktopServices {
   private connection: Promise<XConnection> | null = null;
