@@ -5,7 +5,6 @@
  * token (so pushes are denied); wrong credentials are refused by the token service.
  */
 
-import { execFileSync } from "node:child_process";
 import { createSign, randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
@@ -15,6 +14,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { pullImage, pushVm } from "../../src/host/oci/index.js";
 import { startRegistry, type TestRegistry } from "../support/registry.js";
+import { makeTestCertificate, type TestCertificate } from "../support/tls.js";
 import { makeVmDir } from "../support/vm-dir.js";
 
 const MiB = 1024 * 1024;
@@ -22,36 +22,16 @@ const user = { username: "robot", password: randomBytes(8).toString("hex") };
 let registry: TestRegistry;
 let tokens: Server;
 let work: string;
+let signing: TestCertificate;
 const scopes: string[] = [];
 
 const b64url = (data: Buffer | string) => Buffer.from(data).toString("base64url");
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "hangar-oci-token-"));
-  execFileSync(
-    "openssl",
-    [
-      "req",
-      "-x509",
-      "-newkey",
-      "rsa:2048",
-      "-nodes",
-      "-days",
-      "1",
-      "-subj",
-      "/CN=hangar-test-tokens",
-      "-keyout",
-      join(work, "key.pem"),
-      "-out",
-      join(work, "cert.pem"),
-    ],
-    { stdio: "ignore" },
-  );
-  const key = await readFile(join(work, "key.pem"), "utf8");
-  const certDer = Buffer.from(
-    (await readFile(join(work, "cert.pem"), "utf8")).replace(/-----[^-]+-----|\s/g, ""),
-    "base64",
-  );
+  signing = makeTestCertificate();
+  const key = signing.key.toString("utf8");
+  const certDer = Buffer.from(signing.cert.toString("utf8").replace(/-----[^-]+-----|\s/g, ""), "base64");
 
   tokens = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://token");
@@ -90,7 +70,7 @@ beforeAll(async () => {
       realm,
       service: "hangar-test-registry",
       issuer: "hangar-test-issuer",
-      rootCertBundle: join(work, "cert.pem"),
+      rootCertBundle: signing.certPath,
     },
   });
   await makeVmDir(join(work, "src"), { diskSize: 2 * MiB, writes: [{ offset: 0, data: randomBytes(MiB) }] });
@@ -100,6 +80,7 @@ afterAll(async () => {
   await registry?.stop();
   await new Promise((resolve) => tokens?.close(resolve));
   if (work) await rm(work, { recursive: true, force: true });
+  signing?.remove();
 });
 
 const push = (credentials: { username: string; password: string } | null) =>
