@@ -1,4 +1,4 @@
-/** Settings, storage locations, logs, the ipsw catalog, the image placeholders and unknown routes. */
+/** Settings, storage locations, logs, the ipsw catalog and unknown routes. */
 import { writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
