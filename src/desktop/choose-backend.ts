@@ -4,7 +4,9 @@
  */
 import type { Logger } from "../common/logger.js";
 import type { DesktopManagerOptions } from "./manager.js";
-import { NutBackend, USES_X11 } from "./nut/backend.js";
+
+/** Linux and the BSDs draw with X11; macOS and Windows do not. */
+const USES_X11 = process.platform !== "darwin" && process.platform !== "win32";
 
 export const BACKEND_NAMES = ["x11", "nut"] as const;
 export type BackendName = (typeof BACKEND_NAMES)[number];
@@ -17,7 +19,8 @@ export function defaultBackend(): BackendName {
 export function backendOptions(name: BackendName, log?: Logger): Partial<DesktopManagerOptions> {
   if (name === "x11") return {};
   return {
-    connect: (display) => NutBackend.connect(display, { log }),
+    // Loaded on first use, like the X11 backend: a server that never drives the desktop never pays for it.
+    connect: async (display) => (await import("./nut/backend.js")).NutBackend.connect(display, { log }),
     // macOS and Windows have no DISPLAY; the manager only needs a name to pass on.
     ...(USES_X11 ? {} : { display: process.platform }),
   };

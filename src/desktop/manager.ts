@@ -11,7 +11,6 @@
 import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import type { DesktopBackend, DesktopProvider } from "./backend.js";
-import { X11Backend } from "./x11/backend.js";
 
 /** A backend that can tell when it has lost its display. */
 export interface ConnectedBackend extends DesktopBackend {
@@ -36,7 +35,8 @@ export class DesktopManager {
 
   constructor(private readonly options: DesktopManagerOptions = {}) {
     this.log = options.log ?? silentLogger;
-    this.connectTo = options.connect ?? ((display) => X11Backend.connect(display));
+    this.connectTo =
+      options.connect ?? (async (display) => (await import("./x11/backend.js")).X11Backend.connect(display));
   }
 
   /** The provider to give the server. */
