@@ -68,7 +68,7 @@ export async function startComputerServer(
     log,
     spreadResult: options.spreadResult,
     bodyLimitBytes: options.bodyLimitBytes,
-    features: ["batch"],
+    features: ["batch", "ws", "pty", "mcp", "stream", ...(accessibility ? ["accessibility"] : [])],
     pty,
     auth: authenticator && cloudAuth(authenticator),
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),

@@ -96,6 +96,7 @@ describe("catalog", () => {
   it("GET /status is ok with the os type", async () => {
     const body = await (await fetch(`${server.url}/status`)).json();
     expect(body).toEqual({ status: "ok", os_type: "linux", features: expect.any(Array) });
+    expect(body.features).toEqual(expect.arrayContaining(["batch", "ws", "pty", "mcp", "stream"]));
   });
 
   it("GET /commands lists every command with params and aliases", async () => {
