@@ -1,28 +1,15 @@
-/**
- * The Linux desktop through HTTP `/cmd`, as a client sees it: screenshots at 1920x1080 (and on a
- * 1280x800 screen), a repeat screenshot of an unchanged screen, clicks, pointer moves and typing.
- * Each part runs on its own virtual display (Xvfb + openbox) with a busy scene: a gradient
- * wallpaper with a shape and a word on it, terminals full of text and a GTK window.
- *
- *   node --import tsx bench/desktop.ts
- */
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import http from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import sharp, { type PngOptions } from "sharp";
-import { startComputerServer } from "../src/computer/server.js";
-import { DesktopManager } from "../src/desktop/manager.js";
 import { PNG_OPTIONS } from "../src/desktop/screenshot.js";
-import { startVirtualDisplay } from "../src/desktop/virtual-display.js";
 import { X11Backend } from "../src/desktop/x11/backend.js";
+import { APPS, PYTHON, startDesktopServer } from "../test/support/desktop.js";
 import { printTable, type Row, summarize, timeIt } from "./lib.js";
 
 const RUNS = 30;
-const APPS = join(import.meta.dirname, "../test/desktop/apps");
-const PYTHON = "/usr/bin/python3";
+
 /** 100 characters: letters, digits, ASCII symbols, accents, CJK and emoji. */
 const MIXED =
   'Hello, World 123 ~!@#$%^&*()_+{}|:"<>? café naïve Grüße ñ 日本語テキスト 中文 😀🎉✓ — fin. abcdefghijklmnopqrst';
@@ -91,13 +78,11 @@ async function timeWithSetup(
   return { name, ...summarize(samples), ...options };
 }
 
+/** A private desktop with a busy scene (wallpaper, text-filled xterms, an entry, a key recorder). */
 async function startScene(width: number, height: number) {
-  const display = await startVirtualDisplay({ width, height });
-  const env = { ...process.env, ...display.env };
-  const dir = mkdtempSync(join(tmpdir(), "hangar-bench-"));
-  const children: ChildProcess[] = [];
-  const start = (file: string, args: string[]) => children.push(spawn(file, args, { env, stdio: "ignore" }));
-
+  const desk = await startDesktopServer({ width, height });
+  const { dir } = desk;
+  const start = (file: string, args: string[]) => desk.spawn(file, args);
   const wallpaper = join(dir, "wallpaper.png");
   const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}">
     <defs><linearGradient id="g" x1="0" y1="0" x2="1" y2="1">
@@ -128,22 +113,7 @@ async function startScene(width: number, height: number) {
   ]);
   await sleep(2500);
 
-  const manager = new DesktopManager({ display: display.display });
-  const server = await startComputerServer({ port: 0, desktop: manager.provider });
-  return {
-    display,
-    env,
-    dir,
-    server,
-    start,
-    async stop() {
-      for (const child of children) child.kill("SIGKILL");
-      await server.close();
-      await manager.close();
-      await display.stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return { display: desk.display, dir, server: desk.server, stop: () => desk.stop() };
 }
 
 async function activate(url: string, title: string) {
