@@ -5,12 +5,13 @@
  */
 import type { Command } from "commander";
 import { fetchFailure } from "../common/errors.js";
+import { DEFAULT_HOST_PORT } from "../host/port.js";
 
 /** A JSON answer of the service, printed as text. */
 // biome-ignore lint/suspicious/noExplicitAny: the shape is the service's, only printed
 export type Json = Record<string, any>;
 
-export const DEFAULT_HOST_URL = "http://127.0.0.1:7777";
+export const DEFAULT_HOST_URL = `http://127.0.0.1:${DEFAULT_HOST_PORT}`;
 
 export class HostClient {
   constructor(readonly url: string) {}

@@ -1,7 +1,7 @@
 /** `hangar host serve`: the VM host service (/svc API, QEMU). */
 import type { Command } from "commander";
 import { createLogger } from "../common/logger.js";
-import { DEFAULT_HOST_PORT, startHostService } from "../host/server.js";
+import { DEFAULT_HOST_PORT } from "../host/port.js";
 import { onShutdown, parsePort } from "./util.js";
 
 export function registerHost(program: Command) {
@@ -17,6 +17,8 @@ export function registerHost(program: Command) {
       const log = createLogger({ level: opts.logLevel, name: "host" });
       const grace = Number(opts.stopGrace);
       if (!Number.isFinite(grace) || grace < 0) throw new Error("--stop-grace: expected a number of seconds");
+      // Loaded here so that the other commands do not carry the host service in memory.
+      const { startHostService } = await import("../host/server.js");
       const server = await startHostService({
         host: opts.host,
         port: opts.port,

@@ -2,10 +2,10 @@
  * `hangar vm pull|push|images|prune`: the image routes of the host service. Pull and push start
  * the work in the service and follow it on the VM's record, with a progress bar on a terminal.
  */
-import cliProgress from "cli-progress";
+import type cliProgress from "cli-progress";
 import type { Command } from "commander";
 import { InvalidArgumentError } from "commander";
-import { formatBytes } from "../computer/app.js";
+import { formatBytes } from "../common/sizes.js";
 import { clientOf, clientOptions, type HostClient, type Json, output, table } from "./host-client.js";
 
 const POLL_MS = 500;
@@ -18,11 +18,12 @@ function chunkSize(value: string) {
 }
 
 /** A bar on stderr when it is a terminal and the output is for people; otherwise nothing. */
-function progressBar(opts: { json?: boolean }, label: string) {
+async function progressBar(opts: { json?: boolean }, label: string) {
   if (opts.json || !process.stderr.isTTY) return undefined;
-  const bar = new cliProgress.SingleBar(
+  const { default: bars } = await import("cli-progress");
+  const bar = new bars.SingleBar(
     { format: `${label} [{bar}] {percentage}% {detail}`, hideCursor: true, clearOnComplete: true },
-    cliProgress.Presets.shades_classic,
+    bars.Presets.shades_classic,
   );
   bar.start(100, 0, { detail: "" });
   return bar;
@@ -70,7 +71,7 @@ export function registerImageCommands(vm: Command) {
         organization: opts.organization,
         storage: opts.storage,
       });
-      const bar = progressBar(opts, `Pulling ${image}`);
+      const bar = await progressBar(opts, `Pulling ${image}`);
       const vmPath = withStorage(`/svc/vms/${encodeURIComponent(target)}`, opts.storage);
       const pulled = await follow(client, vmPath, bar, (record) => ({
         percent: record.status === "pulling" ? (record.downloadProgress ?? 0) : 100,
@@ -105,7 +106,7 @@ export function registerImageCommands(vm: Command) {
         organization: opts.organization,
         storage: opts.storage,
       });
-      const bar = progressBar(opts, `Pushing ${name}`);
+      const bar = await progressBar(opts, `Pushing ${name}`);
       const vmPath = withStorage(`/svc/vms/${encodeURIComponent(started.name)}`, opts.storage);
       const pushed = await follow(client, vmPath, bar, (record) => ({
         percent: record.push?.progress ?? 0,

@@ -1,6 +1,6 @@
 /** `hangar vm ls|get|create|rm|clone|set|run|stop`: the VM routes of the host service. */
 import { type Command, InvalidArgumentError } from "commander";
-import { formatBytes } from "../computer/app.js";
+import { formatBytes } from "../common/sizes.js";
 import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
 
 type Vm = Json;

@@ -55,3 +55,15 @@ export function parseLumeSize(text: string): number {
   }
   return bytes;
 }
+
+/** A byte count for people: `64 MiB`, `1.5 GiB`. */
+export function formatBytes(bytes: number): string {
+  const units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${Number.isInteger(value) ? value : value.toFixed(1)} ${units[unit]}`;
+}

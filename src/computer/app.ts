@@ -8,6 +8,7 @@ import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { cors } from "hono/cors";
 import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
+import { formatBytes } from "../common/sizes.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
 import { mcpOpenApiPaths } from "./mcp-openapi.js";
@@ -161,15 +162,4 @@ async function runAsEventStream(
     res.off("close", onClose);
   }
   return RESPONSE_ALREADY_SENT;
-}
-
-export function formatBytes(bytes: number): string {
-  const units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${Number.isInteger(value) ? value : value.toFixed(1)} ${units[unit]}`;
 }

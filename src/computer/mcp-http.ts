@@ -12,7 +12,7 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import { isInitializeRequest, isJSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { Context } from "hono";
 import { type Logger, silentLogger } from "../common/logger.js";
-import { formatBytes } from "./app.js";
+import { formatBytes } from "../common/sizes.js";
 import { createMcpServer } from "./mcp.js";
 import type { CommandRegistry } from "./registry.js";
 

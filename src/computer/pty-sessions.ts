@@ -4,7 +4,15 @@
  * and replayed to every subscriber that attaches, so the first prompt is never lost; sessions that
  * nobody uses are reaped after a timeout.
  */
-import pty from "@lydell/node-pty";
+import { createRequire } from "node:module";
+import type * as Pty from "@lydell/node-pty";
+
+/** node-pty (native) is loaded at the first terminal, not with the server. */
+let ptyModule: typeof Pty | undefined;
+const loadPty = () => {
+  ptyModule ??= createRequire(import.meta.url)("@lydell/node-pty") as typeof Pty;
+  return ptyModule;
+};
 
 export type PtyEvent = { type: "output"; data: Buffer } | { type: "exit"; code: number };
 export interface PtySubscriber {
@@ -48,7 +56,7 @@ export class PtySession {
   lastUsed = Date.now();
 
   constructor(
-    private readonly term: pty.IPty,
+    private readonly term: Pty.IPty,
     private readonly scrollbackLimit: number,
   ) {
     term.onData((data: string | Buffer) => this.output(Buffer.isBuffer(data) ? data : Buffer.from(data)));
@@ -196,7 +204,7 @@ export class PtySessions {
     const command = options.command?.trim() || defaultShell();
     const [file, args] =
       process.platform === "win32" ? ["powershell.exe", ["-Command", command]] : ["/bin/sh", ["-c", command]];
-    const term = pty.spawn(file, args, {
+    const term = loadPty().spawn(file, args, {
       name: options.envs?.TERM ?? "xterm-256color",
       cols: options.cols ?? 80,
       rows: options.rows ?? 24,

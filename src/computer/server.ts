@@ -2,10 +2,8 @@
  * Starts the computer server: builds the registry from every command definition, the HTTP app,
  * and listens. Used by `hangar serve` and by the tests (on port 0).
  */
-import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
-import { WebSocketServer } from "ws";
 import { allCommands } from "../../commands/index.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
@@ -17,6 +15,7 @@ import { PtySessions, type PtySessionsOptions } from "./pty-sessions.js";
 import { CommandRegistry } from "./registry.js";
 import type { TlsFiles } from "./tls.js";
 import { wsTransport } from "./ws.js";
+import { LazyWebSocketServer } from "./ws-server.js";
 
 export interface ComputerServerOptions {
   host?: string;
@@ -59,10 +58,9 @@ export async function startComputerServer(
   const pty = new PtySessions(options.pty);
   const authenticator =
     options.cloud && new Authenticator({ ...options.cloud, log: options.cloud.log ?? log });
-  const sockets = new WebSocketServer({
-    noServer: true,
-    maxPayload: options.wsMessageLimitBytes ?? options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
-  });
+  const sockets = new LazyWebSocketServer(
+    options.wsMessageLimitBytes ?? options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+  );
   const app = createComputerApp({
     registry,
     log,
@@ -74,7 +72,10 @@ export async function startComputerServer(
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
   const host = options.host ?? "127.0.0.1";
-  const tls = options.tls && { createServer: createHttpsServer, serverOptions: { ...options.tls } };
+  const tls = options.tls && {
+    createServer: (await import("node:https")).createServer,
+    serverOptions: { ...options.tls },
+  };
   const server = serve({
     fetch: app.fetch,
     hostname: host,
@@ -96,7 +97,7 @@ export async function startComputerServer(
       new Promise<void>((resolve) => {
         ownAccessibility?.close();
         pty.close();
-        for (const socket of sockets.clients) socket.terminate();
+        sockets.terminateAll();
         sockets.close();
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());

@@ -9,6 +9,7 @@ import { serve } from "@hono/node-server";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { createHostApp } from "./app.js";
 import { HostLog } from "./host-log.js";
+import { DEFAULT_HOST_PORT } from "./port.js";
 import { acceleratorSettled, detectAccelerator } from "./qemu/accel.js";
 import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
@@ -26,8 +27,6 @@ export interface RunningHostService {
   readonly services: HostServices;
   close(): Promise<void>;
 }
-
-export const DEFAULT_HOST_PORT = 7777;
 
 export async function startHostService(options: HostServiceOptions = {}): Promise<RunningHostService> {
   const logger = options.log ?? silentLogger;

@@ -14,7 +14,7 @@ import type {
   AccessibleTree,
   TreeOptions,
 } from "../accessibility.js";
-import { type AccessibleRef, AtspiConnection } from "./connection.js";
+import type { AccessibleRef, AtspiConnection } from "./connection.js";
 import { parseElementId, readActions, readNode, readText, walkTree } from "./read.js";
 import { IFACE } from "./states.js";
 
@@ -92,9 +92,10 @@ export function atspiProvider(env: NodeJS.ProcessEnv | (() => NodeJS.ProcessEnv)
       if (backend?.connection.usable) return backend;
       current = undefined;
     }
-    const attempt = AtspiConnection.connect(typeof env === "function" ? env() : env).then(
-      (conn) => new AtspiAccessibility(conn),
-    );
+    // dbus-next is loaded at the first accessibility command, not with the server.
+    const attempt = import("./connection.js")
+      .then(({ AtspiConnection }) => AtspiConnection.connect(typeof env === "function" ? env() : env))
+      .then((conn) => new AtspiAccessibility(conn));
     current = attempt;
     attempt.catch(() => {
       if (current === attempt) current = undefined;
