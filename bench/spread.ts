@@ -15,7 +15,7 @@ import { z } from "zod";
 import { allCommands } from "../commands/index.js";
 import { createComputerApp } from "../src/computer/app.js";
 import { defineCommand } from "../src/computer/command.js";
-import { cmdEventBytes, type Outcome } from "../src/computer/outcome.js";
+import { cmdEventBytes, eventLength, type Outcome } from "../src/computer/outcome.js";
 import { CommandRegistry } from "../src/computer/registry.js";
 import { DesktopManager } from "../src/desktop/manager.js";
 import { startVirtualDisplay } from "../src/desktop/virtual-display.js";
@@ -131,7 +131,7 @@ export async function measureSpreadCopy(): Promise<Row[]> {
   for (const [label, result] of cases) {
     const png = Buffer.from(result.image_data as string, "base64");
     const outcome: Outcome = { success: true, result };
-    const bytes = (spread: boolean) => cmdEventBytes(outcome, spread).reduce((n, b) => n + b.length, 0);
+    const bytes = (spread: boolean) => eventLength(cmdEventBytes(outcome, spread));
     const withCopy = bytes(true);
     const without = bytes(false);
     rows.push({

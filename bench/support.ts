@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { Agent, request } from "node:http";
 import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { setFlagsFromString } from "node:v8";
 
 export async function freePort(): Promise<number> {
   const server = createServer().listen(0, "127.0.0.1");
@@ -54,6 +55,11 @@ export async function spawnHangar(args: string[], env: Record<string, string> = 
   };
 }
 
+// The client parses replies of megabytes (file chunks, screenshots) and grows its heap as
+// `hangar serve` does (src/cli/serve.ts); with V8's default growth, the client's own garbage
+// collector sets the pace of a sequential download (about 80 MB/s instead of 100).
+setFlagsFromString("--heap-growing-percent=400");
+
 const agent = new Agent({ keepAlive: true, maxSockets: 64 });
 
 /** POSTs one command over a kept-alive connection and returns the parsed final event. */
@@ -68,11 +74,14 @@ export function cmd(url: string, command: string, params: unknown = {}): Promise
         headers: { "content-type": "application/json", "content-length": body.length },
       },
       (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
+        // Decoded as it arrives (no copy of the whole reply into one buffer first).
+        res.setEncoding("utf8");
+        let text = "";
+        res.on("data", (c: string) => {
+          text += c;
+        });
         res.on("end", () => {
           // One event per reply: everything after the first `data: ` is the JSON (as cua's clients read it).
-          const text = Buffer.concat(chunks).toString("utf8");
           try {
             resolve(JSON.parse(text.slice(6)));
           } catch {

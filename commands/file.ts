@@ -3,6 +3,7 @@ import { mkdir, open, readdir, readFile, rmdir, stat, unlink } from "node:fs/pro
 import { z } from "zod";
 import { appendFileAllOrNothing, writeFileAtomic } from "../src/common/atomic-write.js";
 import { CommandError, describeOsError } from "../src/common/errors.js";
+import { Base64Bytes, base64Field } from "../src/computer/bytes.js";
 import { defineCommand } from "../src/computer/command.js";
 import { expandPath } from "../src/os/paths.js";
 
@@ -90,6 +91,22 @@ export const writeText = defineCommand({
     }),
 });
 
+/**
+ * Chunked downloads read 1 MiB after 1 MiB: those reads reuse a few buffers instead of allocating
+ * one each time (fewer garbage collections while a large file streams out).
+ */
+const READ_BUFFER_SIZE = 1024 * 1024;
+const spareReadBuffers: Buffer[] = [];
+
+function takeReadBuffer(size: number): Buffer {
+  if (size > READ_BUFFER_SIZE) return Buffer.allocUnsafe(size);
+  return spareReadBuffers.pop() ?? Buffer.allocUnsafeSlow(READ_BUFFER_SIZE);
+}
+
+function giveBackReadBuffer(buffer: Buffer) {
+  if (buffer.length === READ_BUFFER_SIZE && spareReadBuffers.length < 2) spareReadBuffers.push(buffer);
+}
+
 export const readBytes = defineCommand({
   name: "read_bytes",
   description: "Reads `length` bytes from `offset` (to the end of the file when length is null), base64.",
@@ -98,7 +115,7 @@ export const readBytes = defineCommand({
     offset: z.number().int().min(0).default(0),
     length: z.number().int().min(0).max(MAX_WHOLE_READ).nullish(),
   }),
-  result: z.object({ content_b64: z.string() }),
+  result: z.object({ content_b64: base64Field("the bytes read, base64") }),
   handler: ({ path, offset, length }) =>
     onPath(path, async (abs) => {
       const handle = await open(abs, "r");
@@ -109,14 +126,18 @@ export const readBytes = defineCommand({
         if (wanted > MAX_WHOLE_READ) {
           throw new CommandError("failed", `Too much to read at once (${wanted} bytes): pass a length`);
         }
-        const buffer = Buffer.allocUnsafe(wanted);
-        let read = 0;
-        while (read < wanted) {
-          const { bytesRead } = await handle.read(buffer, read, wanted - read, offset + read);
-          if (bytesRead === 0) break;
-          read += bytesRead;
+        const buffer = takeReadBuffer(wanted);
+        try {
+          let read = 0;
+          while (read < wanted) {
+            const { bytesRead } = await handle.read(buffer, read, wanted - read, offset + read);
+            if (bytesRead === 0) break;
+            read += bytesRead;
+          }
+          return { content_b64: new Base64Bytes(buffer.subarray(0, read)) };
+        } finally {
+          giveBackReadBuffer(buffer);
         }
-        return { content_b64: buffer.subarray(0, read).toString("base64") };
       } finally {
         await handle.close();
       }

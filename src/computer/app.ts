@@ -151,7 +151,8 @@ async function runAsEventStream(
     });
     if (!res.destroyed) {
       res.cork();
-      for (const part of cmdEventBytes(outcome, spread)) res.write(part);
+      // A text piece is base64 (see EventPiece); the encoding does not apply to Buffers.
+      for (const part of cmdEventBytes(outcome, spread)) res.write(part, "latin1");
       res.end();
       res.uncork();
     }

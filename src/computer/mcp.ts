@@ -58,9 +58,11 @@ export function toolResult(outcome: Outcome): CallToolResult {
       };
     }
   }
+  const text = typeof result === "string" ? result : JSON.stringify(result ?? null);
   return {
-    content: [{ type: "text", text: typeof result === "string" ? result : JSON.stringify(result ?? null) }],
-    ...(isRecord(result) ? { structuredContent: result } : {}),
+    content: [{ type: "text", text }],
+    // Parsed back from the text: structured content is plain JSON (a Base64Bytes field becomes its string).
+    ...(isRecord(result) ? { structuredContent: JSON.parse(text) } : {}),
   };
 }
 

@@ -1,5 +1,6 @@
 /** The result of running one command, before a transport frames it. */
 import type { ErrorCode } from "../common/errors.js";
+import { Base64Bytes } from "./bytes.js";
 
 export type Outcome =
   | { readonly success: true; readonly result: unknown }
@@ -33,23 +34,64 @@ export function cmdEnvelope(outcome: Outcome, spread: boolean): Record<string, u
 
 const SUCCESS_HEAD = Buffer.from('data: {"success":true,"content":');
 const COMMA = Buffer.from(",");
+const CLOSE = Buffer.from("}");
+const QUOTE = Buffer.from('"');
 const EVENT_END = Buffer.from("\n\n");
 
 /**
- * The `/cmd` event as bytes, `data: {json}\n\n`. For an object result with the spread copy, the
- * result is serialized once and its bytes written twice (as `content` and as the fields beside it),
- * which halves the cost for large results such as screenshots and file chunks.
+ * A piece of an event to write in order: bytes, or base64 text written as latin1 (one byte per
+ * character, which for ASCII is its UTF-8 too). Text goes to the socket without a copy into a
+ * Buffer first; a 1 MiB chunk makes less garbage that way.
  */
-export function cmdEventBytes(outcome: Outcome, spread: boolean): Buffer[] {
-  if (outcome.success && spread && isPlainObject(outcome.result)) {
+export type EventPiece = Buffer | string;
+
+/** The number of bytes the pieces of an event take on the wire. */
+export function eventLength(pieces: readonly EventPiece[]): number {
+  return pieces.reduce((n, piece) => n + piece.length, 0);
+}
+
+/**
+ * The `/cmd` event as pieces, `data: {json}\n\n`. An object result is serialized once; with the
+ * spread copy its pieces are written twice (as `content` and as the fields beside it), which halves
+ * the cost for large results such as screenshots and file chunks.
+ */
+export function cmdEventBytes(outcome: Outcome, spread: boolean): EventPiece[] {
+  if (outcome.success && isPlainObject(outcome.result)) {
     const result = outcome.result;
+    if (!spread) return [SUCCESS_HEAD, ...objectJson(result), CLOSE, EVENT_END];
     if (!("success" in result) && !("content" in result)) {
-      const json = Buffer.from(JSON.stringify(result));
-      if (json.length <= 2) return [SUCCESS_HEAD, json, Buffer.from("}"), EVENT_END];
-      return [SUCCESS_HEAD, json, COMMA, json.subarray(1), EVENT_END];
+      const json = objectJson(result);
+      if (json.length === 1 && json[0].length <= 2) return [SUCCESS_HEAD, json[0], CLOSE, EVENT_END];
+      return [SUCCESS_HEAD, ...json, COMMA, json[0].subarray(1), ...json.slice(1), EVENT_END];
     }
   }
   return [Buffer.from(`data: ${JSON.stringify(cmdEnvelope(outcome, spread))}\n\n`)];
+}
+
+/**
+ * An object as JSON, in pieces that start with the `{`: a `Base64Bytes` field is its text between
+ * quotes (base64 needs no escaping), so a 1 MiB chunk is never copied through a JSON string.
+ */
+function objectJson(object: Record<string, unknown>): [Buffer, ...EventPiece[]] {
+  const entries = Object.entries(object);
+  if (!entries.some(([, value]) => value instanceof Base64Bytes)) {
+    return [Buffer.from(JSON.stringify(object))];
+  }
+  const pieces: EventPiece[] = [];
+  let text = "{";
+  for (const [key, value] of entries) {
+    const json = value instanceof Base64Bytes ? "" : JSON.stringify(value);
+    if (json === undefined) continue;
+    text += `${text === "{" && pieces.length === 0 ? "" : ","}${JSON.stringify(key)}:`;
+    if (value instanceof Base64Bytes) {
+      pieces.push(Buffer.from(text), QUOTE, value.text, QUOTE);
+      text = "";
+    } else {
+      text += json;
+    }
+  }
+  pieces.push(Buffer.from(`${text}}`));
+  return pieces as [Buffer, ...EventPiece[]];
 }
 
 /** The `/ws` reply: cua's shape `{"success": true, ...result}`; a non-object result becomes `content`. */

@@ -109,6 +109,10 @@ describe("catalog", () => {
       default: null,
     });
     expect(body.commands.read_bytes.params).toContainEqual({ name: "offset", required: false, default: 0 });
+    expect(body.commands.read_bytes.result.properties.content_b64).toMatchObject({
+      type: "string",
+      contentEncoding: "base64",
+    });
   });
 
   it("GET /openapi.json is OpenAPI 3.1 with one request body per command", async () => {

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -55,6 +56,35 @@ describe("file commands", () => {
     writeFileSync(join(d, "a.txt"), "");
     expect((await server.cmd("list_dir", { path: d })).event.files).toEqual(["a.txt", "inner", "z.txt"]);
     expect((await server.cmd("ls", { path: d })).event.files).toEqual(["a.txt", "inner", "z.txt"]);
+  });
+
+  it("read_bytes chunks read at the same time each come back whole", async () => {
+    const chunk = 1024 * 1024;
+    const data = randomBytes(8 * chunk);
+    writeFileSync(p("big.bin"), data);
+    const replies = await Promise.all(
+      [...Array(8).keys()].map((i) =>
+        server.cmd("read_bytes", { path: p("big.bin"), offset: i * chunk, length: chunk }),
+      ),
+    );
+    replies.forEach((r, i) => {
+      const got = Buffer.from(r.event.content_b64, "base64");
+      expect(got.equals(data.subarray(i * chunk, (i + 1) * chunk))).toBe(true);
+      expect(r.event.content).toEqual({ content_b64: r.event.content_b64 });
+    });
+    // Larger than one reused buffer, and a seed-shape server: the same bytes.
+    const whole = await server.cmd("read_bytes", { path: p("big.bin"), offset: 1, length: 3 * chunk });
+    expect(Buffer.from(whole.event.content_b64, "base64").equals(data.subarray(1, 1 + 3 * chunk))).toBe(true);
+    const seed = await startTestServer({ spreadResult: false });
+    try {
+      const r = await seed.cmd("read_bytes", { path: p("big.bin"), offset: chunk, length: 10 });
+      expect(r.event).toEqual({
+        success: true,
+        content: { content_b64: data.subarray(chunk, chunk + 10).toString("base64") },
+      });
+    } finally {
+      await seed.close();
+    }
   });
 
   it("read_bytes reads a range, or to the end when length is null", async () => {

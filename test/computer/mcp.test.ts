@@ -70,6 +70,10 @@ describe("/mcp (streamable HTTP)", () => {
     expect(await readFile(path, "utf8")).toBe("ünïcode ✓");
     const read = await call("read_text", { path });
     expect(text(read)).toBe("ünïcode ✓");
+    const bytes = await call("read_bytes", { path, offset: 0, length: 3 });
+    const expected = { content_b64: Buffer.from("ünïcode ✓").subarray(0, 3).toString("base64") };
+    expect(bytes.structuredContent).toEqual(expected);
+    expect(JSON.parse(text(bytes))).toEqual(expected);
   });
 
   it("answers an invalid call with a tool error naming the field", async () => {

@@ -1,0 +1,51 @@
+/**
+ * The `/cmd` event is written in pieces (a result's bytes are serialized once, base64 fields go out
+ * as text without a JSON string copy): whatever the pieces, the event must be exactly the JSON of
+ * the spec's envelope.
+ */
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { Base64Bytes } from "../../src/computer/bytes.js";
+import { cmdEnvelope, cmdEventBytes, eventLength, type Outcome } from "../../src/computer/outcome.js";
+
+const bytes = randomBytes(3000);
+const asText = (outcome: Outcome, spread: boolean) => {
+  const pieces = cmdEventBytes(outcome, spread);
+  const text = pieces.map((p) => (typeof p === "string" ? p : p.toString("utf8"))).join("");
+  expect(Buffer.byteLength(text)).toBe(eventLength(pieces));
+  return text;
+};
+
+describe("the /cmd event", () => {
+  const results: Record<string, unknown> = {
+    "a base64 field alone": { content_b64: new Base64Bytes(bytes) },
+    "fields around it, an undefined one skipped": {
+      name: "ünï ✓",
+      content_b64: new Base64Bytes(bytes),
+      missing: undefined,
+      nested: { list: [1, null, "x"] },
+    },
+    "two base64 fields": { a: new Base64Bytes(bytes.subarray(0, 5)), b: new Base64Bytes(Buffer.alloc(0)) },
+    "no bytes at all": { stdout: "hi\n", return_code: 0 },
+    "an empty object": {},
+    "a string": "just text",
+    "a result that has its own content field": { content: "x", size: 3 },
+  };
+  for (const [name, result] of Object.entries(results)) {
+    for (const spread of [true, false]) {
+      it(`is the envelope's JSON for ${name} (spread ${spread ? "on" : "off"})`, () => {
+        const outcome: Outcome = { success: true, result };
+        const expected = `data: ${JSON.stringify(cmdEnvelope(outcome, spread))}\n\n`;
+        expect(asText(outcome, spread)).toBe(expected);
+      });
+    }
+  }
+
+  it("carries base64 that decodes to the original bytes, in content and beside it", () => {
+    const event = JSON.parse(
+      asText({ success: true, result: { content_b64: new Base64Bytes(bytes) } }, true).slice(6),
+    );
+    expect(Buffer.from(event.content_b64, "base64").equals(bytes)).toBe(true);
+    expect(event.content.content_b64).toBe(event.content_b64);
+  });
+});
