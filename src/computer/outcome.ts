@@ -94,6 +94,15 @@ function objectJson(object: Record<string, unknown>): [Buffer, ...EventPiece[]] 
   return pieces as [Buffer, ...EventPiece[]];
 }
 
+/** An object as one JSON text in UTF-8: a `/ws` reply frame (base64 fields skip the string copy). */
+export function jsonBytes(object: Record<string, unknown>): Buffer {
+  const pieces = objectJson(object);
+  if (pieces.length === 1) return pieces[0];
+  return Buffer.concat(
+    pieces.map((piece) => (typeof piece === "string" ? Buffer.from(piece, "latin1") : piece)),
+  );
+}
+
 /** The `/ws` reply: cua's shape `{"success": true, ...result}`; a non-object result becomes `content`. */
 export function wsEnvelope(outcome: Outcome): Record<string, unknown> {
   if (!outcome.success) return failureEnvelope(outcome);

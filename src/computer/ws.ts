@@ -15,7 +15,7 @@ import type { WebSocket } from "ws";
 import { type Logger, silentLogger } from "../common/logger.js";
 import type { ComputerEnv } from "./app.js";
 import { AUTH_MESSAGES, type Authenticator, clientAddress } from "./auth/index.js";
-import { wsEnvelope } from "./outcome.js";
+import { jsonBytes, wsEnvelope } from "./outcome.js";
 import type { CommandRegistry } from "./registry.js";
 
 export interface WsTransportOptions {
@@ -177,18 +177,19 @@ class WsSession {
 
   private send(reply: Reply): Promise<void> {
     if (this.ended || this.socket.readyState !== this.socket.OPEN) return Promise.resolve();
-    let text: string;
+    let text: Buffer;
     try {
-      text = JSON.stringify(reply);
+      text = jsonBytes(reply);
     } catch (err) {
       this.log.error({ err, address: this.address }, "a reply could not be serialized");
-      text = JSON.stringify({
+      text = jsonBytes({
         success: false,
         error: "The result could not be encoded as JSON",
         code: "internal",
       });
     }
-    return new Promise((resolve) => this.socket.send(text, () => resolve()));
+    // The JSON is built as UTF-8 bytes; it still goes out as a text frame.
+    return new Promise((resolve) => this.socket.send(text, { binary: false }, () => resolve()));
   }
 
   private async sendThenClose(reply: Reply, code = NORMAL_CLOSURE) {

@@ -6,7 +6,14 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { Base64Bytes } from "../../src/computer/bytes.js";
-import { cmdEnvelope, cmdEventBytes, eventLength, type Outcome } from "../../src/computer/outcome.js";
+import {
+  cmdEnvelope,
+  cmdEventBytes,
+  eventLength,
+  jsonBytes,
+  type Outcome,
+  wsEnvelope,
+} from "../../src/computer/outcome.js";
 
 const bytes = randomBytes(3000);
 const asText = (outcome: Outcome, spread: boolean) => {
@@ -16,7 +23,7 @@ const asText = (outcome: Outcome, spread: boolean) => {
   return text;
 };
 
-describe("the /cmd event", () => {
+describe("the /cmd event and the /ws reply", () => {
   const results: Record<string, unknown> = {
     "a base64 field alone": { content_b64: new Base64Bytes(bytes) },
     "fields around it, an undefined one skipped": {
@@ -39,6 +46,13 @@ describe("the /cmd event", () => {
         expect(asText(outcome, spread)).toBe(expected);
       });
     }
+  }
+
+  for (const [name, result] of Object.entries(results)) {
+    it(`is the JSON of the /ws reply for ${name}`, () => {
+      const reply = wsEnvelope({ success: true, result });
+      expect(jsonBytes(reply).toString("utf8")).toBe(JSON.stringify(reply));
+    });
   }
 
   it("carries base64 that decodes to the original bytes, in content and beside it", () => {

@@ -116,6 +116,8 @@ describe("WS /ws in local mode", () => {
     expect(readFileSync(path).equals(data)).toBe(true);
     const read = await ws.request("read_bytes", { path });
     expect(Buffer.from(read.content_b64, "base64").equals(data)).toBe(true);
+    expect(Object.keys(read)).toEqual(["success", "content_b64"]);
+    expect(ws.binaryFrames).toBe(0);
     await ws.close();
   });
 

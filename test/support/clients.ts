@@ -66,9 +66,12 @@ export class TestSocket {
   private readonly inbox: string[] = [];
   private readonly waiting: ((frame: string | undefined) => void)[] = [];
   readonly closed: Promise<{ code: number; reason: string }>;
+  /** Replies that came as binary frames (cua's clients and browsers expect text frames). */
+  binaryFrames = 0;
 
   private constructor(readonly ws: WebSocket) {
-    ws.on("message", (data) => {
+    ws.on("message", (data, isBinary) => {
+      if (isBinary) this.binaryFrames++;
       const frame = data.toString();
       const waiter = this.waiting.shift();
       if (waiter) waiter(frame);
