@@ -3,11 +3,14 @@
  * write_bytes/read_bytes in 1 MiB chunks, and the idle memory of `hangar serve`.
  * Run after `npm run build`: node --import tsx bench/core.ts
  */
+
+import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import autocannon from "autocannon";
+import WebSocket from "ws";
 import { printTable, type Row, summarize, timeIt } from "./lib.js";
 import { cmd, spawnHangar } from "./support.js";
 
@@ -117,6 +120,28 @@ try {
     target: "≥ 100 MB/s",
     note: `${rounds} rounds`,
   });
+  // The same reads over /ws, the transport of cua's TypeScript client (its replies carry no copy).
+  const ws = new WebSocket(`${server.url.replace(/^http/, "ws")}/ws`, { maxPayload: 64 * 1024 * 1024 });
+  await once(ws, "open");
+  const wsRates: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const start = performance.now();
+    for (let i = 0; i < 100; i++) {
+      const reply = new Promise<Record<string, string>>((resolve) =>
+        ws.once("message", (data) => resolve(JSON.parse(String(data)))),
+      );
+      ws.send(
+        JSON.stringify({
+          command: "read_bytes",
+          params: { path: file, offset: i * chunk.length, length: chunk.length },
+        }),
+      );
+      if ((await reply).content_b64.length !== chunkB64.length) throw new Error("short read over /ws");
+    }
+    wsRates.push((100 * 1.048576) / ((performance.now() - start) / 1000));
+  }
+  ws.close();
+  rows.push({ name: "100 MiB by 1 MiB read_bytes over /ws", ...show(wsRates), note: `${rounds} rounds` });
   rows.push({ name: "RSS after the file transfers", median: `${server.rssMb().toFixed(1)} MB`, p95: "" });
 
   // The same reads from a server started with --no-spread: what the envelope's spread copy costs.
