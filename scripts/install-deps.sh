@@ -82,12 +82,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 if [ "$npm" -eq 1 ] && [ "${SKIP_NPM:-}" != "1" ]; then
-  # npm 11 here rejects the lock file for the optional platform packages of other systems, which it
-  # never records; the lock file still pins every package that gets installed.
-  ci_log=$(mktemp)
-  if ! npm ci --no-audit --no-fund 2>"$ci_log"; then
-    echo "install-deps.sh: npm ci failed ($(grep -m1 -E '^npm error .{20,}' "$ci_log" | cut -c11-170)); using npm install" >&2
-    npm install --no-save --no-audit --no-fund
-  fi
-  rm -f "$ci_log"
+  # Exactly the lock file's packages; `prepare` builds dist/.
+  npm ci --no-audit --no-fund
 fi
