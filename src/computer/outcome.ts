@@ -79,10 +79,12 @@ function objectJson(object: Record<string, unknown>): [Buffer, ...EventPiece[]] 
   }
   const pieces: EventPiece[] = [];
   let text = "{";
+  let separator = "";
   for (const [key, value] of entries) {
     const json = value instanceof Base64Bytes ? "" : JSON.stringify(value);
     if (json === undefined) continue;
-    text += `${text === "{" && pieces.length === 0 ? "" : ","}${JSON.stringify(key)}:`;
+    text += `${separator}${JSON.stringify(key)}:`;
+    separator = ",";
     if (value instanceof Base64Bytes) {
       pieces.push(Buffer.from(text), QUOTE, value.text, QUOTE);
       text = "";
