@@ -33,6 +33,8 @@ PACKAGES=(
   qemu-system-x86 qemu-utils ovmf
   # images: a real OCI registry for the tests, htpasswd for its Basic auth
   docker-registry apache2-utils
+  # the page tests: Debian's Chromium, driven by playwright-core (no browser download)
+  chromium
   # guest images: debootstrap, file systems and partitions built without loop devices, BIOS boot
   debootstrap e2fsprogs dosfstools mtools fdisk syslinux syslinux-common
 )

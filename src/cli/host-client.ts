@@ -3,8 +3,9 @@
  * `http://127.0.0.1:7777`, or `HANGAR_HOST_URL`). Errors come back as the service's own message;
  * a service that is not running is said so plainly.
  */
+import { readFileSync } from "node:fs";
 import type { Command } from "commander";
-import { fetchFailure } from "../common/errors.js";
+import { describeOsError, fetchFailure } from "../common/errors.js";
 import { DEFAULT_HOST_PORT } from "../host/port.js";
 
 /** A JSON answer of the service, printed as text. */
@@ -12,16 +13,24 @@ import { DEFAULT_HOST_PORT } from "../host/port.js";
 export type Json = Record<string, any>;
 
 export const DEFAULT_HOST_URL = `http://127.0.0.1:${DEFAULT_HOST_PORT}`;
+/** The variable that holds the host service's token, for the service and for `hangar vm …` alike. */
+export const HOST_TOKEN_ENV = "HANGAR_HOST_TOKEN";
 
 export class HostClient {
-  constructor(readonly url: string) {}
+  constructor(
+    readonly url: string,
+    private readonly token?: string,
+  ) {}
 
   async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
     let res: Response;
     try {
       res = await fetch(new URL(path, this.url), {
         method,
-        headers: body === undefined ? {} : { "content-type": "application/json" },
+        headers: {
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+          ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (err) {
@@ -40,6 +49,13 @@ export class HostClient {
         parsed = text;
       }
     }
+    if (res.status === 401) {
+      throw new Error(
+        this.token
+          ? `The host service at ${this.url} refused the token`
+          : `The host service at ${this.url} needs its token: set ${HOST_TOKEN_ENV} or pass --token-file`,
+      );
+    }
     if (!res.ok) {
       const message = (parsed as { message?: string } | null)?.message ?? `HTTP ${res.status}`;
       throw new Error(message);
@@ -48,15 +64,31 @@ export class HostClient {
   }
 }
 
-/** Adds `--url` and `--json` to a client command. */
+/** Adds `--url`, the token options and `--json` to a client command. */
 export function clientOptions(command: Command): Command {
   return command
     .option("--url <url>", "address of the host service", process.env.HANGAR_HOST_URL ?? DEFAULT_HOST_URL)
+    .option("--token <token>", `the host service's token (better: $${HOST_TOKEN_ENV} or --token-file)`)
+    .option("--token-file <path>", "read the host service's token from this file")
     .option("--json", "print the service's JSON answer instead of a table");
 }
 
-export function clientOf(opts: { url: string }) {
-  return new HostClient(opts.url);
+export function clientOf(opts: { url: string; token?: string; tokenFile?: string }) {
+  const token = opts.token ?? (opts.tokenFile ? readTokenFile(opts.tokenFile) : process.env[HOST_TOKEN_ENV]);
+  return new HostClient(opts.url, token || undefined);
+}
+
+/** The first line of a token file; its errors name the file. */
+export function readTokenFile(path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new Error(`cannot read the token file: ${describeOsError(err, path).message}`);
+  }
+  const token = text.split(/\r?\n/)[0].trim();
+  if (!token) throw new Error(`the token file ${path} is empty`);
+  return token;
 }
 
 /** Prints JSON for scripts, or what `human` makes of it for people. */

@@ -7,10 +7,10 @@ import { startComputerServer } from "../computer/server.js";
 import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
 import { parseDisplaySize, startDesktopSession } from "../desktop/session.js";
 import { cloudServeOptions } from "./serve-cloud.js";
-import { onShutdown, parsePort } from "./util.js";
+import { browserAccess, browserAccessOptions, onShutdown, parsePort } from "./util.js";
 
 export function registerServe(program: Command) {
-  program
+  const serve = program
     .command("serve")
     .description("Start the computer server (POST /cmd, /ws, /status) that lets agents drive this desktop")
     .option("--host <address>", "address to listen on (0.0.0.0 for every interface)", "127.0.0.1")
@@ -57,37 +57,39 @@ export function registerServe(program: Command) {
       `desktop backend: ${BACKEND_NAMES.join(" or ")}`,
       parseBackend,
       defaultBackend(),
-    )
-    .action(async (opts) => {
-      growHeapInLargerSteps();
-      const log = createLogger({ level: opts.logLevel, name: "computer" });
-      const bodyLimitBytes = parseBytes(opts.bodyLimit);
-      const cloud = await cloudServeOptions(opts, log);
-      // Check every option before starting a virtual display that a mistake would leave behind.
-      const desktop = await startDesktopSession({
-        virtualDisplay: opts.virtualDisplay,
-        log,
-        backend: opts.backend,
-      });
-      const server = await startComputerServer({
-        ...cloud,
-        desktop: desktop.manager.provider,
-        host: opts.host,
-        port: opts.port,
-        log,
-        spreadResult: opts.spread,
-        bodyLimitBytes,
-      }).catch(async (err) => {
-        await desktop.stop();
-        throw err;
-      });
-      log.info({ url: server.url }, "computer server listening");
-      onShutdown(async () => {
-        log.info("shutting down");
-        await server.close();
-        await desktop.stop();
-      });
+    );
+  browserAccessOptions(serve).action(async (opts) => {
+    growHeapInLargerSteps();
+    const log = createLogger({ level: opts.logLevel, name: "computer" });
+    const bodyLimitBytes = parseBytes(opts.bodyLimit);
+    const cloud = await cloudServeOptions(opts, log);
+    const access = browserAccess(opts);
+    // Check every option before starting a virtual display that a mistake would leave behind.
+    const desktop = await startDesktopSession({
+      virtualDisplay: opts.virtualDisplay,
+      log,
+      backend: opts.backend,
     });
+    const server = await startComputerServer({
+      ...cloud,
+      ...access,
+      desktop: desktop.manager.provider,
+      host: opts.host,
+      port: opts.port,
+      log,
+      spreadResult: opts.spread,
+      bodyLimitBytes,
+    }).catch(async (err) => {
+      await desktop.stop();
+      throw err;
+    });
+    log.info({ url: server.url }, "computer server listening");
+    onShutdown(async () => {
+      log.info("shutting down");
+      await server.close();
+      await desktop.stop();
+    });
+  });
 }
 
 function parseBackend(value: string): BackendName {

@@ -1,5 +1,6 @@
 /** Small helpers the CLI commands share. */
-import { InvalidArgumentError } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
+import { listFrom, normalizeHostName, normalizeOrigin } from "../common/origin-policy.js";
 
 export function parsePort(value: string): number {
   const port = Number(value);
@@ -23,4 +24,47 @@ export function onShutdown(cleanup: () => Promise<void>) {
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
+}
+
+/** `--allow-origin` and `--allow-host`, repeatable, for both servers (see common/origin-policy.ts). */
+export function browserAccessOptions(command: Command): Command {
+  return command
+    .option(
+      "--allow-origin <url>",
+      "let web pages of this origin use the server, e.g. http://localhost:3000 (repeatable; also " +
+        "$HANGAR_ALLOW_ORIGINS, comma separated); '*' only with authentication",
+      collectChecked(normalizeOriginFlag),
+    )
+    .option(
+      "--allow-host <name>",
+      "accept this name in the Host header besides localhost and loopback addresses (repeatable; " +
+        "also $HANGAR_ALLOW_HOSTS)",
+      collectChecked(normalizeHostName),
+    );
+}
+
+/** The origins and hosts of `browserAccessOptions`, flags added to the environment's lists. */
+export function browserAccess(
+  opts: { allowOrigin?: string[]; allowHost?: string[] },
+  env: NodeJS.ProcessEnv = process.env,
+) {
+  return {
+    allowOrigins: listFrom(opts.allowOrigin, env.HANGAR_ALLOW_ORIGINS).map(normalizeOriginFlag),
+    allowHosts: listFrom(opts.allowHost, env.HANGAR_ALLOW_HOSTS).map(normalizeHostName),
+  };
+}
+
+function normalizeOriginFlag(value: string): string {
+  return value === "*" ? value : normalizeOrigin(value);
+}
+
+/** A commander parser that checks each value and collects repeated ones. */
+function collectChecked(check: (value: string) => string) {
+  return (value: string, previous: string[] | undefined) => {
+    try {
+      return [...(previous ?? []), check(value)];
+    } catch (err) {
+      throw new InvalidArgumentError((err as Error).message);
+    }
+  };
 }

@@ -5,9 +5,9 @@
 import type { HttpBindings } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
-import { cors } from "hono/cors";
 import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
+import { OriginPolicy, originGuard } from "../common/origin-policy.js";
 import { formatBytes } from "../common/sizes.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
@@ -29,6 +29,11 @@ export interface ComputerAppOptions {
   bodyLimitBytes?: number;
   /** Names reported in `/status` `features`. */
   features?: string[];
+  /**
+   * Which web pages may use the server (see origin-policy.ts). Default: none but its own, and only
+   * loopback names in `Host`.
+   */
+  originPolicy?: OriginPolicy;
   /** Runs before every route but `/status` (cloud auth). */
   auth?: MiddlewareHandler<ComputerEnv>;
   /** Terminal sessions: serves the PTY routes (`/pty…`) when given. */
@@ -55,7 +60,14 @@ export function createComputerApp(options: ComputerAppOptions) {
   const status = JSON.stringify({ status: "ok", os_type: osType(), features: options.features ?? [] });
 
   const app = new Hono<ComputerEnv>();
-  app.use(cors({ origin: (origin) => origin || "*", credentials: true, maxAge: 600 }));
+  const policy = options.originPolicy ?? new OriginPolicy({ listenHost: "127.0.0.1" });
+  app.use(
+    originGuard(
+      policy,
+      (detail) => ({ detail }),
+      (reason, headers) => log.warn({ ...headers, reason }, "request from a browser refused"),
+    ),
+  );
   app.get("/status", (c) => c.body(status, 200, { "content-type": "application/json" }));
   if (options.websocket) app.get("/ws", options.websocket);
   if (options.auth) app.use("*", options.auth);
@@ -129,6 +141,10 @@ async function runAsEventStream(
   c.res.headers.forEach((value, key) => {
     headers[key] = value;
   });
+  // The headers prepared by middleware (CORS) are written here, by hand. The reply is marked as sent
+  // in place of the prepared one: merged into it, the marker would be lost and the adapter write again.
+  c.res = undefined as unknown as Response;
+  c.res = RESPONSE_ALREADY_SENT;
   res.writeHead(200, headers);
   res.flushHeaders();
 

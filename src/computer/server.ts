@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
 import { type Logger, silentLogger } from "../common/logger.js";
+import { OriginPolicy } from "../common/origin-policy.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
 import type { DesktopProvider } from "../desktop/backend.js";
@@ -31,6 +32,10 @@ export interface ComputerServerOptions {
   /** Terminal sessions (scrollback, idle timeout); the PTY routes are always served. */
   pty?: PtySessionsOptions;
   bodyLimitBytes?: number;
+  /** Web pages (origins) allowed to use the server from a browser; `*` only in cloud mode. */
+  allowOrigins?: string[];
+  /** Host names accepted in `Host` besides loopback ones (see origin-policy.ts). */
+  allowHosts?: string[];
   /** Cloud mode: every route but `/status` needs the container name and an API key. */
   cloud?: CloudAuthOptions;
   /** Serve HTTPS and WSS with this certificate and key. */
@@ -52,6 +57,13 @@ export async function startComputerServer(
   options: ComputerServerOptions = {},
 ): Promise<RunningComputerServer> {
   const log = options.log ?? silentLogger;
+  const host = options.host ?? "127.0.0.1";
+  const originPolicy = new OriginPolicy({
+    listenHost: host,
+    allowOrigins: options.allowOrigins,
+    allowHosts: options.allowHosts,
+    authenticated: Boolean(options.cloud),
+  });
   const ownAccessibility = options.accessibility ? undefined : defaultAccessibility();
   const accessibility = options.accessibility ?? ownAccessibility;
   const registry = new CommandRegistry(allCommands, { desktop: options.desktop, accessibility, log });
@@ -68,10 +80,10 @@ export async function startComputerServer(
     bodyLimitBytes: options.bodyLimitBytes,
     features: ["batch", "ws", "pty", "mcp", "stream", ...(accessibility ? ["accessibility"] : [])],
     pty,
+    originPolicy,
     auth: authenticator && cloudAuth(authenticator),
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
-  const host = options.host ?? "127.0.0.1";
   const tls = options.tls && {
     createServer: (await import("node:https")).createServer,
     serverOptions: { ...options.tls },

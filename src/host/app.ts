@@ -3,10 +3,14 @@
  * `{"message": "..."}` with 400 (invalid request, VM or location not found, failed operation);
  * an unknown route is a JSON 404. Query strings work on every route and trailing slashes are ignored.
  */
+import { createHash, timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
+import { bearerAuth } from "hono/bearer-auth";
 import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
 import { CommandError, describeOsError } from "../common/errors.js";
 import type { Logger } from "../common/logger.js";
+import { OriginPolicy, originGuard } from "../common/origin-policy.js";
 import { PACKAGE_VERSION } from "../common/version.js";
 import { configRoutes } from "./routes/config.js";
 import { imageRoutes } from "./routes/images.js";
@@ -15,8 +19,26 @@ import { logRoutes } from "./routes/logs.js";
 import { vmRoutes } from "./routes/vms.js";
 import type { HostServices } from "./services.js";
 
-export function createHostApp(services: HostServices, log?: Logger) {
+export interface HostAppOptions {
+  log?: Logger;
+  /** Which web pages may use the service (default: none, and only loopback names in `Host`). */
+  originPolicy?: OriginPolicy;
+  /** When set, every route needs `Authorization: Bearer <token>`. */
+  token?: string;
+}
+
+export function createHostApp(services: HostServices, options: HostAppOptions = {}) {
+  const { log } = options;
   const app = new Hono({ strict: false });
+  const policy = options.originPolicy ?? new OriginPolicy({ listenHost: "127.0.0.1" });
+  app.use(
+    originGuard(
+      policy,
+      (message) => ({ message }),
+      (reason, headers) => log?.warn({ ...headers, reason }, "request from a browser refused"),
+    ),
+  );
+  if (options.token) app.use(tokenAuth(options.token));
   app.use(
     bodyLimit({
       maxSize: 1024 * 1024,
@@ -44,6 +66,7 @@ export function createHostApp(services: HostServices, log?: Logger) {
 
   app.notFound((c) => c.json({ message: `Not found: ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {
+    if (err instanceof HTTPException) return err.getResponse();
     if (err instanceof CommandError) return c.json({ message: err.message }, 400);
     // A failed file-system operation is a failed operation (400), named as such.
     const code = (err as NodeJS.ErrnoException).code;
@@ -61,4 +84,23 @@ export function createHostApp(services: HostServices, log?: Logger) {
     return c.json({ message: `Internal error: ${err.message}` }, 500);
   });
   return app;
+}
+
+/** `Authorization: Bearer <token>` on every route, compared in constant time; the token is never logged. */
+function tokenAuth(token: string) {
+  const digest = (text: string) => createHash("sha256").update(text).digest();
+  const expected = digest(token);
+  const refusal = (message: string) => ({ message });
+  return bearerAuth({
+    verifyToken: (given) => timingSafeEqual(digest(given), expected),
+    noAuthenticationHeader: {
+      message: refusal(
+        "Authentication required: send Authorization: Bearer <token> (the host service's token)",
+      ),
+    },
+    invalidAuthenticationHeader: {
+      message: refusal("Malformed Authorization header: expected Bearer <token>"),
+    },
+    invalidToken: { message: refusal("Invalid token") },
+  });
 }

@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { type Logger, silentLogger } from "../common/logger.js";
+import { isLoopbackName, OriginPolicy } from "../common/origin-policy.js";
 import { createHostApp } from "./app.js";
 import { HostLog } from "./host-log.js";
 import { DEFAULT_HOST_PORT } from "./port.js";
@@ -19,6 +20,14 @@ export interface HostServiceOptions extends SettingsOptions, VmServiceOptions {
   host?: string;
   port?: number;
   log?: Logger;
+  /** Every route needs `Authorization: Bearer <token>` (`--token-file`, `HANGAR_HOST_TOKEN`). */
+  token?: string;
+  /** Listen beyond loopback without a token (`--no-auth`): anyone who can connect manages the VMs. */
+  noAuth?: boolean;
+  /** Web pages (origins) allowed to use the service from a browser; `*` only with a token. */
+  allowOrigins?: string[];
+  /** Host names accepted in `Host` besides loopback ones (see origin-policy.ts). */
+  allowHosts?: string[];
 }
 
 export interface RunningHostService {
@@ -30,6 +39,27 @@ export interface RunningHostService {
 
 export async function startHostService(options: HostServiceOptions = {}): Promise<RunningHostService> {
   const logger = options.log ?? silentLogger;
+  const host = options.host ?? "127.0.0.1";
+  const token = checkedToken(options.token);
+  if (!token && !isLoopbackName(host)) {
+    if (!options.noAuth) {
+      throw new Error(
+        `listening on ${host} without a token would let anyone who can connect manage the VMs: ` +
+          "give one with --token-file FILE (or HANGAR_HOST_TOKEN), e.g. made by `openssl rand -hex 32`, " +
+          "or pass --no-auth if the network is yours alone",
+      );
+    }
+    logger.warn(
+      { host },
+      "NO AUTHENTICATION: anyone who can reach this address can create, run and delete VMs",
+    );
+  }
+  const originPolicy = new OriginPolicy({
+    listenHost: host,
+    allowOrigins: options.allowOrigins,
+    allowHosts: options.allowHosts,
+    authenticated: Boolean(token),
+  });
   const settings = new SettingsStore(options);
   await settings.read();
   const log = new HostLog(async () => join(await settings.homeDirectory(), ".logs"), logger);
@@ -38,8 +68,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   await vms.store.sweep();
   void detectAccelerator(); // probe once now, so the first run does not wait for it
 
-  const app = createHostApp(services, logger);
-  const host = options.host ?? "127.0.0.1";
+  const app = createHostApp(services, { log: logger, originPolicy, token });
   const server = serve({ fetch: app.fetch, hostname: host, port: options.port ?? DEFAULT_HOST_PORT });
   await new Promise<void>((resolve, reject) => {
     server.once("listening", resolve);
@@ -63,4 +92,15 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
       await log.flush();
     },
   };
+}
+
+/** A token as the service will compare it: printable, no spaces, long enough to resist guessing. */
+function checkedToken(token: string | undefined): string | undefined {
+  if (token === undefined) return undefined;
+  const trimmed = token.trim();
+  if (!/^[A-Za-z0-9._~+/-]+=*$/.test(trimmed)) {
+    throw new Error("the host token may hold only letters, digits and ._~+/- (e.g. `openssl rand -hex 32`)");
+  }
+  if (trimmed.length < 16) throw new Error("the host token is too short: use at least 16 characters");
+  return trimmed;
 }
