@@ -36,11 +36,13 @@ async function activeWindow(ctx: CommandContext): Promise<WindowInfo> {
 
 export const getApplicationWindows = defineCommand({
   name: "get_application_windows",
-  description: "Ids of the windows whose title or application name contains `app` (case-insensitive).",
-  params: z.object({ app: z.string().max(1000) }),
+  description:
+    "Ids of the windows whose title or application name contains `app` (case-insensitive); every " +
+    "window when `app` is left out.",
+  params: z.object({ app: z.string().max(1000).nullish() }),
   result: z.object({ windows: z.array(windowIdResult) }),
   handler: async ({ app }, ctx) => {
-    const wanted = app.toLowerCase();
+    const wanted = (app ?? "").toLowerCase();
     const windows = await (await ctx.desktop()).listWindows();
     const matches = windows.filter(
       (w) => w.title.toLowerCase().includes(wanted) || (w.appName ?? "").toLowerCase().includes(wanted),

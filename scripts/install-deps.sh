@@ -14,11 +14,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The computer server on a desktop: the X server, window manager, input/clipboard/window helpers,
-# the accessibility bus, a terminal to launch, fonts, and openssl for self-signed certificates.
+# the accessibility bus, a terminal to launch, fonts (Latin, CJK and Hangul, colour emoji) and openssl
+# for self-signed certificates.
 RUNTIME=(
   xvfb xauth openbox xdotool xclip wmctrl x11-utils x11-xserver-utils xterm
   dbus dbus-x11 at-spi2-core
-  fonts-dejavu-core openssl ca-certificates
+  fonts-dejavu-core fonts-wqy-microhei fonts-noto-color-emoji openssl ca-certificates
 )
 
 # The desktop container: an init that reaps the clipboard helpers' zombies, and VNC for watching.

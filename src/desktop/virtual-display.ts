@@ -1,12 +1,13 @@
 /**
  * A private X desktop: Xvfb on a free display number (Xvfb picks it, via -displayfd), an EWMH
- * window manager (openbox), and optionally a session D-Bus with the AT-SPI accessibility bus.
+ * window manager (openbox, configured by openbox-config.ts: one desktop), and optionally a session D-Bus with the AT-SPI accessibility bus.
  * `hangar serve` starts one when there is no display; every desktop test starts its own.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
+import { writeOpenboxConfig } from "./openbox-config.js";
 
 export interface VirtualDisplayOptions {
   width?: number;
@@ -35,8 +36,10 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
   const width = options.width ?? 1280;
   const height = options.height ?? 800;
   const children: ChildProcess[] = [];
+  let removeConfig: (() => Promise<void>) | undefined;
   const stop = async () => {
     for (const child of children.reverse()) await terminate(child);
+    await removeConfig?.();
   };
 
   try {
@@ -79,7 +82,13 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
     }
 
     if (options.windowManager ?? true) {
-      const wm = spawn("openbox", ["--sm-disable"], { stdio: "ignore", env: { ...process.env, ...env } });
+      // Hangar's own configuration: one desktop, no wheel or key bindings that switch desktops.
+      const config = await writeOpenboxConfig();
+      removeConfig = config.remove;
+      const wm = spawn("openbox", ["--sm-disable", "--config-file", config.file], {
+        stdio: "ignore",
+        env: { ...process.env, ...env },
+      });
       children.push(wm);
       await waitForWindowManager(env);
     }

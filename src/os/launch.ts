@@ -1,6 +1,6 @@
 /** Starts a program that outlives the request (an app, a document opener) and reports its pid. */
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { accessSync, constants, statSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { CommandError } from "../common/errors.js";
 
@@ -11,9 +11,23 @@ export interface LaunchOptions {
 
 /**
  * Runs `file` with `args` directly, or, without args, `file` as a shell command line. Resolves once
- * the process has started; its output is discarded and it is not waited for.
+ * the process has started; its output is discarded and it is not waited for. The program (the
+ * command line's first word) must be found first: a shell would start and fail on its own, with a
+ * pid that suggests success.
  */
 export function launchDetached(file: string, args: readonly string[] | null, options: LaunchOptions = {}) {
+  const env = { ...process.env, ...options.env };
+  const program = args && args.length > 0 ? file : firstWord(file);
+  if (program !== undefined && !findProgram(program, env.PATH)) {
+    return Promise.reject(
+      new CommandError(
+        "not_found",
+        program.includes("/")
+          ? `No such program: ${program} (not an executable file)`
+          : `No such program: ${program} (not found on PATH)`,
+      ),
+    );
+  }
   const shell = process.platform === "win32" ? "cmd.exe" : "/bin/sh";
   const [command, commandArgs] =
     args && args.length > 0
@@ -21,7 +35,7 @@ export function launchDetached(file: string, args: readonly string[] | null, opt
       : [shell, process.platform === "win32" ? ["/d", "/s", "/c", file] : ["-c", file]];
   return new Promise<number>((resolve, reject) => {
     const child = spawn(command, commandArgs, {
-      env: { ...process.env, ...options.env },
+      env,
       stdio: "ignore",
       detached: true,
       windowsHide: true,
@@ -50,11 +64,50 @@ export function openWithDefaultApp(target: string, options: LaunchOptions = {}) 
     ["xdg-open", [target]],
     ["gio", ["open", target]],
   ] as const) {
-    if (onPath(opener)) return launchDetached(opener, [...args], options);
+    if (findProgram(opener, process.env.PATH)) return launchDetached(opener, [...args], options);
   }
   throw new CommandError("not_supported", "No opener is installed (xdg-open or gio) to open files and URLs");
 }
 
-function onPath(program: string): boolean {
-  return (process.env.PATH ?? "").split(delimiter).some((dir) => dir && existsSync(join(dir, program)));
+/** The executable `program` names: a path as it is, a bare name looked up on `path`. */
+export function findProgram(program: string, path = process.env.PATH): string | undefined {
+  const executable = (file: string) => {
+    try {
+      accessSync(file, constants.X_OK);
+      return statSync(file).isFile();
+    } catch {
+      return false;
+    }
+  };
+  if (program.includes("/")) return executable(program) ? program : undefined;
+  for (const dir of (path ?? "").split(delimiter)) {
+    if (dir && executable(join(dir, program))) return join(dir, program);
+  }
+  return undefined;
+}
+
+/** Shell words that are not programs on PATH: their command lines are left to the shell. */
+const SHELL_WORDS = new Set([
+  "cd",
+  "exec",
+  "export",
+  "set",
+  "eval",
+  "if",
+  "for",
+  "while",
+  "case",
+  "{",
+  "(",
+  ".",
+]);
+
+/**
+ * The program a simple command line starts (`xterm -e top` → `xterm`), or undefined when the line
+ * is shell syntax that the shell should interpret (assignments, builtins, quoting, redirections).
+ */
+function firstWord(line: string): string | undefined {
+  const word = line.trim().split(/\s+/)[0] ?? "";
+  if (!word || SHELL_WORDS.has(word) || /[=$`'"\\;&|<>(){}*?~]/.test(word)) return undefined;
+  return word;
 }

@@ -1,24 +1,15 @@
 /** Debian's Chromium, driven by playwright-core (no browser download): the browser of the page tests. */
-import { accessSync, constants } from "node:fs";
-import { delimiter, join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
+import { findProgram } from "../../src/os/launch.js";
 
-const NAMES = ["chromium", "chromium-browser", "google-chrome"];
-
-/** The system browser: `$HANGAR_TEST_BROWSER`, else the first of NAMES on PATH. */
+/** The system browser: `$HANGAR_TEST_BROWSER`, else Chromium or Chrome on PATH. */
 export function systemChromium(): string {
-  const given = process.env.HANGAR_TEST_BROWSER;
-  if (given) return given;
-  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-    for (const name of NAMES) {
-      const path = join(dir, name);
-      try {
-        accessSync(path, constants.X_OK);
-        return path;
-      } catch {}
-    }
-  }
-  throw new Error("no Chromium on PATH: run ./scripts/install-deps.sh (it installs Debian's chromium)");
+  const found =
+    process.env.HANGAR_TEST_BROWSER ??
+    ["chromium", "chromium-browser", "google-chrome"].map((name) => findProgram(name)).find(Boolean);
+  if (!found)
+    throw new Error("no Chromium on PATH: run ./scripts/install-deps.sh (it installs Debian's chromium)");
+  return found;
 }
 
 export function launchBrowser(): Promise<Browser> {

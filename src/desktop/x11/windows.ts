@@ -11,6 +11,8 @@ import type { XConnection } from "./connection.js";
 
 const ANY_TYPE = 0;
 const ICONIC_STATE = 3;
+/** `_NET_WM_DESKTOP` of a window shown on every desktop. */
+const ALL_DESKTOPS = 0xffffffff;
 const STATIC_GRAVITY = 10;
 /** Source indication of EWMH client messages: 2 = a pager or other direct user action. */
 const SOURCE_USER = 2;
@@ -67,9 +69,7 @@ export class Windows {
     const id = await this.requireWindow(idText);
     switch (action) {
       case "activate":
-        await this.message(id, "_NET_ACTIVE_WINDOW", [SOURCE_USER, 0, 0]);
-        await this.waitFor(async () => (await this.activeId()) === id);
-        return;
+        return this.activate(id, idText);
       case "minimize":
         await this.message(id, "WM_CHANGE_STATE", [ICONIC_STATE]);
         await this.waitFor(() => this.isMinimized(id));
@@ -88,6 +88,29 @@ export class Windows {
         await this.message(id, "_NET_CLOSE_WINDOW", [0, SOURCE_USER]);
         await this.waitFor(async () => !(await this.clientIds()).includes(id));
         return;
+    }
+  }
+
+  /**
+   * Brings a window to the front wherever it is: to its desktop, out of the taskbar, raised and
+   * focused; then checks `_NET_ACTIVE_WINDOW` and says so when the window manager did not comply.
+   */
+  private async activate(id: number, idText: string): Promise<void> {
+    const [[desktop], [current]] = await Promise.all([
+      this.atomList(id, "_NET_WM_DESKTOP"),
+      this.atomList(this.conn.root, "_NET_CURRENT_DESKTOP"),
+    ]);
+    if (desktop !== undefined && desktop !== ALL_DESKTOPS && current !== undefined && desktop !== current) {
+      await this.message(this.conn.root, "_NET_CURRENT_DESKTOP", [desktop, 0]);
+    }
+    // An iconified window is brought back by mapping it (ICCCM 4.1.4).
+    if (await this.isMinimized(id)) this.conn.X.MapWindow(id);
+    await this.message(id, "_NET_ACTIVE_WINDOW", [SOURCE_USER, 0, 0]);
+    const done = await this.waitFor(
+      async () => (await this.activeId()) === id && !(await this.isMinimized(id)),
+    );
+    if (!done) {
+      throw new CommandError("failed", `The window manager did not activate window ${idText}`);
     }
   }
 
@@ -194,13 +217,14 @@ export class Windows {
     );
   }
 
-  /** Waits (briefly) until the window manager has carried a request out; gives up quietly. */
-  private async waitFor(done: () => Promise<boolean>) {
+  /** Waits (briefly) until the window manager has carried a request out: false if it has not. */
+  private async waitFor(done: () => Promise<boolean>): Promise<boolean> {
     const deadline = performance.now() + EFFECT_TIMEOUT_MS;
     while (performance.now() < deadline) {
-      if (await done().catch(() => true)) return;
+      if (await done().catch(() => true)) return true;
       await sleep(5);
     }
+    return false;
   }
 }
 
