@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { createLogger } from "../common/logger.js";
 import { DEFAULT_HOST_PORT } from "../host/port.js";
 import { HOST_TOKEN_ENV, readTokenFile } from "./host-client.js";
-import { browserAccess, browserAccessOptions, onShutdown, parsePort } from "./util.js";
+import { browserAccess, browserAccessOptions, logLevelOption, onShutdown, parsePort } from "./util.js";
 
 export function registerHost(program: Command) {
   const host = program.command("host").description("The VM host service: runs and manages VMs with QEMU");
@@ -12,7 +12,7 @@ export function registerHost(program: Command) {
     .description("Start the host service API (/svc/...) that creates, runs and stops VMs")
     .option("--host <address>", "address to listen on (keep loopback unless you mean it)", "127.0.0.1")
     .option("--port <port>", "port to listen on", parsePort, DEFAULT_HOST_PORT)
-    .option("--log-level <level>", "debug, info, warn or error", "info")
+    .addOption(logLevelOption("info"))
     .option("--stop-grace <seconds>", "how long stop waits for the guest to power down", "10")
     .option(
       "--token-file <path>",
@@ -40,6 +40,10 @@ export function registerHost(program: Command) {
     log.info(
       { url: server.url, settings: server.services.settings.file, auth: token ? "token" : "none" },
       "host service listening",
+    );
+    process.stdout.write(
+      `Hangar host service on ${server.url} (${token ? "token required" : "no token"}; ` +
+        `settings ${server.services.settings.file})\n`,
     );
     onShutdown(async () => {
       log.info("shutting down (running VMs keep running)");

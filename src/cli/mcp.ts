@@ -5,7 +5,7 @@ import { createLogger } from "../common/logger.js";
 import { CommandRegistry } from "../computer/registry.js";
 import { defaultAccessibility } from "../computer/server.js";
 import { startDesktopSession } from "../desktop/session.js";
-import { onShutdown } from "./util.js";
+import { logLevelOption, onShutdown } from "./util.js";
 
 export function registerMcp(program: Command) {
   program
@@ -14,7 +14,7 @@ export function registerMcp(program: Command) {
       "Serve the computer server's commands as Model Context Protocol tools over stdio (this desktop, or a " +
         "virtual one when DISPLAY is unset)",
     )
-    .option("--log-level <level>", "debug, info, warn or error (logs go to stderr)", "warn")
+    .addOption(logLevelOption("warn"))
     .action(async (opts) => {
       // stdout carries the protocol: the logger writes to stderr only.
       const log = createLogger({ level: opts.logLevel, name: "mcp", destination: 2 });

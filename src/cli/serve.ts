@@ -5,9 +5,9 @@ import { createLogger } from "../common/logger.js";
 import { parseBytes } from "../common/sizes.js";
 import { startComputerServer } from "../computer/server.js";
 import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
-import { parseDisplaySize, startDesktopSession } from "../desktop/session.js";
+import { type DesktopSession, parseDisplaySize, startDesktopSession } from "../desktop/session.js";
 import { cloudServeOptions } from "./serve-cloud.js";
-import { browserAccess, browserAccessOptions, onShutdown, parsePort } from "./util.js";
+import { browserAccess, browserAccessOptions, logLevelOption, onShutdown, parsePort } from "./util.js";
 
 export function registerServe(program: Command) {
   const serve = program
@@ -15,7 +15,7 @@ export function registerServe(program: Command) {
     .description("Start the computer server (POST /cmd, /ws, /status) that lets agents drive this desktop")
     .option("--host <address>", "address to listen on (0.0.0.0 for every interface)", "127.0.0.1")
     .option("--port <port>", "port to listen on (default 8000, or 8443 with TLS)", parsePort)
-    .option("--log-level <level>", "debug, info, warn or error", process.env.HANGAR_LOG_LEVEL ?? "info")
+    .addOption(logLevelOption(process.env.HANGAR_LOG_LEVEL ?? "info"))
     .option("--body-limit <size>", "largest request body, e.g. 64MiB", "64MiB")
     .option("--no-spread", "on /cmd, send results in `content` only (no copy of their fields beside it)")
     .option(
@@ -84,6 +84,7 @@ export function registerServe(program: Command) {
       throw err;
     });
     log.info({ url: server.url }, "computer server listening");
+    process.stdout.write(`${listeningLine(server.url, Boolean(cloud.cloud), desktop, opts.backend)}\n`);
     onShutdown(async () => {
       log.info("shutting down");
       await server.close();
@@ -108,4 +109,16 @@ function parseBackend(value: string): BackendName {
  */
 function growHeapInLargerSteps() {
   setFlagsFromString("--heap-growing-percent=400");
+}
+
+/** The one line a person reads when the server is up: where, which mode, which display and backend. */
+function listeningLine(url: string, cloud: boolean, desktop: DesktopSession, backend: string): string {
+  const virtual = desktop.virtualDisplay;
+  const display = virtual
+    ? `virtual display ${virtual.display} (${virtual.width}x${virtual.height})`
+    : process.env.DISPLAY
+      ? `display ${process.env.DISPLAY}`
+      : "no display";
+  const mode = cloud ? "cloud mode: API key required" : "local mode: no authentication, loopback pages only";
+  return `Hangar computer server on ${url} (${mode}; ${display}; ${backend} backend)`;
 }

@@ -1,5 +1,5 @@
 /** Small helpers the CLI commands share. */
-import { type Command, InvalidArgumentError } from "commander";
+import { type Command, InvalidArgumentError, Option } from "commander";
 import { listFrom, normalizeHostName, normalizeOrigin } from "../common/origin-policy.js";
 
 export function parsePort(value: string): number {
@@ -67,4 +67,11 @@ function collectChecked(check: (value: string) => string) {
       throw new InvalidArgumentError((err as Error).message);
     }
   };
+}
+
+/** `--log-level`, checked against the levels that exist. */
+export function logLevelOption(defaultLevel: string): Option {
+  return new Option("--log-level <level>", "how much to log")
+    .choices(["trace", "debug", "info", "warn", "error", "fatal", "silent"])
+    .default(defaultLevel);
 }

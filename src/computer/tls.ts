@@ -58,7 +58,12 @@ export async function ensureSelfSignedCertificate(
   const certPath = join(options.dir, "cert.pem");
   const keyPath = join(options.dir, "key.pem");
   if (existsSync(certPath) && existsSync(keyPath)) return { certPath, keyPath, created: false };
-  await mkdir(options.dir, { recursive: true, mode: 0o700 });
+  await mkdir(options.dir, { recursive: true, mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
+    throw new Error(
+      `cannot create ${options.dir} for the self-signed certificate (${err.code ?? err.message}): ` +
+        "set XDG_STATE_HOME to a writable directory, or give a certificate with --tls-cert and --tls-key",
+    );
+  });
   const dnsNames = [...new Set(["localhost", hostname(), ...(options.names ?? [])])].filter(isDnsName);
   const san = [...dnsNames.map((n) => `DNS:${n}`), "IP:127.0.0.1", "IP:::1"].join(",");
   try {

@@ -93,7 +93,10 @@ describe("hangar serve in cloud mode", () => {
     }
     const again = await serve(["--cloud"], { ...env, CONTAINER_NAME: "vm-cli" });
     try {
-      expect(await again.stdoutWith("fingerprint")).toBe(await first.stdoutWith("fingerprint"));
+      const fingerprintLine = (out: string) => out.split("\n").find((line) => line.includes("fingerprint"));
+      expect(fingerprintLine(await again.stdoutWith("fingerprint"))).toBe(
+        fingerprintLine(await first.stdoutWith("fingerprint")),
+      );
     } finally {
       await again.stop();
     }
