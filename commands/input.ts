@@ -8,10 +8,48 @@ import type { DesktopBackend, MouseButton } from "../src/desktop/backend.js";
 import { normalizeCombo, normalizeKey } from "../src/desktop/keys.js";
 
 const coordinate = z.number().finite();
-const optionalPoint = {
+/** x and y, or `coordinate: [x, y]` as Anthropic's computer tool sends it. */
+const pointFields = {
   x: coordinate.nullish().describe("Move here first (with y)"),
   y: coordinate.nullish().describe("Move here first (with x)"),
+  coordinate: z
+    .tuple([coordinate, coordinate])
+    .nullish()
+    .describe("[x, y] instead of x and y (the spelling of Anthropic's computer tool)"),
 };
+type PointParams = { x?: number | null; y?: number | null; coordinate?: [number, number] | null };
+
+/** Refuses half a point (x without y), and x/y given together with `coordinate`. */
+function wholePoint(required: boolean) {
+  return (p: PointParams, ctx: z.RefinementCtx) => {
+    const hasX = p.x !== undefined && p.x !== null;
+    const hasY = p.y !== undefined && p.y !== null;
+    const hasPair = p.coordinate !== undefined && p.coordinate !== null;
+    if (hasX !== hasY) {
+      ctx.addIssue({
+        code: "custom",
+        path: [hasX ? "y" : "x"],
+        message: "x and y go together: give both or neither",
+      });
+    } else if (hasPair && hasX) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["coordinate"],
+        message: "give either coordinate or x and y, not both",
+      });
+    } else if (required && !hasPair && !hasX) {
+      ctx.addIssue({ code: "custom", path: ["x"], message: "required: x and y (or coordinate)" });
+    }
+  };
+}
+
+/** The point of validated params, if any. */
+function pointOf(p: PointParams): { x: number; y: number } | undefined {
+  if (p.coordinate) return { x: p.coordinate[0], y: p.coordinate[1] };
+  return p.x !== undefined && p.x !== null && p.y !== undefined && p.y !== null
+    ? { x: p.x, y: p.y }
+    : undefined;
+}
 const buttonParam = z
   .preprocess(
     (value) => (typeof value === "string" ? value.trim().toLowerCase() : value),
@@ -25,8 +63,9 @@ const modifiersParam = z
   .describe('Keys held during the click, e.g. ["ctrl", "shift"]');
 const empty = z.object({});
 
-async function moveIfGiven(desktop: DesktopBackend, x?: number | null, y?: number | null) {
-  if (x !== undefined && x !== null && y !== undefined && y !== null) await desktop.moveCursor({ x, y });
+async function moveIfGiven(desktop: DesktopBackend, params: PointParams) {
+  const point = pointOf(params);
+  if (point) await desktop.moveCursor(point);
 }
 
 /** Runs `action` with the modifier keys held, releasing them (in reverse) whatever happens. */
@@ -67,11 +106,12 @@ function clickCommand(
     aliases,
     description,
     input: true,
-    params: z.object({ ...optionalPoint, modifiers: modifiersParam }),
+    params: z.object({ ...pointFields, modifiers: modifiersParam }).superRefine(wholePoint(false)),
     result: empty,
-    handler: async ({ x, y, modifiers }, ctx) => {
+    handler: async (params, ctx) => {
+      const { modifiers } = params;
       const desktop = await ctx.desktop();
-      await moveIfGiven(desktop, x, y);
+      await moveIfGiven(desktop, params);
       await withModifiers(desktop, modifiers ?? [], () => click(desktop, button, count));
       return {};
     },
@@ -99,10 +139,10 @@ export const moveCursor = defineCommand({
   name: "move_cursor",
   description: "Moves the pointer to x,y (screen pixels).",
   input: true,
-  params: z.object({ x: coordinate, y: coordinate }),
+  params: z.object(pointFields).superRefine(wholePoint(true)),
   result: empty,
-  handler: async ({ x, y }, ctx) => {
-    await (await ctx.desktop()).moveCursor({ x, y });
+  handler: async (params, ctx) => {
+    await (await ctx.desktop()).moveCursor(pointOf(params)!);
     return {};
   },
 });
@@ -112,11 +152,12 @@ function buttonCommand(name: string, action: "down" | "up", description: string)
     name,
     description,
     input: true,
-    params: z.object({ ...optionalPoint, button: buttonParam }),
+    params: z.object({ ...pointFields, button: buttonParam }).superRefine(wholePoint(false)),
     result: empty,
-    handler: async ({ x, y, button }, ctx) => {
+    handler: async (params, ctx) => {
+      const { button } = params;
       const desktop = await ctx.desktop();
-      await moveIfGiven(desktop, x, y);
+      await moveIfGiven(desktop, params);
       await desktop.mouseButton(button, action);
       return {};
     },

@@ -52,10 +52,26 @@ export const batch = defineCommand({
 
 export const wait = defineCommand({
   name: "wait",
-  description: "Waits the given number of milliseconds (at most one minute), e.g. for a window to appear.",
-  params: z.object({ ms: z.number().int().min(0).max(60_000).default(1000) }),
+  description:
+    "Waits `ms` milliseconds, or `duration` seconds (at most one minute; default 1 s), e.g. for a window " +
+    "to appear.",
+  params: z
+    .object({
+      ms: z.number().int().min(0).max(60_000).optional().describe("milliseconds"),
+      duration: z
+        .number()
+        .min(0)
+        .max(60)
+        .optional()
+        .describe("seconds, instead of ms (Anthropic's spelling)"),
+    })
+    .refine((p) => p.ms === undefined || p.duration === undefined, {
+      message: "give either ms or duration (seconds), not both",
+      path: ["duration"],
+    }),
   result: z.object({ waited_ms: z.number() }),
-  handler: async ({ ms }, ctx) => {
+  handler: async (params, ctx) => {
+    const ms = params.duration !== undefined ? Math.round(params.duration * 1000) : (params.ms ?? 1000);
     await sleep(ms, undefined, { signal: ctx.signal }).catch(() => undefined);
     return { waited_ms: ms };
   },

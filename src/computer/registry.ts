@@ -46,7 +46,8 @@ export class CommandRegistry {
       if (this.byName.has(def.name) || this.aliasTable.has(def.name)) {
         throw new Error(`Command defined twice: ${def.name}`);
       }
-      this.byName.set(def.name, def);
+      // Strict: a parameter the command does not take is an error, not silently dropped.
+      this.byName.set(def.name, { ...def, params: def.params.strict() });
     }
     for (const def of commands) {
       for (const alias of def.aliases ?? []) {
@@ -115,7 +116,7 @@ export class CommandRegistry {
   }
 
   private async execute(def: AnyCommand, rawParams: unknown, options: RunOptions): Promise<Outcome> {
-    const parsed = parseParams(def.params, rawParams);
+    const parsed = parseParams(def, rawParams);
     if (!parsed.success) return failure("invalid_params", parsed.error);
     const params = parsed.data;
 
@@ -157,15 +158,62 @@ export class CommandRegistry {
   }
 }
 
-function parseParams(schema: AnyCommand["params"], raw: unknown) {
+function parseParams(def: AnyCommand, raw: unknown) {
   const value = raw === undefined || raw === null ? {} : raw;
   if (typeof value !== "object" || Array.isArray(value)) {
     const kind = Array.isArray(value) ? "an array" : `a ${typeof value}`;
     return { success: false as const, error: `Invalid params: expected an object, got ${kind}` };
   }
-  const result = schema.safeParse(value);
+  const result = def.params.safeParse(value);
   if (result.success) return { success: true as const, data: result.data };
+  const unknown = result.error.issues.find(
+    (issue) => issue.code === "unrecognized_keys" && issue.path.length === 0,
+  );
+  if (unknown && unknown.code === "unrecognized_keys") {
+    return { success: false as const, error: unknownParamsMessage(def, unknown.keys) };
+  }
   return { success: false as const, error: describeZodError(result.error) };
+}
+
+/** `Unknown parameter 'coordinate' for left_click (did you mean 'x'?); it takes: x, y, modifiers` */
+export function unknownParamsMessage(def: AnyCommand, keys: readonly string[]): string {
+  const known = Object.keys(def.params.shape);
+  const named = keys.slice(0, 5).map((key) => {
+    const near = closest(key, known);
+    return `'${key.slice(0, 80)}'${near ? ` (did you mean '${near}'?)` : ""}`;
+  });
+  const takes = known.length > 0 ? `it takes: ${known.join(", ")}` : "it takes no parameters";
+  return `Invalid params: unknown parameter${keys.length > 1 ? "s" : ""} ${named.join(", ")} for ${def.name}; ${takes}`;
+}
+
+/** The known name nearest to `name` (case-insensitive edit distance at most a third of its length). */
+function closest(name: string, known: readonly string[]): string | undefined {
+  const wanted = name.toLowerCase();
+  let best: { name: string; distance: number } | undefined;
+  for (const candidate of known) {
+    const distance = editDistance(wanted, candidate.toLowerCase());
+    if (distance <= Math.max(1, Math.floor(candidate.length / 3)) && (!best || distance < best.distance)) {
+      best = { name: candidate, distance };
+    }
+  }
+  return best?.name;
+}
+
+function editDistance(a: string, b: string): number {
+  if (Math.abs(a.length - b.length) > 3) return 99;
+  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(
+        previous[j] + 1,
+        current[j - 1] + 1,
+        previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    previous = current;
+  }
+  return previous[b.length];
 }
 
 /** `Invalid params: x: expected number, received string; y: required` */

@@ -98,9 +98,10 @@ describe("run_command", () => {
     expect(missing.event.error).toMatch(/command/);
   });
 
-  it("ignores parameters it does not know", async () => {
+  it("refuses parameters it does not know, and runs nothing", async () => {
     const r = await server.cmd("run_command", { command: "echo ok", color: "blue" });
-    expect(r.event.stdout).toBe("ok\n");
+    expect(r.event).toMatchObject({ success: false, code: "invalid_params" });
+    expect(r.event.error).toMatch(/unknown parameter 'color' for run_command/);
   });
 });
 
