@@ -6,7 +6,14 @@
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
 import { type CommandContext, defineCommand } from "../src/computer/command.js";
-import { type AccessibleNode, findElements, withoutChildren } from "../src/desktop/accessibility.js";
+import {
+  type AccessibleNode,
+  type AccessibleTree,
+  findElements,
+  type TreeOptions,
+  withoutChildren,
+} from "../src/desktop/accessibility.js";
+import type { WindowInfo } from "../src/desktop/backend.js";
 
 const rect = z.object({ x: z.number(), y: z.number(), width: z.number(), height: z.number() });
 const element = z.object({
@@ -19,6 +26,12 @@ const element = z.object({
   text: z.string().optional(),
   value: z.number().optional(),
   actions: z.array(z.string()).optional(),
+  source: z
+    .literal("x11")
+    .optional()
+    .describe("x11: a window whose application is not on the accessibility bus"),
+  pid: z.number().optional(),
+  app: z.string().optional(),
 });
 type TreeNode = z.infer<typeof element> & { children?: TreeNode[] };
 const treeNode: z.ZodType<TreeNode> = element.extend({
@@ -52,6 +65,86 @@ const SEARCH_DEPTH = 50;
 const searchParams = z.object(search);
 type Search = z.output<typeof searchParams>;
 
+const X11_PREFIX = "x11:";
+
+/** A top-level window as the window manager knows it, as a tree node. */
+function windowNode(w: WindowInfo): AccessibleNode {
+  const states = w.minimized ? ["iconified"] : ["showing", "visible"];
+  if (w.active) states.push("active", "focused");
+  return {
+    id: `${X11_PREFIX}${w.id}`,
+    role: "frame",
+    name: w.title,
+    states,
+    bounds: w.bounds,
+    source: "x11",
+    ...(w.pid !== null ? { pid: w.pid } : {}),
+    ...(w.appName !== null ? { app: w.appName } : {}),
+  };
+}
+
+/** The windows of the desktop, or undefined when there is no desktop to ask. */
+async function desktopWindows(ctx: CommandContext): Promise<WindowInfo[] | undefined> {
+  try {
+    return await (await ctx.desktop()).listWindows();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The tree of the accessibility bus, completed by the windows the window manager knows and the bus
+ * does not (applications without AT-SPI, or no bus at all): those are `source: "x11"` nodes. Fails
+ * only when neither is there.
+ */
+async function desktopTree(ctx: CommandContext, options: TreeOptions): Promise<AccessibleTree> {
+  const [bus, windows] = await Promise.all([
+    ctx
+      .accessibility()
+      .then((a11y) => a11y.tree(options))
+      .catch((err: unknown) => err),
+    desktopWindows(ctx),
+  ]);
+  if (!windows) {
+    if (bus instanceof Error) throw bus;
+    return bus as AccessibleTree;
+  }
+  const named = new Set<string>();
+  const tree: AccessibleTree =
+    bus instanceof Error
+      ? {
+          tree: {
+            id: `${X11_PREFIX}desktop`,
+            role: "desktop frame",
+            name: "desktop",
+            states: [],
+            bounds: null,
+            source: "x11",
+            children: [],
+          },
+          nodeCount: 1,
+          truncated: false,
+        }
+      : (bus as AccessibleTree);
+  for (const app of tree.tree.children ?? []) for (const win of app.children ?? []) named.add(win.name);
+  const app = options.app?.toLowerCase();
+  const title = options.window?.toLowerCase();
+  const extra = windows.filter(
+    (w) =>
+      !named.has(w.title) &&
+      (!app || (w.appName ?? "").toLowerCase().includes(app)) &&
+      (!title || w.title.toLowerCase().includes(title)),
+  );
+  const room = Math.max(0, options.maxNodes - tree.nodeCount);
+  const added = extra.slice(0, room).map(windowNode);
+  tree.tree.children = [...(tree.tree.children ?? []), ...added];
+  return {
+    tree: tree.tree,
+    nodeCount: tree.nodeCount + added.length,
+    truncated: tree.truncated || added.length < extra.length,
+  };
+}
+
 /** The first element matching a search, or `not_found` naming what was looked for. */
 async function findOne(p: Search, ctx: CommandContext): Promise<AccessibleNode> {
   const name = p.title ?? p.name ?? undefined;
@@ -61,8 +154,7 @@ async function findOne(p: Search, ctx: CommandContext): Promise<AccessibleNode> 
       "Invalid params: give at least one of role, title (name) or value",
     );
   }
-  const a11y = await ctx.accessibility();
-  const { tree } = await a11y.tree({
+  const { tree } = await desktopTree(ctx, {
     app: p.app ?? undefined,
     window: p.window ?? undefined,
     maxDepth: SEARCH_DEPTH,
@@ -81,6 +173,12 @@ async function findOne(p: Search, ctx: CommandContext): Promise<AccessibleNode> 
 
 /** The element an `id` names, or else the first one the search fields find. */
 async function resolveTarget(p: Search & { id?: string | null }, ctx: CommandContext) {
+  if (p.id?.startsWith(X11_PREFIX)) {
+    const id = p.id.slice(X11_PREFIX.length);
+    const found = (await desktopWindows(ctx))?.find((w) => w.id === id);
+    if (!found) throw new CommandError("not_found", `No such window: ${p.id}`);
+    return windowNode(found);
+  }
   if (p.id) return (await ctx.accessibility()).element(p.id);
   return findOne(p, ctx);
 }
@@ -89,7 +187,9 @@ export const getAccessibilityTree = defineCommand({
   name: "get_accessibility_tree",
   description:
     "The accessibility tree of the running applications: role, name, states, bounds in screen pixels, " +
-    "text or value, and children, with an id per element. Filter by app or window; limit depth and size.",
+    "text or value, and children, with an id per element. Windows whose application is not on the " +
+    "accessibility bus are added from the window manager (source: x11). Filter by app or window; limit " +
+    "depth and size.",
   params: z.object({
     ...scope,
     max_depth: z.number().int().min(1).max(100).default(30),
@@ -97,8 +197,7 @@ export const getAccessibilityTree = defineCommand({
   }),
   result: z.object({ tree: treeNode, node_count: z.number(), truncated: z.boolean() }),
   handler: async (p, ctx) => {
-    const a11y = await ctx.accessibility();
-    const { tree, nodeCount, truncated } = await a11y.tree({
+    const { tree, nodeCount, truncated } = await desktopTree(ctx, {
       app: p.app ?? undefined,
       window: p.window ?? undefined,
       maxDepth: p.max_depth,
@@ -121,17 +220,33 @@ export const findElement = defineCommand({
 export const clickElement = defineCommand({
   name: "click_element",
   description:
-    "Clicks an element given by id or found by role/title/value: its accessibility action (click, press, " +
-    "activate) when it has one, else a left click at the centre of its bounds.",
+    "Clicks an element given by id or found by role/title/value. An editable element (a text entry) is " +
+    "focused, for the typing that follows; anything else gets its accessibility action (click, press, " +
+    "activate) when it has one; else, or with method mouse, a left click at the centre of its bounds. " +
+    "The reply says which was done.",
   params: z.object({
     ...target,
-    method: z.enum(["auto", "action", "mouse"]).default("auto").describe("auto: the action, else the mouse"),
+    method: z
+      .enum(["auto", "action", "focus", "mouse"])
+      .default("auto")
+      .describe("auto: focus an editable element, else its action, else the mouse"),
   }),
-  result: z.object({ element, method: z.enum(["action", "mouse"]), action: z.string().optional() }),
+  result: z.object({ element, method: z.enum(["action", "focus", "mouse"]), action: z.string().optional() }),
   input: true,
   handler: async (p, ctx) => {
     const found = await resolveTarget(p, ctx);
-    if (p.method !== "mouse") {
+    const onBus = found.source !== "x11";
+    const editable = found.states.includes("editable");
+    if (onBus && (p.method === "focus" || (p.method === "auto" && editable))) {
+      if (await (await ctx.accessibility()).focus(found.id))
+        return { element: found, method: "focus" as const };
+      if (p.method === "focus") {
+        throw new CommandError(
+          "not_supported",
+          `The element cannot take the focus (a ${found.role}): ${found.id}`,
+        );
+      }
+    } else if (onBus && (p.method === "action" || p.method === "auto")) {
       const action = await (await ctx.accessibility()).activate(found.id);
       if (action) return { element: found, method: "action" as const, action };
       if (p.method === "action") {
@@ -140,6 +255,11 @@ export const clickElement = defineCommand({
           `The element offers no action (a ${found.role}): ${found.id}`,
         );
       }
+    } else if (p.method === "action" || p.method === "focus") {
+      throw new CommandError(
+        "not_supported",
+        `A window known only to the window manager has no ${p.method}: ${found.id}`,
+      );
     }
     if (!found.bounds) {
       throw new CommandError("failed", `The element has no position on the screen to click: ${found.id}`);
@@ -163,6 +283,12 @@ export const setElementText = defineCommand({
   result: z.object({ element, text: z.string() }),
   handler: async (p, ctx) => {
     const found = await resolveTarget(p, ctx);
+    if (found.source === "x11") {
+      throw new CommandError(
+        "not_supported",
+        `A window known only to the window manager has no text to set: ${found.id}`,
+      );
+    }
     const text = await (await ctx.accessibility()).setText(found.id, p.text);
     return { element: { ...found, text }, text };
   },

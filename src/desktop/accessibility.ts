@@ -22,6 +22,11 @@ export interface AccessibleNode {
   value?: number;
   /** Names of the actions the element offers (e.g. `click`). */
   actions?: string[];
+  /** `x11` for a window known only from the window manager (its application is not on the bus). */
+  source?: "x11";
+  /** The owning process and application of an `x11` window. */
+  pid?: number;
+  app?: string;
   children?: AccessibleNode[];
 }
 
@@ -49,6 +54,8 @@ export interface AccessibilityBackend {
   element(id: string): Promise<AccessibleNode>;
   /** Performs the element's click-like action; the name of the action done, or null if it has none. */
   activate(id: string): Promise<string | null>;
+  /** Gives the element the keyboard focus; false when it cannot take it that way. */
+  focus(id: string): Promise<boolean>;
   /** Replaces an editable element's text and returns the text read back. */
   setText(id: string, text: string): Promise<string>;
 }

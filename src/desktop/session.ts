@@ -5,7 +5,12 @@
 import type { Logger } from "../common/logger.js";
 import { type BackendName, backendOptions, defaultBackend } from "./choose-backend.js";
 import { DesktopManager } from "./manager.js";
-import { startVirtualDisplay, type VirtualDisplay } from "./virtual-display.js";
+import {
+  type AccessibilityBus,
+  startAccessibilityBus,
+  startVirtualDisplay,
+  type VirtualDisplay,
+} from "./virtual-display.js";
 
 export interface DesktopSessionOptions {
   /** `"WxH"` or `true` (default size) to start one, `false` never, `undefined` only without DISPLAY. */
@@ -67,12 +72,34 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
     }
   }
 
+  // A desktop of its own without a session bus (a plain Xvfb, a bare X session): start one, so that
+  // the applications agents launch through Hangar are in the accessibility tree.
+  let bus: AccessibilityBus | null = null;
+  if (process.platform === "linux" && process.env.DISPLAY && !process.env.DBUS_SESSION_BUS_ADDRESS) {
+    bus = await startAccessibilityBus({ DISPLAY: process.env.DISPLAY }).catch((err: Error) => {
+      log.warn(
+        { err: err.message },
+        "could not start a session bus; the accessibility tree lists X11 windows only",
+      );
+      return null;
+    });
+    if (bus) {
+      Object.assign(process.env, bus.env);
+      const children = bus.children;
+      process.once("exit", () => {
+        for (const child of children) if (child.exitCode === null) child.kill("SIGTERM");
+      });
+      log.info({ address: bus.env.DBUS_SESSION_BUS_ADDRESS }, "session bus with AT-SPI started");
+    }
+  }
+
   const manager = new DesktopManager({ log, ...backendOptions(options.backend ?? defaultBackend(), log) });
   return {
     manager,
     virtualDisplay,
     async stop() {
       await manager.close();
+      await bus?.stop();
       await virtualDisplay?.stop();
     },
   };

@@ -64,21 +64,9 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
     const env: Record<string, string> = { DISPLAY: display };
 
     if (options.accessibility) {
-      const bus = spawn("dbus-daemon", ["--session", "--nofork", "--print-address=1"], {
-        stdio: ["ignore", "pipe", "ignore"],
-      });
-      children.push(bus);
-      env.DBUS_SESSION_BUS_ADDRESS = (await firstLine(bus, "dbus-daemon")).trim();
-      if (existsSync(AT_SPI_LAUNCHER)) {
-        children.push(
-          spawn(AT_SPI_LAUNCHER, ["--launch-immediately"], {
-            stdio: "ignore",
-            env: { ...process.env, ...env },
-          }),
-        );
-      }
-      env.NO_AT_BRIDGE = "";
-      env.GTK_A11Y = "atspi";
+      const bus = await startAccessibilityBus(env);
+      children.push(...bus.children);
+      Object.assign(env, bus.env);
     }
 
     if (options.windowManager ?? true) {
@@ -93,6 +81,47 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
       await waitForWindowManager(env);
     }
     return { display, width, height, env, xvfb, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+export interface AccessibilityBus {
+  /** `DBUS_SESSION_BUS_ADDRESS` and the variables that make toolkits speak AT-SPI. */
+  readonly env: Record<string, string>;
+  readonly children: ChildProcess[];
+  stop(): Promise<void>;
+}
+
+/**
+ * A session D-Bus and the AT-SPI bus launcher for the desktop described by `env` (its `DISPLAY`):
+ * applications started with the returned variables appear in the accessibility tree.
+ */
+export async function startAccessibilityBus(env: Record<string, string>): Promise<AccessibilityBus> {
+  const children: ChildProcess[] = [];
+  const stop = async () => {
+    for (const child of [...children].reverse()) await terminate(child);
+  };
+  try {
+    const bus = spawn("dbus-daemon", ["--session", "--nofork", "--print-address=1"], {
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    children.push(bus);
+    const busEnv: Record<string, string> = {
+      DBUS_SESSION_BUS_ADDRESS: (await firstLine(bus, "dbus-daemon")).trim(),
+      NO_AT_BRIDGE: "",
+      GTK_A11Y: "atspi",
+    };
+    if (existsSync(AT_SPI_LAUNCHER)) {
+      const launcher = spawn(AT_SPI_LAUNCHER, ["--launch-immediately"], {
+        stdio: "ignore",
+        env: { ...process.env, ...env, ...busEnv },
+      });
+      launcher.on("error", () => undefined);
+      children.push(launcher);
+    }
+    return { env: busEnv, children, stop };
   } catch (err) {
     await stop();
     throw err;

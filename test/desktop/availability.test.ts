@@ -65,8 +65,13 @@ describe("desktop availability", () => {
     const server = await startTestServer({ desktop: manager.provider });
     cleanups.push(() => server.close());
 
-    for (const command of ["screenshot", "get_screen_size", "left_click", "type_text"]) {
-      const { event } = await server.cmd(command, { text: "x" });
+    for (const [command, params] of [
+      ["screenshot", {}],
+      ["get_screen_size", {}],
+      ["left_click", {}],
+      ["type_text", { text: "x" }],
+    ] as const) {
+      const { event } = await server.cmd(command, params);
       expect(event, command).toMatchObject({ success: false, code: "unavailable" });
       expect(event.error).toContain("DISPLAY");
     }
@@ -97,8 +102,12 @@ describe("desktop availability", () => {
     expect((await server.cmd("move_cursor", { x: 10, y: 20 })).event.success).toBe(true);
 
     await killXvfb(x.xvfb, n);
-    for (const command of ["get_screen_size", "screenshot", "move_cursor"]) {
-      const { event } = await server.cmd(command, { x: 1, y: 1 });
+    for (const [command, params] of [
+      ["get_screen_size", {}],
+      ["screenshot", {}],
+      ["move_cursor", { x: 1, y: 1 }],
+    ] as const) {
+      const { event } = await server.cmd(command, params);
       expect(event, command).toMatchObject({ success: false, code: "unavailable" });
       expect(event.error).toContain(`:${n}`);
     }

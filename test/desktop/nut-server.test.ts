@@ -99,8 +99,13 @@ describe("nut-js backend without a display", () => {
     const manager = new DesktopManager({ display: ":4998", ...backendOptions("nut") });
     const server = await startTestServer({ desktop: manager.provider });
     try {
-      for (const command of ["screenshot", "move_cursor", "type_text", "get_application_windows"]) {
-        const { event } = await server.cmd(command, { x: 1, y: 1, text: "é", app: "x" });
+      for (const [command, params] of [
+        ["screenshot", {}],
+        ["move_cursor", { x: 1, y: 1 }],
+        ["type_text", { text: "é" }],
+        ["get_application_windows", { app: "x" }],
+      ] as const) {
+        const { event } = await server.cmd(command, params);
         expect(event, command).toMatchObject({ success: false, code: "unavailable" });
         expect(event.error).toContain(":4998");
       }

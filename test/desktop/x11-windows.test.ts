@@ -106,8 +106,12 @@ describe("windows and applications (X11)", () => {
   });
 
   it("fails with not_found for a window that does not exist", async () => {
-    for (const command of ["get_window_name", "activate_window", "set_window_size"]) {
-      const event = await desk.cmd(command, { window_id: 12345, width: 10, height: 10 });
+    for (const [command, params] of [
+      ["get_window_name", {}],
+      ["activate_window", {}],
+      ["set_window_size", { width: 10, height: 10 }],
+    ] as const) {
+      const event = await desk.cmd(command, { window_id: 12345, ...params });
       expect(event).toMatchObject({ success: false, code: "not_found" });
       expect(event.error).toContain("Window not found: 12345");
     }

@@ -45,6 +45,13 @@ export class AtspiAccessibility implements AccessibilityBackend {
     return names[wanted];
   }
 
+  async focus(id: string): Promise<boolean> {
+    const { ref, interfaces } = await this.read(id);
+    if (!interfaces.has(IFACE.component)) return false;
+    const [done] = await this.connection.call<[boolean]>(ref, IFACE.component, "GrabFocus");
+    return done;
+  }
+
   async setText(id: string, text: string): Promise<string> {
     const { ref, interfaces, node } = await this.read(id);
     if (!interfaces.has(IFACE.editableText)) {

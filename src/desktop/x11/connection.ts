@@ -44,6 +44,7 @@ export class XConnection {
     readonly info: XDisplayInfo,
   ) {
     const X = info.client;
+    ownAtomCache(X);
     X.on("end", () => this.markClosed(`the X server of display ${display} closed the connection`));
     X.on("error", (err: Error & { seq?: number }) => {
       // Errors of requests that carry a callback reach the callback; what arrives here is either a
@@ -181,4 +182,20 @@ function describe(err: Error): string {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === "ENOENT" || code === "ECONNREFUSED") return "no X server is listening there";
   return err.message;
+}
+
+/** The last atom the X protocol predefines (`WM_TRANSIENT_FOR`): 1 to 68 mean the same on every server. */
+const LAST_PREDEFINED_ATOM = 68;
+
+/**
+ * The x11 package caches interned atoms in one object shared by every connection of the process, so
+ * a second display, or the same display after its X server restarted, would be asked with the atoms
+ * of the first (another server's numbers for `_NET_WM_PID` name some other property there). Each
+ * connection gets a cache of its own, holding only the predefined atoms.
+ */
+function ownAtomCache(client: XClient) {
+  const shared: Record<string, number> = client.atoms;
+  client.atoms = Object.fromEntries(
+    Object.entries(shared).filter(([, atom]) => atom <= LAST_PREDEFINED_ATOM),
+  );
 }

@@ -1,0 +1,161 @@
+/**
+ * Accessibility everywhere on X11: a text entry is focused by click_element so that typing lands in
+ * it; windows whose applications are not on the bus are in the tree from the window manager; and
+ * `hangar serve` on a display without a session bus starts one, so that applications it launches
+ * are in the tree.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { AccessibleNode } from "../../src/desktop/accessibility.js";
+import { atspiProvider } from "../../src/desktop/atspi/index.js";
+import { DesktopManager } from "../../src/desktop/manager.js";
+import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
+import { type A11yApp, startA11yApp } from "../support/a11y-app.js";
+import { PYTHON } from "../support/desktop.js";
+import { postCmd, startTestServer } from "../support/server.js";
+
+const flatten = (node: AccessibleNode): AccessibleNode[] => [node, ...(node.children ?? []).flatMap(flatten)];
+
+describe("click_element on a text entry", () => {
+  let display: VirtualDisplay;
+  let app: A11yApp;
+  let a11y: ReturnType<typeof atspiProvider>;
+  let desktop: DesktopManager;
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  beforeAll(async () => {
+    display = await startVirtualDisplay({ width: 1024, height: 768, accessibility: true });
+    app = await startA11yApp(display.env);
+    a11y = atspiProvider(display.env);
+    desktop = new DesktopManager({ display: display.display });
+    server = await startTestServer({ accessibility: a11y, desktop: desktop.provider });
+  });
+  afterAll(async () => {
+    a11y?.close();
+    await server?.close();
+    await desktop?.close();
+    await app?.stop();
+    await display?.stop();
+  });
+
+  it("focuses it (no Enter), so that the typing that follows goes into it", async () => {
+    // The focus elsewhere first: on the button, by a real click.
+    await server.cmd("click_element", { role: "push button", title: "Press me", method: "mouse" });
+    await app.waitFor(/^clicked 1$/);
+    const r = await server.cmd("click_element", { role: "text", title: "Your name" });
+    expect(r.event).toMatchObject({ success: true, method: "focus" });
+    expect((await server.cmd("type_text", { text: "typed here" })).event.success).toBe(true);
+    await app.waitFor(/^entry: typed here$/);
+    const entry = await server.cmd("find_element", { role: "text", title: "Your name" });
+    expect(entry.event.element.text).toBe("typed here");
+    expect(entry.event.element.states).toContain("focused");
+  });
+});
+
+describe("windows of applications that are not on the accessibility bus", () => {
+  let display: VirtualDisplay;
+  let desktop: DesktopManager;
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  let xterm: ChildProcess;
+  beforeAll(async () => {
+    display = await startVirtualDisplay({ width: 800, height: 600 });
+    desktop = new DesktopManager({ display: display.display });
+    // No session bus at all: AT-SPI is unavailable on this desktop.
+    server = await startTestServer({
+      accessibility: atspiProvider({ DISPLAY: display.display }),
+      desktop: desktop.provider,
+    });
+    xterm = spawn("xterm", ["-T", "plain terminal"], {
+      env: { ...process.env, ...display.env },
+      stdio: "ignore",
+    });
+    await vi.waitFor(
+      async () => expect((await server.cmd("get_application_windows", {})).event.windows).toHaveLength(1),
+      {
+        timeout: 10_000,
+      },
+    );
+  });
+  afterAll(async () => {
+    xterm?.kill();
+    await server?.close();
+    await desktop?.close();
+    await display?.stop();
+  });
+
+  it("are in the tree from the window manager, marked source x11", async () => {
+    const r = await server.cmd("get_accessibility_tree");
+    expect(r.event.success).toBe(true);
+    const window = flatten(r.event.content.tree).find((n) => n.name === "plain terminal")!;
+    expect(window).toMatchObject({ role: "frame", source: "x11", pid: xterm.pid, app: "XTerm" });
+    expect(window.states).toEqual(expect.arrayContaining(["showing", "focused"]));
+    expect(window.bounds!.width).toBeGreaterThan(100);
+  });
+
+  it("can be found and clicked (at their centre); they have no text to set", async () => {
+    const found = await server.cmd("find_element", { title: "plain terminal" });
+    expect(found.event.element.id).toMatch(/^x11:\d+$/);
+    const clicked = await server.cmd("click_element", { id: found.event.element.id });
+    expect(clicked.event).toMatchObject({ success: true, method: "mouse" });
+    const { bounds } = found.event.element;
+    expect((await server.cmd("get_cursor_position")).event.position).toEqual({
+      x: Math.round(bounds.x + bounds.width / 2),
+      y: Math.round(bounds.y + bounds.height / 2),
+    });
+    const text = await server.cmd("set_element_text", { id: found.event.element.id, text: "x" });
+    expect(text.event).toMatchObject({ success: false, code: "not_supported" });
+  });
+});
+
+describe("hangar serve on a display without a session bus", () => {
+  let display: VirtualDisplay;
+  let serve: ChildProcess;
+  let url: string;
+  beforeAll(async () => {
+    display = await startVirtualDisplay({ width: 800, height: 600 });
+    const env: NodeJS.ProcessEnv = { ...process.env, DISPLAY: display.display };
+    delete env.DBUS_SESSION_BUS_ADDRESS;
+    delete env.AT_SPI_BUS_ADDRESS;
+    serve = spawn(process.execPath, ["bin/hangar.js", "serve", "--port", "0"], {
+      cwd: fileURLToPath(new URL("../..", import.meta.url)),
+      env,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    url = await new Promise<string>((resolve, reject) => {
+      let log = "";
+      serve.stderr!.on("data", (d) => {
+        log += String(d);
+        const found = /"url":"(http:[^"]+)"/.exec(log);
+        if (found) resolve(found[1]);
+      });
+      serve.once("exit", (code) => reject(new Error(`hangar serve exited (${code}): ${log}`)));
+    });
+  });
+  afterAll(async () => {
+    if (serve?.exitCode === null) {
+      const exited = once(serve, "exit");
+      serve.kill("SIGTERM");
+      await exited;
+    }
+    await display?.stop();
+  });
+
+  it("starts one, and gives it to what it launches: the app's widgets are in the tree", async () => {
+    const app = fileURLToPath(new URL("../support/a11y-app.py", import.meta.url));
+    expect(
+      (await postCmd(url, { command: "launch", params: { app: PYTHON, args: [app] } })).event.success,
+    ).toBe(true);
+    await vi.waitFor(
+      async () => {
+        const found = await postCmd(url, {
+          command: "find_element",
+          params: { role: "button", title: "Press me" },
+        });
+        expect(found.event).toMatchObject({ success: true, element: { role: "push button" } });
+        expect(found.event.element.source).toBeUndefined();
+      },
+      { timeout: 15_000, interval: 100 },
+    );
+  });
+});
