@@ -1,6 +1,7 @@
 /** Every command of the computer server, one module per area. */
 import type { AnyCommand } from "../src/computer/command.js";
 import accessibility from "./accessibility.js";
+import browser from "./browser.js";
 import clipboard from "./clipboard.js";
 import file from "./file.js";
 import input from "./input.js";
@@ -18,4 +19,5 @@ export const allCommands: readonly AnyCommand[] = [
   ...clipboard,
   ...window,
   ...accessibility,
+  ...browser,
 ];

@@ -50,6 +50,22 @@ export const batch = defineCommand({
   },
 });
 
+export const dioramaCmd = defineCommand({
+  name: "diorama_cmd",
+  description:
+    "cua's macOS app isolation (Diorama): not supported on this server, which drives whole desktops; it " +
+    "answers not_supported.",
+  params: z.object({ action: z.string().optional(), arguments: z.record(z.string(), z.unknown()).nullish() }),
+  result: z.object({ result: z.unknown() }),
+  handler: () => {
+    throw new CommandError(
+      "not_supported",
+      "diorama_cmd is not supported on this server: Diorama isolates macOS applications with cua's macOS " +
+        "server; Hangar drives the whole desktop (use get_application_windows and activate_window)",
+    );
+  },
+});
+
 export const wait = defineCommand({
   name: "wait",
   description:
@@ -77,4 +93,4 @@ export const wait = defineCommand({
   },
 });
 
-export default [version, batch, wait];
+export default [version, batch, wait, dioramaCmd];

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
 import { type CommandContext, defineCommand } from "../src/computer/command.js";
 import type { DesktopBackend, WindowInfo } from "../src/desktop/backend.js";
+import { readImageFile, setX11Wallpaper } from "../src/desktop/wallpaper.js";
 import { launchDetached, openWithDefaultApp } from "../src/os/launch.js";
 
 const windowIdParam = z
@@ -132,12 +133,18 @@ export const minimizeWindow = windowActionCommand("minimize", "Minimizes (iconif
 export const activateWindow = windowActionCommand("activate", "Raises a window and gives it the focus.");
 export const closeWindow = windowActionCommand("close", "Asks a window to close, as its close button would.");
 
+const bounds = z.object({ x: z.number(), y: z.number(), width: z.number(), height: z.number() });
+
 export const getActiveWindowBounds = defineCommand({
   name: "get_active_window_bounds",
-  description: "Position and size of the active window.",
+  description:
+    "Position and size of the active window: in `bounds` (what cua's Python SDK reads) and beside it.",
   params: z.object({}),
-  result: z.object({ x: z.number(), y: z.number(), width: z.number(), height: z.number() }),
-  handler: async (_params, ctx) => ({ ...(await activeWindow(ctx)).bounds }),
+  result: bounds.extend({ bounds }),
+  handler: async (_params, ctx) => {
+    const { x, y, width, height } = (await activeWindow(ctx)).bounds;
+    return { x, y, width, height, bounds: { x, y, width, height } };
+  },
 });
 
 export const getActiveWindowTitle = defineCommand({
@@ -222,6 +229,24 @@ export const getDesktopEnvironment = defineCommand({
   },
 });
 
+export const setWallpaper = defineCommand({
+  name: "set_wallpaper",
+  description:
+    "Sets the desktop's wallpaper from an image file (PNG, JPEG, WebP, …), scaled to fill the screen.",
+  params: z.object({ path: z.string().min(1, "must not be empty").describe("the image file") }),
+  result: done,
+  handler: async ({ path }, ctx) => {
+    const desktop = await ctx.desktop();
+    const display = desktop.env?.DISPLAY;
+    if (process.platform !== "linux" || !display) {
+      throw new CommandError("not_supported", "set_wallpaper is supported on X11 desktops only");
+    }
+    const image = await readImageFile(path);
+    await setX11Wallpaper(image, { DISPLAY: display });
+    return { success: true };
+  },
+});
+
 export default [
   getApplicationWindows,
   getCurrentWindowId,
@@ -239,4 +264,5 @@ export default [
   launch,
   open,
   getDesktopEnvironment,
+  setWallpaper,
 ];

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 RUNTIME=(
   xvfb xauth openbox xdotool xclip wmctrl x11-utils x11-xserver-utils xterm
   dbus dbus-x11 at-spi2-core
-  fonts-dejavu-core fonts-wqy-microhei fonts-noto-color-emoji openssl ca-certificates
+  xwallpaper fonts-dejavu-core fonts-wqy-microhei fonts-noto-color-emoji openssl ca-certificates
 )
 
 # The desktop container: an init that reaps the clipboard helpers' zombies, and VNC for watching.

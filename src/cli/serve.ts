@@ -53,6 +53,11 @@ export function registerServe(program: Command) {
       "require cloud mode; without --tls-cert, make (once) a self-signed certificate and print its fingerprint",
     )
     .option(
+      "--browser-path <path>",
+      "the browser of browser_* and /playwright_exec (default: chromium on PATH; also $HANGAR_BROWSER)",
+    )
+    .option("--browser-evaluate", "let agents run JavaScript in pages (browser_evaluate)")
+    .option(
       "--backend <name>",
       `desktop backend: ${BACKEND_NAMES.join(" or ")}`,
       parseBackend,
@@ -73,6 +78,11 @@ export function registerServe(program: Command) {
     const server = await startComputerServer({
       ...cloud,
       ...access,
+      browser: {
+        executablePath: opts.browserPath ?? process.env.HANGAR_BROWSER,
+        allowEvaluate: Boolean(opts.browserEvaluate),
+        searchUrl: process.env.HANGAR_SEARCH_URL,
+      },
       desktop: desktop.manager.provider,
       host: opts.host,
       port: opts.port,

@@ -12,7 +12,7 @@ import { formatBytes } from "../common/sizes.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
 import { mcpOpenApiPaths } from "./mcp-openapi.js";
-import { cmdEventBytes } from "./outcome.js";
+import { cmdEventBytes, wsEnvelope } from "./outcome.js";
 import { ptyRoutes } from "./pty.js";
 import { ptyOpenApiPaths } from "./pty-openapi.js";
 import type { PtySessions } from "./pty-sessions.js";
@@ -43,6 +43,9 @@ export interface ComputerAppOptions {
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
+/** `/playwright_exec` command `x` is the registry's `browser_x`. */
+const BROWSER_PREFIX = "browser_";
+const UNSUPPORTED = ["diorama_cmd", "/responses"];
 /** A streaming client this far behind (bytes not yet sent) is treated as gone: its command is cancelled. */
 const STREAM_BACKLOG_LIMIT = 64 * 1024 * 1024;
 
@@ -57,7 +60,13 @@ export function createComputerApp(options: ComputerAppOptions) {
   const log = options.log ?? silentLogger;
   const spread = options.spreadResult ?? true;
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
-  const status = JSON.stringify({ status: "ok", os_type: osType(), features: options.features ?? [] });
+  const status = JSON.stringify({
+    status: "ok",
+    os_type: osType(),
+    features: options.features ?? [],
+    // What cua's server has and this one answers with "not supported", and why.
+    unsupported: UNSUPPORTED,
+  });
 
   const app = new Hono<ComputerEnv>();
   const policy = options.originPolicy ?? new OriginPolicy({ listenHost: "127.0.0.1" });
@@ -77,32 +86,44 @@ export function createComputerApp(options: ComputerAppOptions) {
   app.get("/openapi.json", (c) => c.json(openApiDocument(registry, extraPaths)));
 
   app.post("/cmd", async (c) => {
-    let body: unknown;
-    try {
-      body = JSON.parse((await readBody(c.env.incoming, limit)).toString("utf8"));
-    } catch (err) {
-      if (err instanceof BodyTooLargeError) {
-        c.header("connection", "close");
-        return c.json(
-          { detail: `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)` },
-          413,
-        );
-      }
-      return c.json({ detail: `Invalid JSON body: ${(err as Error).message}` }, 400);
-    }
-    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    const frame = await readCommandFrame(c, limit);
+    if (frame instanceof Response) return frame;
+    if (!registry.resolve(frame.command))
+      return c.json({ detail: registry.unknownCommandMessage(frame.command) }, 400);
+    return runAsEventStream(c, registry, frame.command, frame.params, spread, log);
+  });
+
+  // cua's browser endpoint: its commands are the registry's `browser_*` ones, answered in cua's shape.
+  app.post("/playwright_exec", async (c) => {
+    const frame = await readCommandFrame(c, limit);
+    if (frame instanceof Response) return frame;
+    const name = `${BROWSER_PREFIX}${frame.command}`;
+    if (!registry.resolve(name)) {
+      const known = registry.commands
+        .map((d) => d.name)
+        .filter((n) => n.startsWith(BROWSER_PREFIX))
+        .map((n) => n.slice(BROWSER_PREFIX.length));
       return c.json(
-        { detail: 'Invalid JSON body: expected an object {"command": ..., "params": {...}}' },
+        { detail: `Unknown browser command: ${frame.command.slice(0, 80)} (known: ${known.join(", ")})` },
         400,
       );
     }
-    const { command, params } = body as { command?: unknown; params?: unknown };
-    if (typeof command !== "string" || command.length === 0) {
-      return c.json({ detail: "Command is required" }, 400);
-    }
-    if (!registry.resolve(command)) return c.json({ detail: registry.unknownCommandMessage(command) }, 400);
-    return runAsEventStream(c, registry, command, params, spread, log);
+    const gone = new AbortController();
+    c.env.outgoing.once("close", () => gone.abort());
+    return c.json(wsEnvelope(await registry.run(name, frame.params, { signal: gone.signal })));
   });
+
+  // cua's agent proxy runs a Python agent inside its server; Hangar embeds none.
+  app.post("/responses", (c) =>
+    c.json(
+      {
+        detail:
+          "Not supported on this server: /responses runs cua's Python agent inside the server, and Hangar embeds " +
+          "no agent. Run your agent loop outside and send it commands (/cmd, /ws, /mcp).",
+      },
+      501,
+    ),
+  );
 
   if (options.pty) app.route("/pty", ptyRoutes(options.pty, log));
   // The MCP SDK is loaded at the first /mcp request: it is a quarter of the server's idle memory.
@@ -179,4 +200,34 @@ async function runAsEventStream(
     res.off("close", onClose);
   }
   return RESPONSE_ALREADY_SENT;
+}
+
+/**
+ * The `{"command", "params"}` body of `/cmd` and `/playwright_exec`, or the 4xx reply that says what is
+ * wrong with it (not JSON, not an object, no command, too large).
+ */
+async function readCommandFrame(
+  c: Context<ComputerEnv>,
+  limit: number,
+): Promise<{ command: string; params: unknown } | Response> {
+  let body: unknown;
+  try {
+    body = JSON.parse((await readBody(c.env.incoming, limit)).toString("utf8"));
+  } catch (err) {
+    if (err instanceof BodyTooLargeError) {
+      c.header("connection", "close");
+      return c.json(
+        { detail: `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)` },
+        413,
+      );
+    }
+    return c.json({ detail: `Invalid JSON body: ${(err as Error).message}` }, 400);
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    return c.json({ detail: 'Invalid JSON body: expected an object {"command": ..., "params": {...}}' }, 400);
+  }
+  const { command, params } = body as { command?: unknown; params?: unknown };
+  if (typeof command !== "string" || command.length === 0)
+    return c.json({ detail: "Command is required" }, 400);
+  return { command, params };
 }

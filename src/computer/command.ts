@@ -12,6 +12,7 @@
  * });
  */
 import type { z } from "zod";
+import type { BrowserSession } from "../browser/session.js";
 import type { Logger } from "../common/logger.js";
 import type { AccessibilityBackend } from "../desktop/accessibility.js";
 import type { DesktopBackend } from "../desktop/backend.js";
@@ -24,6 +25,8 @@ export interface CommandContext {
   desktop(): Promise<DesktopBackend>;
   /** The accessibility tree and its actions; throws `CommandError("unavailable")` saying what is missing. */
   accessibility(): Promise<AccessibilityBackend>;
+  /** The browser driven by DOM commands; throws `CommandError("unavailable")` when there is none. */
+  browser(): Promise<BrowserSession>;
   /** Runs another command through the registry (validation, queue and deadline included). */
   run(name: string, params: unknown): Promise<Outcome>;
   /**

@@ -4,6 +4,7 @@
  * `run()` and know no command by name.
  */
 import type { z } from "zod";
+import { type BrowserProvider, noBrowser } from "../browser/session.js";
 import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { type AccessibilityProvider, noAccessibility } from "../desktop/accessibility.js";
@@ -16,6 +17,8 @@ export interface RegistryOptions {
   desktop?: DesktopProvider;
   /** Where handlers get the accessibility tree from (AT-SPI on Linux). */
   accessibility?: AccessibilityProvider;
+  /** Where the `browser_*` commands get the browser from. */
+  browser?: BrowserProvider;
   log?: Logger;
   /** Deadline of a command that does not set its own (default 60 s). */
   defaultDeadlineMs?: number;
@@ -34,12 +37,14 @@ export class CommandRegistry {
   private inputQueue: Promise<unknown> = Promise.resolve();
   private readonly desktop: DesktopProvider;
   private readonly accessibility: AccessibilityProvider;
+  private readonly browser: BrowserProvider;
   private readonly log: Logger;
   private readonly defaultDeadlineMs: number;
 
   constructor(commands: readonly AnyCommand[], options: RegistryOptions = {}) {
     this.desktop = options.desktop ?? noDesktop;
     this.accessibility = options.accessibility ?? noAccessibility;
+    this.browser = options.browser ?? noBrowser;
     this.log = options.log ?? silentLogger;
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
     for (const def of commands) {
@@ -127,6 +132,7 @@ export class CommandRegistry {
       signal,
       desktop: () => this.desktop(),
       accessibility: () => this.accessibility(),
+      browser: () => this.browser(),
       run: (name, params) => this.run(name, params, { signal }),
       emit: options.emit,
       log: this.log,

@@ -5,6 +5,7 @@
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
+import { type BrowserOptions, BrowserSession } from "../browser/session.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy } from "../common/origin-policy.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
@@ -32,6 +33,8 @@ export interface ComputerServerOptions {
   /** Terminal sessions (scrollback, idle timeout); the PTY routes are always served. */
   pty?: PtySessionsOptions;
   bodyLimitBytes?: number;
+  /** The browser of the `browser_*` commands and `/playwright_exec` (Chromium on this desktop). */
+  browser?: Omit<BrowserOptions, "env" | "log"> & Partial<Pick<BrowserOptions, "env">>;
   /** Web pages (origins) allowed to use the server from a browser; `*` only in cloud mode. */
   allowOrigins?: string[];
   /** Host names accepted in `Host` besides loopback ones (see origin-policy.ts). */
@@ -66,7 +69,14 @@ export async function startComputerServer(
   });
   const ownAccessibility = options.accessibility ? undefined : defaultAccessibility();
   const accessibility = options.accessibility ?? ownAccessibility;
-  const registry = new CommandRegistry(allCommands, { desktop: options.desktop, accessibility, log });
+  // The desktop's variables are read when the browser starts: a virtual display exports them here.
+  const browser = new BrowserSession({ env: () => process.env, ...options.browser, log });
+  const registry = new CommandRegistry(allCommands, {
+    desktop: options.desktop,
+    accessibility,
+    browser: async () => browser,
+    log,
+  });
   const pty = new PtySessions(options.pty);
   const authenticator =
     options.cloud && new Authenticator({ ...options.cloud, log: options.cloud.log ?? log });
@@ -105,15 +115,15 @@ export async function startComputerServer(
     url: `${tls ? "https" : "http"}://${shownHost}:${port}`,
     port,
     registry,
-    close: () =>
-      new Promise<void>((resolve) => {
-        ownAccessibility?.close();
-        pty.close();
-        sockets.terminateAll();
-        sockets.close();
-        if ("closeAllConnections" in server) server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: async () => {
+      ownAccessibility?.close();
+      pty.close();
+      sockets.terminateAll();
+      sockets.close();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      if ("closeAllConnections" in server) server.closeAllConnections();
+      await Promise.all([closed, browser.close()]);
+    },
   };
 }
 
