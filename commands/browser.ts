@@ -174,6 +174,8 @@ export const browserGetPageText = defineCommand({
   deadlineMs: deadline,
   handler: async ({ max_chars, timeout }, ctx) => {
     const page = await currentPage(ctx, timeout);
+    // innerText, not textContent: the text as laid out for a reader, without scripts and hidden parts.
+    // biome-ignore lint/performance/useDomNodeTextContent: the rendered text is the point here
     const text = await attempt("Reading the page", () => page.locator("body").innerText());
     return { ...(await where(ctx)), text: text.slice(0, max_chars), truncated: text.length > max_chars };
   },
@@ -190,7 +192,7 @@ export const browserGetLinks = defineCommand({
     const links = await attempt("Reading the links", () =>
       page.$$eval("a[href]", (anchors) =>
         anchors.map((a) => ({
-          text: (a as HTMLElement).innerText.trim(),
+          text: (a.textContent ?? "").trim(),
           href: (a as HTMLAnchorElement).href,
         })),
       ),
