@@ -5,7 +5,7 @@
 import { z } from "zod";
 import { defineCommand } from "../src/computer/command.js";
 import type { DesktopBackend, MouseButton } from "../src/desktop/backend.js";
-import { normalizeCombo, normalizeKey } from "../src/desktop/keys.js";
+import { normalizeCombo, normalizeKey, parseKeySequence } from "../src/desktop/keys.js";
 
 const coordinate = z.number().finite();
 /** x and y, or `coordinate: [x, y]` as Anthropic's computer tool sends it. */
@@ -326,15 +326,16 @@ export const pressKey = defineCommand({
   name: "press_key",
   aliases: ["key"],
   description:
-    "Presses and releases one key: a name (enter, esc, f5, pagedown, ctrl, win, …) or one character.",
+    "Presses and releases a key: a name (enter, esc, f5, pagedown, ctrl, win, …), an X keysym name " +
+    "(KP_Enter, XF86AudioMute), one character, or in xdotool's syntax a combination (ctrl+shift+t, alt+F4) " +
+    "and several separated by spaces, pressed in turn.",
   input: true,
   params: z.object({ key: keyParam }),
   result: empty,
   handler: async ({ key }, ctx) => {
-    const name = normalizeKey(key);
+    const combos = parseKeySequence(key);
     const desktop = await ctx.desktop();
-    await desktop.key(name, "down");
-    await desktop.key(name, "up");
+    for (const combo of combos) await pressCombo(desktop, combo);
     return {};
   },
 });
@@ -357,6 +358,15 @@ function keyCommand(name: string, action: "down" | "up", description: string) {
 export const keyDown = keyCommand("key_down", "down", "Presses a key and holds it until key_up.");
 export const keyUp = keyCommand("key_up", "up", "Releases a key held by key_down.");
 
+/** Holds every key of a combination but the last in order, taps the last, releases the others in reverse. */
+async function pressCombo(desktop: DesktopBackend, names: readonly string[]) {
+  const last = names[names.length - 1];
+  await withModifiers(desktop, names.slice(0, -1), async () => {
+    await desktop.key(last, "down");
+    await desktop.key(last, "up");
+  });
+}
+
 export const hotkey = defineCommand({
   name: "hotkey",
   description:
@@ -366,13 +376,7 @@ export const hotkey = defineCommand({
   params: z.object({ keys: z.array(keyParam).min(1, "keys is empty").max(16) }),
   result: empty,
   handler: async ({ keys }, ctx) => {
-    const names = normalizeCombo(keys);
-    const desktop = await ctx.desktop();
-    const last = names[names.length - 1];
-    await withModifiers(desktop, names.slice(0, -1), async () => {
-      await desktop.key(last, "down");
-      await desktop.key(last, "up");
-    });
+    await pressCombo(await ctx.desktop(), normalizeCombo(keys));
     return {};
   },
 });

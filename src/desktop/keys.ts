@@ -2,8 +2,10 @@
  * Key names: the case-insensitive union of every name cua's servers and clients use (reference
  * §10), normalized to one canonical name each, and the X keysym of each canonical name.
  *
- * A key is either a named key (`enter`, `ctrl`, `f5`, `pagedown`, …) or one character typed as
- * itself (`a`, `A`, `%`, `é`). Names are matched case-insensitively and with `_`, `-` and spaces
+ * A key is either a named key (`enter`, `ctrl`, `f5`, `pagedown`, …), one character typed as
+ * itself (`a`, `A`, `%`, `é`), or any keysym name X11 knows (`KP_Enter`, `XF86AudioMute`, also
+ * without its `XF86` prefix: `audiomute`). `parseKeySequence` reads xdotool's syntax on top:
+ * combinations joined by `+` (`ctrl+shift+t`) and sequences separated by spaces. Names are matched case-insensitively and with `_`, `-` and spaces
  * ignored, so `Page_Down`, `page down`, `PageDown` and `pgdn` are all `pagedown`. A single character
  * keeps its case (`A` is a capital A).
  *
@@ -13,7 +15,9 @@
  * normalizeKey("%")        // "%"
  * keysymOf("pagedown")     // 0xff56 (Next)
  */
+import { createRequire } from "node:module";
 import { CommandError } from "../common/errors.js";
+import { XF86_KEYSYMS } from "./xf86-keysyms.js";
 
 /** Canonical named keys and their X keysyms (X11/keysymdef.h, XF86keysym.h). */
 const NAMED_KEYSYMS = {
@@ -264,7 +268,67 @@ export function lookupKey(input: string): string | undefined {
   const squashed = squash(input.trim());
   if (squashed.length === 0) return undefined;
   if ([...squashed].length === 1 && input.trim().length === 1) return lookupKey(input.trim());
-  return BY_SQUASHED_NAME.get(squashed) ?? CHARACTER_SPELLINGS[squashed];
+  return BY_SQUASHED_NAME.get(squashed) ?? CHARACTER_SPELLINGS[squashed] ?? xKeysym(input.trim())?.name;
+}
+
+interface XKeysym {
+  name: string;
+  code: number;
+}
+let xKeysyms: { exact: Map<string, XKeysym>; folded: Map<string, XKeysym> } | undefined;
+
+/**
+ * A keysym by its X11 name (keysymdef.h, as the x11 package ships it, and XF86keysym.h): the exact
+ * name first, then ignoring case, then with `XF86` put in front. Loaded at the first name that is
+ * not one of Hangar's own.
+ */
+function xKeysym(name: string): XKeysym | undefined {
+  if (!xKeysyms) {
+    const core = createRequire(import.meta.url)("x11/lib/keysyms.js") as Record<string, { code: number }>;
+    const exact = new Map<string, XKeysym>();
+    const folded = new Map<string, XKeysym>();
+    const add = (keysym: XKeysym) => {
+      exact.set(keysym.name, keysym);
+      if (!folded.has(keysym.name.toLowerCase())) folded.set(keysym.name.toLowerCase(), keysym);
+    };
+    for (const [key, { code }] of Object.entries(core)) add({ name: key.replace(/^XK_/, ""), code });
+    for (const [key, code] of Object.entries(XF86_KEYSYMS)) add({ name: key, code });
+    xKeysyms = { exact, folded };
+  }
+  const lower = name.toLowerCase();
+  return xKeysyms.exact.get(name) ?? xKeysyms.folded.get(lower) ?? xKeysyms.folded.get(`xf86${lower}`);
+}
+
+const KEY_SYNTAX =
+  "keys are names (enter, esc, f5, pagedown, ctrl, …), X keysym names (KP_Enter, XF86AudioMute), single " +
+  "characters, combinations joined by + (ctrl+shift+t) and sequences separated by spaces (ctrl+a BackSpace)";
+
+/**
+ * xdotool's key syntax: `ctrl+l`, `alt+F4`, `super+l`, `ctrl++` (ctrl and plus), and several of them
+ * separated by spaces, pressed one after the other. A whole input that is one key name (`page down`,
+ * ` `) is that key. Returns the combinations, each as canonical names.
+ */
+export function parseKeySequence(input: string): string[][] {
+  const whole = lookupKey(input);
+  if (whole !== undefined) return [[whole]];
+  const tokens = input.trim().split(/\s+/).filter(Boolean);
+  if (tokens.length === 0) throw new CommandError("invalid_params", `Unknown key: '${input}'; ${KEY_SYNTAX}`);
+  return tokens.map((token) => {
+    const parts =
+      token.length > 1 && token.includes("+")
+        ? token.endsWith("++")
+          ? [...token.slice(0, -2).split("+"), "+"]
+          : token.split("+")
+        : [token];
+    for (const part of parts) {
+      if (part === "" || lookupKey(part) === undefined) {
+        const shown = input.length > 60 ? `${input.slice(0, 60)}…` : input;
+        const named = part === "" ? "an empty key" : `'${part.slice(0, 40)}'`;
+        throw new CommandError("invalid_params", `Unknown key: ${named} in '${shown}'; ${KEY_SYNTAX}`);
+      }
+    }
+    return normalizeCombo(parts);
+  });
 }
 
 /**
@@ -304,6 +368,8 @@ export function keysymOf(name: string): number {
   if (isNamedKey(name)) return NAMED_KEYSYMS[name];
   const cp = name.codePointAt(0);
   if (cp === undefined || [...name].length !== 1) {
+    const x = xKeysym(name);
+    if (x?.name === name) return x.code;
     throw new CommandError("invalid_params", `Unknown key: ${name}`);
   }
   return keysymOfCharacter(cp);
