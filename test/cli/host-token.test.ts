@@ -2,16 +2,16 @@
  * `hangar host serve --token-file` and the `hangar vm …` client with the token in the environment,
  * in a file or missing; and the refusal to listen beyond loopback without a token.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { once } from "node:events";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RunningCli, startCli } from "../support/cli-process.js";
 
 const TOKEN = "f00dfeedf00dfeedf00dfeedf00dfeed";
 let root: string;
-let service: ChildProcess;
+let service: RunningCli;
 let url: string;
 
 const env = () => ({
@@ -26,44 +26,15 @@ const hangar = (args: string[], extraEnv: Record<string, string> = {}) =>
     env: { ...env(), ...extraEnv },
   });
 
+const startService = (args: string[]) => startCli(["host", "serve", "--port", "0", ...args], env());
+
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), "hangar-token-"));
   writeFileSync(join(root, "token"), `${TOKEN}\n`, { mode: 0o600 });
-  const started = await startService(["--token-file", join(root, "token")]);
-  service = started.child;
-  url = started.url;
-  const log = started.log();
+  service = await startService(["--token-file", join(root, "token")]);
+  url = service.url;
+  const log = service.log();
   expect(log).not.toContain(TOKEN);
-});
-
-/** Starts `hangar host serve` with these arguments; resolves with its URL and log once it listens. */
-async function startService(args: string[]) {
-  const child = spawn(process.execPath, ["bin/hangar.js", "host", "serve", "--port", "0", ...args], {
-    stdio: ["ignore", "ignore", "pipe"],
-    env: env(),
-  });
-  let log = "";
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr!.on("data", (d) => {
-      log += String(d);
-      const m = /"url":"(http:\/\/[\d.]+:\d+)"/.exec(log);
-      if (m) resolve(m[1]);
-    });
-    child.once("exit", (code) => reject(new Error(`exited ${code}: ${log}`)));
-  });
-  return { child, url, log: () => log };
-}
-
-async function stop(child: ChildProcess) {
-  if (child.exitCode !== null) return;
-  const exited = once(child, "exit");
-  child.kill("SIGTERM");
-  await exited;
-}
-
-afterAll(async () => {
-  await stop(service);
-  rmSync(root, { recursive: true, force: true });
 });
 
 describe("the host service's token on the command line", () => {
@@ -97,7 +68,7 @@ describe("the host service's token on the command line", () => {
     try {
       expect(open.log()).toMatch(/NO AUTHENTICATION/);
     } finally {
-      await stop(open.child);
+      await open.stop();
     }
   });
 });

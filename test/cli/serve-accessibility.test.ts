@@ -1,47 +1,18 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RunningCli, startCli } from "../support/cli-process.js";
 import { PYTHON } from "../support/desktop.js";
 import { postCmd } from "../support/server.js";
 
-const root = fileURLToPath(new URL("../..", import.meta.url));
 const appScript = fileURLToPath(new URL("../support/a11y-app.py", import.meta.url));
 
-let serve: ChildProcess;
+let serve: RunningCli;
 let url: string;
 beforeAll(async () => {
-  serve = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      "test/support/hangar-cli.ts",
-      "serve",
-      "--port",
-      "0",
-      "--virtual-display",
-      "1024x768",
-    ],
-    { cwd: root, stdio: ["ignore", "ignore", "pipe"] },
-  );
-  url = await new Promise<string>((resolve, reject) => {
-    let log = "";
-    serve.stderr!.on("data", (d) => {
-      log += String(d);
-      const found = /"url":"(http:[^"]+)"/.exec(log);
-      if (found) resolve(found[1]);
-    });
-    serve.once("exit", (code) => reject(new Error(`hangar serve exited (${code}): ${log}`)));
-  });
+  serve = await startCli(["serve", "--port", "0", "--virtual-display", "1024x768"]);
+  url = serve.url;
 });
-afterAll(async () => {
-  if (serve.exitCode === null) {
-    const exited = once(serve, "exit");
-    serve.kill("SIGTERM");
-    await exited;
-  }
-});
+afterAll(() => serve?.stop());
 
 describe("hangar serve --virtual-display", () => {
   it("starts the accessibility bus with the desktop: an app launched through it shows in the tree", async () => {

@@ -1,10 +1,10 @@
 /** What a person reads from `hangar serve` and `hangar host serve`: a line when listening, errors in words. */
-import { spawn, spawnSync } from "node:child_process";
-import { once } from "node:events";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { startCli } from "../support/cli-process.js";
 
 const dir = mkdtempSync(join(tmpdir(), "hangar-cli-messages-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -15,29 +15,16 @@ const hangar = (args: string[], env: Record<string, string> = {}) =>
     env: { ...process.env, ...env },
   });
 
-/** Starts the CLI and resolves with the first line it prints on stdout; then stops it. */
+/** Starts the CLI and returns the first line it prints on stdout once it listens; then stops it. */
 async function firstLine(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ["bin/hangar.js", ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ...env },
-  });
-  let out = "";
-  let err = "";
-  child.stderr.on("data", (d) => {
-    err += String(d);
-  });
+  const cli = await startCli(args, { ...process.env, ...env });
   try {
-    return await new Promise<string>((resolve, reject) => {
-      child.stdout.on("data", (d) => {
-        out += String(d);
-        if (out.includes("\n")) resolve(out.split("\n")[0]);
-      });
-      child.once("exit", (code) => reject(new Error(`exited ${code}: ${err}`)));
+    return await vi.waitFor(() => {
+      expect(cli.stdout()).toContain("\n");
+      return cli.stdout().split("\n")[0];
     });
   } finally {
-    const exited = once(child, "exit");
-    child.kill("SIGTERM");
-    await exited;
+    await cli.stop();
   }
 }
 

@@ -5,39 +5,28 @@
  * are in the tree.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { AccessibleNode } from "../../src/desktop/accessibility.js";
 import { atspiProvider } from "../../src/desktop/atspi/index.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
-import { type A11yApp, startA11yApp } from "../support/a11y-app.js";
+import { type A11yApp, startA11yDesktop } from "../support/a11y-app.js";
+import { type RunningCli, startCli } from "../support/cli-process.js";
 import { PYTHON } from "../support/desktop.js";
 import { postCmd, startTestServer } from "../support/server.js";
 
 const flatten = (node: AccessibleNode): AccessibleNode[] => [node, ...(node.children ?? []).flatMap(flatten)];
 
 describe("click_element on a text entry", () => {
-  let display: VirtualDisplay;
+  let desk: Awaited<ReturnType<typeof startA11yDesktop>>;
   let app: A11yApp;
-  let a11y: ReturnType<typeof atspiProvider>;
-  let desktop: DesktopManager;
   let server: Awaited<ReturnType<typeof startTestServer>>;
   beforeAll(async () => {
-    display = await startVirtualDisplay({ width: 1024, height: 768, accessibility: true });
-    app = await startA11yApp(display.env);
-    a11y = atspiProvider(display.env);
-    desktop = new DesktopManager({ display: display.display });
-    server = await startTestServer({ accessibility: a11y, desktop: desktop.provider });
+    desk = await startA11yDesktop({ width: 1024, height: 768 });
+    ({ app, server } = desk);
   });
-  afterAll(async () => {
-    a11y?.close();
-    await server?.close();
-    await desktop?.close();
-    await app?.stop();
-    await display?.stop();
-  });
+  afterAll(() => desk?.stop());
 
   it("focuses it (no Enter), so that the typing that follows goes into it", async () => {
     // The focus elsewhere first: on the button, by a real click.
@@ -110,34 +99,18 @@ describe("windows of applications that are not on the accessibility bus", () => 
 
 describe("hangar serve on a display without a session bus", () => {
   let display: VirtualDisplay;
-  let serve: ChildProcess;
+  let serve: RunningCli;
   let url: string;
   beforeAll(async () => {
     display = await startVirtualDisplay({ width: 800, height: 600 });
     const env: NodeJS.ProcessEnv = { ...process.env, DISPLAY: display.display };
     delete env.DBUS_SESSION_BUS_ADDRESS;
     delete env.AT_SPI_BUS_ADDRESS;
-    serve = spawn(process.execPath, ["bin/hangar.js", "serve", "--port", "0"], {
-      cwd: fileURLToPath(new URL("../..", import.meta.url)),
-      env,
-      stdio: ["ignore", "ignore", "pipe"],
-    });
-    url = await new Promise<string>((resolve, reject) => {
-      let log = "";
-      serve.stderr!.on("data", (d) => {
-        log += String(d);
-        const found = /"url":"(http:[^"]+)"/.exec(log);
-        if (found) resolve(found[1]);
-      });
-      serve.once("exit", (code) => reject(new Error(`hangar serve exited (${code}): ${log}`)));
-    });
+    serve = await startCli(["serve", "--port", "0"], env);
+    url = serve.url;
   });
   afterAll(async () => {
-    if (serve?.exitCode === null) {
-      const exited = once(serve, "exit");
-      serve.kill("SIGTERM");
-      await exited;
-    }
+    await serve?.stop();
     await display?.stop();
   });
 

@@ -1,32 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AccessibleNode } from "../../src/desktop/accessibility.js";
-import { atspiProvider } from "../../src/desktop/atspi/index.js";
-import { DesktopManager } from "../../src/desktop/manager.js";
-import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
-import { type A11yApp, startA11yApp } from "../support/a11y-app.js";
-import { startTestServer } from "../support/server.js";
+import { type A11yApp, startA11yDesktop } from "../support/a11y-app.js";
 
-let display: VirtualDisplay;
+let desk: Awaited<ReturnType<typeof startA11yDesktop>>;
 let app: A11yApp;
-let server: Awaited<ReturnType<typeof startTestServer>>;
-const provider = () => atspiProvider(display.env);
-let a11y: ReturnType<typeof atspiProvider>;
-let desktop: DesktopManager;
+let server: Awaited<ReturnType<typeof startA11yDesktop>>["server"];
 
 beforeAll(async () => {
-  display = await startVirtualDisplay({ width: 1280, height: 800, accessibility: true });
-  app = await startA11yApp(display.env);
-  a11y = provider();
-  desktop = new DesktopManager({ display: display.display });
-  server = await startTestServer({ accessibility: a11y, desktop: desktop.provider });
+  desk = await startA11yDesktop();
+  ({ app, server } = desk);
 });
-afterAll(async () => {
-  a11y?.close();
-  await server?.close();
-  await desktop?.close();
-  await app?.stop();
-  await display?.stop();
-});
+afterAll(() => desk?.stop());
 
 function flatten(node: AccessibleNode): AccessibleNode[] {
   return [node, ...(node.children ?? []).flatMap(flatten)];

@@ -65,3 +65,31 @@ export async function startA11yApp(env: Record<string, string>, extraLabels = 0)
   await waitFor(/^ready$/);
   return app;
 }
+
+/**
+ * A desktop with an accessibility bus, the GTK test window on it, and a computer server driving
+ * both; `stop()` ends all of it.
+ */
+export async function startA11yDesktop(size = { width: 1280, height: 800 }) {
+  const { startVirtualDisplay } = await import("../../src/desktop/virtual-display.js");
+  const { atspiProvider } = await import("../../src/desktop/atspi/index.js");
+  const { DesktopManager } = await import("../../src/desktop/manager.js");
+  const { startTestServer } = await import("./server.js");
+  const display = await startVirtualDisplay({ ...size, accessibility: true });
+  const app = await startA11yApp(display.env);
+  const a11y = atspiProvider(display.env);
+  const desktop = new DesktopManager({ display: display.display });
+  const server = await startTestServer({ accessibility: a11y, desktop: desktop.provider });
+  return {
+    display,
+    app,
+    server,
+    async stop() {
+      a11y.close();
+      await server.close();
+      await desktop.close();
+      await app.stop();
+      await display.stop();
+    },
+  };
+}

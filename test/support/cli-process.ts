@@ -1,0 +1,53 @@
+/**
+ * Runs the built `hangar` command line as a user starts it (a child process of `bin/hangar.js`) and
+ * waits until it says where it listens.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+export interface RunningCli {
+  readonly child: ChildProcess;
+  /** The URL from its "listening" log line. */
+  readonly url: string;
+  /** Everything it wrote to stderr (its JSON log) and stdout so far. */
+  log(): string;
+  stdout(): string;
+  /** SIGTERM, then waits for the exit. */
+  stop(): Promise<void>;
+}
+
+export async function startCli(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<RunningCli> {
+  const child = spawn(process.execPath, ["bin/hangar.js", ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let log = "";
+  let stdout = "";
+  child.stdout!.on("data", (d) => {
+    stdout += String(d);
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr!.on("data", (d) => {
+      log += String(d);
+      const found = /"url":"(https?:\/\/[^"]+)"/.exec(log);
+      if (found) resolve(found[1]);
+    });
+    child.once("exit", (code) => reject(new Error(`hangar ${args.join(" ")} exited (${code}): ${log}`)));
+  });
+  return {
+    child,
+    url,
+    log: () => log,
+    stdout: () => stdout,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, "exit");
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
