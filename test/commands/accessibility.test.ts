@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AccessibleNode } from "../../src/desktop/accessibility.js";
+import { atspiProvider } from "../../src/desktop/atspi/index.js";
+import { startVirtualDisplay } from "../../src/desktop/virtual-display.js";
 import { type A11yApp, startA11yDesktop } from "../support/a11y-app.js";
+import { startTestServer } from "../support/server.js";
 
 let desk: Awaited<ReturnType<typeof startA11yDesktop>>;
 let app: A11yApp;
