@@ -5,7 +5,16 @@ import sharp, { type PngOptions } from "sharp";
 import { PNG_OPTIONS } from "../src/desktop/screenshot.js";
 import { X11Backend } from "../src/desktop/x11/backend.js";
 import { printTable, type Row, timeIt } from "./lib.js";
-import { activate, closeClient, MIXED, post, screenChanger, startScene, timedPost, timeWithSetup } from "./scene.js";
+import {
+  activate,
+  closeClient,
+  MIXED,
+  post,
+  screenChanger,
+  startScene,
+  timedPost,
+  timeWithSetup,
+} from "./scene.js";
 
 const RUNS = 30;
 

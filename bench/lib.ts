@@ -43,12 +43,19 @@ export function machineLoad(): string {
 
 /** Prints rows as a Markdown table, ready to paste into the README, with the machine's load under it. */
 export function printTable(title: string, rows: Row[]) {
-  const header = ["what", "median", "p95", "target", "note"];
+  printMarkdown(
+    title,
+    ["what", "median", "p95", "target", "note"],
+    rows.map((r) => [r.name, r.median, r.p95, r.target ?? "", r.note ?? ""]),
+  );
+}
+
+export function printMarkdown(title: string, header: string[], cells: string[][]) {
   const lines = [
     `\n### ${title}\n`,
     `| ${header.join(" | ")} |`,
     `|${header.map(() => "---").join("|")}|`,
-    ...rows.map((r) => `| ${[r.name, r.median, r.p95, r.target ?? "", r.note ?? ""].join(" | ")} |`),
+    ...cells.map((row) => `| ${row.join(" | ")} |`),
     `\n(${machineLoad()})`,
   ];
   console.log(lines.join("\n"));

@@ -4,8 +4,8 @@
  * bench/desktop.ts draws it on a private Xvfb; bench/compare.ts on any display.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import http from "node:http";
 import { mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
