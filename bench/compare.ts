@@ -113,9 +113,10 @@ async function compareThroughput(sides: [Side, Side]): Promise<string[]> {
   ];
 }
 
-let ownDisplay: VirtualDisplay | undefined;
-const display =
-  values.display ?? (ownDisplay = await startVirtualDisplay({ width: WIDTH, height: HEIGHT })).display;
+const ownDisplay: VirtualDisplay | undefined = values.display
+  ? undefined
+  : await startVirtualDisplay({ width: WIDTH, height: HEIGHT });
+const display = values.display ?? (ownDisplay as VirtualDisplay).display;
 const scene = await sceneOn(display, WIDTH, HEIGHT);
 const started: SpawnedServer[] = [];
 const files = mkdtempSync(join(tmpdir(), "hangar-bench-compare-"));
