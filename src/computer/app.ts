@@ -12,6 +12,7 @@ import { formatBytes } from "../common/sizes.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
 import { mcpOpenApiPaths } from "./mcp-openapi.js";
+import { fileRoutes } from "./files-http.js";
 import { cmdEventBytes } from "./outcome.js";
 import { ptyRoutes } from "./pty.js";
 import { ptyOpenApiPaths } from "./pty-openapi.js";
@@ -92,6 +93,7 @@ export function createComputerApp(options: ComputerAppOptions) {
     return runAsEventStream(c, registry, command, params, spread, log);
   });
 
+  app.route("/files", fileRoutes({ bodyLimitBytes: limit, log }));
   if (options.pty) app.route("/pty", ptyRoutes(options.pty, log));
   // The MCP SDK is loaded at the first /mcp request: it is a quarter of the server's idle memory.
   let mcp: Promise<(c: Context) => Promise<Response>> | undefined;
