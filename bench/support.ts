@@ -94,3 +94,49 @@ export function cmd(url: string, command: string, params: unknown = {}): Promise
     req.end(body);
   });
 }
+
+/** Uploads `times` copies of `chunk` with one `PUT` (streamed, with its length declared). */
+export function putFile(url: string, chunk: Buffer, times: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      { method: "PUT", agent, headers: { "content-length": chunk.length * times } },
+      (res) => {
+        res.resume();
+        res.on("end", () =>
+          res.statusCode === 200 || res.statusCode === 201
+            ? resolve()
+            : reject(new Error(`PUT: ${res.statusCode}`)),
+        );
+      },
+    );
+    req.on("error", reject);
+    let sent = 0;
+    const pump = () => {
+      while (sent < times) {
+        sent++;
+        if (!req.write(chunk)) return void req.once("drain", pump);
+      }
+      req.end();
+    };
+    pump();
+  });
+}
+
+/** Downloads with `GET`, discarding the bytes; resolves with how many arrived. */
+export function getFile(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent }, (res) => {
+      let size = 0;
+      res.on("data", (c: Buffer) => {
+        size += c.length;
+      });
+      res.on("end", () =>
+        res.statusCode === 200 ? resolve(size) : reject(new Error(`GET: ${res.statusCode}`)),
+      );
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
