@@ -20,7 +20,7 @@ import autocannon from "autocannon";
 import { startVirtualDisplay, type VirtualDisplay } from "../src/desktop/virtual-display.js";
 import { printMarkdown } from "./lib.js";
 import { activate, closeClient, MIXED, sampleWithSetup, sceneOn, screenChanger, timedPost } from "./scene.js";
-import { type SpawnedServer, spawnHangar } from "./support.js";
+import { rssWhileIdle, type SpawnedServer, spawnHangar } from "./support.js";
 
 const { values } = parseArgs({
   options: {
@@ -184,7 +184,8 @@ try {
     ])),
   );
   cells.push(await compareThroughput(sides));
-  cells.push(["RSS of Hangar after the run", `${hangar.rssMb().toFixed(1)} MB`, "", ""]);
+  cells.push(["RSS of Hangar after the run (≤ 130 MB)", `${hangar.rssMb().toFixed(1)} MB`, "", ""]);
+  cells.push(["RSS of Hangar once idle (≤ 100 MB by 60 s)", await rssWhileIdle(hangar), "", ""]);
   printMarkdown(
     `Hangar beside ${sides[1].name} (${ROUNDS} interleaved rounds, 1920x1080 scene on ${display})`,
     ["operation", "Hangar median", `${sides[1].name} median`, "ratio (other ÷ Hangar; > 1: Hangar faster)"],

@@ -12,7 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import autocannon from "autocannon";
 import WebSocket from "ws";
 import { printTable, type Row, summarize, timeIt } from "./lib.js";
-import { cmd, getFile, putFile, spawnHangar } from "./support.js";
+import { cmd, getFile, putFile, rssWhileIdle, spawnHangar } from "./support.js";
 
 // A body limit that lets the /files uploads below through.
 const serveArgs = ["serve", "--body-limit", "1GiB"];
@@ -169,7 +169,18 @@ try {
     target: "≥ 1,000 MB/s",
     note: `${rounds} rounds`,
   });
-  rows.push({ name: "RSS after the file transfers", median: `${server.rssMb().toFixed(1)} MB`, p95: "" });
+  rows.push({
+    name: "RSS after the file transfers",
+    median: `${server.rssMb().toFixed(1)} MB`,
+    p95: "",
+    target: "≤ 130 MB",
+  });
+  rows.push({
+    name: "RSS once idle",
+    median: await rssWhileIdle(server),
+    p95: "",
+    target: "≤ 100 MB by 60 s",
+  });
 
   // The same reads from a server started with --no-spread: what the envelope's spread copy costs.
   const seedOnly = await spawnHangar(["serve", "--no-spread"]);

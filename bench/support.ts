@@ -23,6 +23,14 @@ export interface SpawnedServer {
   stop(): Promise<void>;
 }
 
+/** The server's resident memory 10 s and 60 s into a quiet spell, as text for a table. */
+export async function rssWhileIdle(server: SpawnedServer): Promise<string> {
+  await sleep(10_000);
+  const after10 = server.rssMb();
+  await sleep(50_000);
+  return `${after10.toFixed(1)} MB after 10 s, ${server.rssMb().toFixed(1)} MB after 60 s`;
+}
+
 export async function spawnHangar(args: string[], env: Record<string, string> = {}): Promise<SpawnedServer> {
   const port = await freePort();
   const child = spawn(process.execPath, ["bin/hangar.js", ...args, "--port", String(port)], {

@@ -10,6 +10,7 @@
 import { availableParallelism } from "node:os";
 import type { Sharp, SharpOptions } from "sharp";
 import { CommandError } from "../common/errors.js";
+import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import type { DesktopBackend, Point, RawImage, Rect } from "./backend.js";
 
 export type ImageFormat = "png" | "jpeg" | "webp";
@@ -73,6 +74,10 @@ const MAX_CACHED_VARIANTS = 8;
 let cached: CacheEntry | null = null;
 let lastMapping: { origin: Point; scale: number } = { origin: { x: 0, y: 0 }, scale: 1 };
 let queue: Promise<unknown> = Promise.resolve();
+/** The capture and its encodings are let go after a few idle seconds (a 1080p capture is 8 MB). */
+const idle = idleTimer(IDLE_RELEASE_MS, () => {
+  cached = null;
+});
 
 /**
  * One screenshot at a time, capture and encoding: a backend may reuse a capture's memory two
@@ -81,6 +86,7 @@ let queue: Promise<unknown> = Promise.resolve();
 export function takeScreenshot(backend: DesktopBackend, options: ScreenshotOptions): Promise<Screenshot> {
   const run = queue.then(() => captureAndEncode(backend, options));
   queue = run.catch(() => undefined);
+  idle.touch();
   return run;
 }
 

@@ -10,10 +10,11 @@
  *
  * Two pixel buffers are used in turn (each capture overwrites the one the previous capture did not
  * use): a fresh 8 MB buffer per 1080p capture costs more in page faults (about 10 ms) than the whole
- * copy out of the shared segment.
+ * copy out of the shared segment. After a few idle seconds they are let go, with the last capture.
  */
 import { closeSync, ftruncateSync, openSync, readSync, unlinkSync } from "node:fs";
 import { CommandError } from "../../common/errors.js";
+import { IDLE_RELEASE_MS, idleTimer } from "../../common/idle.js";
 import type { RawImage, Rect, Size } from "../backend.js";
 import type { XConnection, XExtension } from "./connection.js";
 
@@ -78,6 +79,7 @@ export class ScreenCapture {
   private queue: Promise<unknown> = Promise.resolve();
   private readonly buffers: (Buffer | undefined)[] = [undefined, undefined];
   private turn = 0;
+  private readonly idle = idleTimer(IDLE_RELEASE_MS, () => this.releaseBuffers());
 
   private constructor(
     private readonly conn: XConnection,
@@ -122,8 +124,17 @@ export class ScreenCapture {
   }
 
   close() {
+    this.idle.cancel();
+    this.releaseBuffers();
     this.segment?.release(this.conn, this.shm);
     this.segment = null;
+  }
+
+  /** Drops the pixel buffers and the last capture (the next capture reads the screen afresh). */
+  private releaseBuffers() {
+    this.buffers.fill(undefined);
+    this.last = null;
+    this.dirty = true;
   }
 
   private async captureNow(region?: Rect): Promise<RawImage> {
@@ -140,6 +151,7 @@ export class ScreenCapture {
     const bytes = rect.width * rect.height * 4;
     // Four spare bytes: the RGBA view starts one byte in.
     const pixels = this.pixelBuffer(bytes + 4);
+    this.idle.touch();
     const byteOrder = await this.grab(rect, pixels, bytes);
     if (byteOrder === 0) pixels.subarray(0, bytes).swap32();
     const image: RawImage = {
