@@ -71,6 +71,11 @@ function clickCommand(
     result: empty,
     handler: async ({ x, y, modifiers }, ctx) => {
       const desktop = await ctx.desktop();
+      const at = x !== undefined && x !== null && y !== undefined && y !== null ? { x, y } : undefined;
+      if (desktop.click && !modifiers?.length) {
+        await desktop.click(button, count, at);
+        return {};
+      }
       await moveIfGiven(desktop, x, y);
       await withModifiers(desktop, modifiers ?? [], () => click(desktop, button, count));
       return {};

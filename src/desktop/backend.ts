@@ -50,6 +50,11 @@ export interface DesktopBackend {
   cursorPosition(): Promise<Point>;
   moveCursor(to: Point): Promise<void>;
   mouseButton(button: MouseButton, action: "down" | "up"): Promise<void>;
+  /**
+   * Optional: `count` clicks of `button`, at `at` when given, sent together (one round trip where
+   * the backend can). Without it, commands use `moveCursor` and `mouseButton`.
+   */
+  click?(button: MouseButton, count: number, at?: Point): Promise<void>;
   /** Wheel notches; positive `dy` scrolls up, positive `dx` scrolls right. */
   scroll(dx: number, dy: number): Promise<void>;
 
