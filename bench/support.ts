@@ -6,6 +6,7 @@ import { Agent, request } from "node:http";
 import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { setFlagsFromString } from "node:v8";
+import { ALLOCATOR_ENV } from "../src/common/allocator-env.js";
 
 export async function freePort(): Promise<number> {
   const server = createServer().listen(0, "127.0.0.1");
@@ -34,7 +35,8 @@ export async function rssWhileIdle(server: SpawnedServer): Promise<string> {
 export async function spawnHangar(args: string[], env: Record<string, string> = {}): Promise<SpawnedServer> {
   const port = await freePort();
   const child = spawn(process.execPath, ["bin/hangar.js", ...args, "--port", String(port)], {
-    env: { ...process.env, HANGAR_LOG_LEVEL: "warn", ...env },
+    // The allocator settings the container and the systemd unit start the server with.
+    env: { ...process.env, ...ALLOCATOR_ENV, HANGAR_LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "ignore", "inherit"],
   });
   const url = `http://127.0.0.1:${port}`;
