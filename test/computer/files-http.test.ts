@@ -86,6 +86,19 @@ describe("GET and PUT /files/<path>", () => {
     expect(head.headers.get("content-length")).toBe("10000");
   });
 
+  it("survives a client that leaves mid-download, and serves the next one whole", async () => {
+    const path = join(dir, "large.bin");
+    const data = randomBytes(16 * 1024 * 1024);
+    writeFileSync(path, data);
+    const leaving = new AbortController();
+    const res = await fetch(fileUrl(path), { signal: leaving.signal });
+    const reader = res.body?.getReader();
+    expect((await reader?.read())?.value?.length).toBeGreaterThan(0);
+    leaving.abort();
+    const again = await fetch(fileUrl(path));
+    expect(Buffer.from(await again.arrayBuffer()).equals(data)).toBe(true);
+  });
+
   it("~ is the home directory, and an empty file is served empty", async () => {
     const path = join(dir, "empty");
     writeFileSync(path, "");
