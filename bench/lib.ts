@@ -2,6 +2,8 @@
  * What every benchmark shares: time a function many times and print a table of median and p95.
  * Benchmarks print figures; they do not pass or fail.
  */
+import { availableParallelism, loadavg } from "node:os";
+
 export interface Row {
   name: string;
   median: string;
@@ -33,14 +35,28 @@ export function summarize(samples: number[], unit = "ms", digits = 2) {
   return { median: `${at(0.5).toFixed(digits)} ${unit}`, p95: `${at(0.95).toFixed(digits)} ${unit}` };
 }
 
-/** Prints rows as a Markdown table, ready to paste into the README. */
+/** The machine's load when a table was taken: figures on a loaded machine are not comparable. */
+export function machineLoad(): string {
+  const [one, five, fifteen] = loadavg().map((x) => x.toFixed(2));
+  return `load average ${one}, ${five}, ${fifteen} on ${availableParallelism()} CPUs`;
+}
+
+/** Prints rows as a Markdown table, ready to paste into the README, with the machine's load under it. */
 export function printTable(title: string, rows: Row[]) {
-  const header = ["what", "median", "p95", "target", "note"];
+  printMarkdown(
+    title,
+    ["what", "median", "p95", "target", "note"],
+    rows.map((r) => [r.name, r.median, r.p95, r.target ?? "", r.note ?? ""]),
+  );
+}
+
+export function printMarkdown(title: string, header: string[], cells: string[][]) {
   const lines = [
     `\n### ${title}\n`,
     `| ${header.join(" | ")} |`,
     `|${header.map(() => "---").join("|")}|`,
-    ...rows.map((r) => `| ${[r.name, r.median, r.p95, r.target ?? "", r.note ?? ""].join(" | ")} |`),
+    ...cells.map((row) => `| ${row.join(" | ")} |`),
+    `\n(${machineLoad()})`,
   ];
   console.log(lines.join("\n"));
 }

@@ -1,6 +1,7 @@
 /**
  * `npm run bench`: every benchmark, one after another, each in its own process so that none
- * measures another's leftovers. Each prints its own table. `npm run bench -- core desktop` runs some.
+ * measures another's leftovers. Each prints its own table. `npm run bench -- core desktop` runs some;
+ * `npm run bench -- --compare URL [--display :N]` runs Hangar beside another server (bench/compare.ts).
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -16,8 +17,16 @@ const ALL = [
   "images",
   "spread",
 ];
-const chosen = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ALL;
+const args = process.argv.slice(2);
+const compare = args.some((arg) => arg.startsWith("--compare"));
+const chosen = compare ? [] : args.length > 0 ? args : ALL;
 
+if (compare) {
+  const run = spawnSync(process.execPath, ["--import", "tsx", "bench/compare.ts", ...args], {
+    stdio: "inherit",
+  });
+  process.exitCode = run.status ?? 1;
+}
 for (const name of chosen) {
   const file = `bench/${name}.ts`;
   if (!existsSync(file)) {

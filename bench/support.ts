@@ -6,6 +6,7 @@ import { Agent, request } from "node:http";
 import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { setFlagsFromString } from "node:v8";
+import { ALLOCATOR_ENV } from "../src/common/allocator-env.js";
 
 export async function freePort(): Promise<number> {
   const server = createServer().listen(0, "127.0.0.1");
@@ -23,10 +24,19 @@ export interface SpawnedServer {
   stop(): Promise<void>;
 }
 
+/** The server's resident memory 10 s and 60 s into a quiet spell, as text for a table. */
+export async function rssWhileIdle(server: SpawnedServer): Promise<string> {
+  await sleep(10_000);
+  const after10 = server.rssMb();
+  await sleep(50_000);
+  return `${after10.toFixed(1)} MB after 10 s, ${server.rssMb().toFixed(1)} MB after 60 s`;
+}
+
 export async function spawnHangar(args: string[], env: Record<string, string> = {}): Promise<SpawnedServer> {
   const port = await freePort();
   const child = spawn(process.execPath, ["bin/hangar.js", ...args, "--port", String(port)], {
-    env: { ...process.env, HANGAR_LOG_LEVEL: "warn", ...env },
+    // The allocator settings the container and the systemd unit start the server with.
+    env: { ...process.env, ...ALLOCATOR_ENV, HANGAR_LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "ignore", "inherit"],
   });
   const url = `http://127.0.0.1:${port}`;
@@ -92,5 +102,51 @@ export function cmd(url: string, command: string, params: unknown = {}): Promise
     );
     req.on("error", reject);
     req.end(body);
+  });
+}
+
+/** Uploads `times` copies of `chunk` with one `PUT` (streamed, with its length declared). */
+export function putFile(url: string, chunk: Buffer, times: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      { method: "PUT", agent, headers: { "content-length": chunk.length * times } },
+      (res) => {
+        res.resume();
+        res.on("end", () =>
+          res.statusCode === 200 || res.statusCode === 201
+            ? resolve()
+            : reject(new Error(`PUT: ${res.statusCode}`)),
+        );
+      },
+    );
+    req.on("error", reject);
+    let sent = 0;
+    const pump = () => {
+      while (sent < times) {
+        sent++;
+        if (!req.write(chunk)) return void req.once("drain", pump);
+      }
+      req.end();
+    };
+    pump();
+  });
+}
+
+/** Downloads with `GET`, discarding the bytes; resolves with how many arrived. */
+export function getFile(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent }, (res) => {
+      let size = 0;
+      res.on("data", (c: Buffer) => {
+        size += c.length;
+      });
+      res.on("end", () =>
+        res.statusCode === 200 ? resolve(size) : reject(new Error(`GET: ${res.statusCode}`)),
+      );
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end();
   });
 }

@@ -111,6 +111,11 @@ function clickCommand(
     handler: async (params, ctx) => {
       const { modifiers } = params;
       const desktop = await ctx.desktop();
+      const at = pointOf(params);
+      if (desktop.click && !modifiers?.length) {
+        await desktop.click(button, count, at);
+        return {};
+      }
       await moveIfGiven(desktop, params);
       await withModifiers(desktop, modifiers ?? [], () => click(desktop, button, count));
       return {};

@@ -3,14 +3,15 @@
  * Transports only parse, frame and write; every command goes through `registry.run()`.
  */
 import type { HttpBindings } from "@hono/node-server";
-import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
 import { formatBytes } from "../common/sizes.js";
 import { BodyTooLargeError, readBody } from "./body.js";
+import { preparedHeaders, sentByHand } from "./by-hand.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
+import { fileRoutes } from "./files-http.js";
 import { mcpOpenApiPaths } from "./mcp-openapi.js";
 import { cmdEventBytes, wsEnvelope } from "./outcome.js";
 import { ptyRoutes } from "./pty.js";
@@ -125,6 +126,7 @@ export function createComputerApp(options: ComputerAppOptions) {
     ),
   );
 
+  app.route("/files", fileRoutes({ bodyLimitBytes: limit, log }));
   if (options.pty) app.route("/pty", ptyRoutes(options.pty, log));
   // The MCP SDK is loaded at the first /mcp request: it is a quarter of the server's idle memory.
   let mcp: Promise<(c: Context) => Promise<Response>> | undefined;
@@ -159,13 +161,8 @@ async function runAsEventStream(
     "cache-control": "no-cache",
     "x-accel-buffering": "no",
   };
-  c.res.headers.forEach((value, key) => {
-    headers[key] = value;
-  });
-  // The headers prepared by middleware (CORS) are written here, by hand. The reply is marked as sent
-  // in place of the prepared one: merged into it, the marker would be lost and the adapter write again.
-  c.res = undefined as unknown as Response;
-  c.res = RESPONSE_ALREADY_SENT;
+  Object.assign(headers, preparedHeaders(c));
+  sentByHand(c);
   res.writeHead(200, headers);
   res.flushHeaders();
 
@@ -199,7 +196,7 @@ async function runAsEventStream(
   } finally {
     res.off("close", onClose);
   }
-  return RESPONSE_ALREADY_SENT;
+  return sentByHand(c);
 }
 
 /**

@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
 import { type BrowserOptions, BrowserSession } from "../browser/session.js";
+import { collectGarbage, IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy } from "../common/origin-policy.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
@@ -47,6 +48,8 @@ export interface ComputerServerOptions {
   wsMessageLimitBytes?: number;
   /** In cloud mode, a `/ws` socket that has not authenticated after this long is closed (default 10 s). */
   wsAuthDeadlineMs?: number;
+  /** Collect garbage after a few seconds without requests, so that memory goes back to the system. */
+  collectGarbageWhenIdle?: boolean;
 }
 
 export interface RunningComputerServer {
@@ -109,6 +112,11 @@ export async function startComputerServer(
     server.once("listening", resolve);
     server.once("error", reject);
   });
+  const idle = idleTimer(IDLE_RELEASE_MS, collectGarbage);
+  if (options.collectGarbageWhenIdle) {
+    server.on("request", idle.touch);
+    server.on("upgrade", idle.touch);
+  }
   const { port } = server.address() as AddressInfo;
   const shownHost = host.includes(":") ? `[${host}]` : host;
   return {
@@ -116,6 +124,7 @@ export async function startComputerServer(
     port,
     registry,
     close: async () => {
+      idle.cancel();
       ownAccessibility?.close();
       pty.close();
       sockets.terminateAll();

@@ -10,6 +10,7 @@ import { once } from "node:events";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { ALLOCATOR_ENV } from "../common/allocator-env.js";
 import { startVirtualDisplay } from "../desktop/virtual-display.js";
 import { healthOriginFile } from "./health.js";
 import { CONTAINER_SECRET_VARS, containerSettings } from "./settings.js";
@@ -39,7 +40,7 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
     const healthFile = healthOriginFile(env);
     await mkdir(dirname(healthFile), { recursive: true });
     await writeFile(healthFile, `${settings.healthOrigin}\n`);
-    const serverEnv = { ...env, ...desktop.env };
+    const serverEnv = { ...ALLOCATOR_ENV, ...env, ...desktop.env };
     for (const name of CONTAINER_SECRET_VARS) delete serverEnv[name];
     server = spawn(process.execPath, [HANGAR_BIN, ...settings.serveArgs], {
       env: serverEnv,

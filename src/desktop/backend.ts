@@ -17,7 +17,8 @@ export interface Rect extends Point, Size {}
 /**
  * Raw pixels as captured: `channels` bytes per pixel, RGB when 3, RGBA order when 4. Screens are
  * opaque, so the fourth byte carries no meaning (it may be padding): encoders drop it. Treat `data`
- * as read-only: a backend may hand out the same object again while the screen has not changed.
+ * as read-only: a backend may hand out the same object again while the screen has not changed, and
+ * may reuse its memory for the capture after the next one (so use an image before capturing twice more).
  */
 export interface RawImage {
   width: number;
@@ -49,6 +50,11 @@ export interface DesktopBackend {
   cursorPosition(): Promise<Point>;
   moveCursor(to: Point): Promise<void>;
   mouseButton(button: MouseButton, action: "down" | "up"): Promise<void>;
+  /**
+   * Optional: `count` clicks of `button`, at `at` when given, sent together (one round trip where
+   * the backend can). Without it, commands use `moveCursor` and `mouseButton`.
+   */
+  click?(button: MouseButton, count: number, at?: Point): Promise<void>;
   /** Wheel notches; positive `dy` scrolls up, positive `dx` scrolls right. */
   scroll(dx: number, dy: number): Promise<void>;
 

@@ -10,6 +10,7 @@
 import { availableParallelism } from "node:os";
 import type { Sharp, SharpOptions } from "sharp";
 import { CommandError } from "../common/errors.js";
+import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import type { DesktopBackend, Point, RawImage, Rect } from "./backend.js";
 
 export type ImageFormat = "png" | "jpeg" | "webp";
@@ -52,11 +53,13 @@ export const JPEG_OPTIONS = { optimiseCoding: false, chromaSubsampling: "4:2:0" 
 
 // On glibc Linux sharp gives libvips a single thread by default (to limit memory fragmentation);
 // JPEG encoding and resizing are about twice as fast with two.
+// libvips' operation cache is off: every input is a new capture, and a capture's memory is reused.
 // sharp (libvips) is loaded at the first screenshot, not at start-up: it is a third of the idle memory.
 let loadedSharp: Promise<(input: Buffer, options: SharpOptions) => Sharp> | undefined;
 function loadSharp() {
   loadedSharp ??= import("sharp").then(({ default: sharp }) => {
     sharp.concurrency(Math.max(sharp.concurrency(), Math.min(4, availableParallelism())));
+    sharp.cache(false);
     return sharp;
   });
   return loadedSharp;
@@ -70,11 +73,24 @@ interface CacheEntry {
 const MAX_CACHED_VARIANTS = 8;
 let cached: CacheEntry | null = null;
 let lastMapping: { origin: Point; scale: number } = { origin: { x: 0, y: 0 }, scale: 1 };
+let queue: Promise<unknown> = Promise.resolve();
+/** The capture and its encodings are let go after a few idle seconds (a 1080p capture is 8 MB). */
+const idle = idleTimer(IDLE_RELEASE_MS, () => {
+  cached = null;
+});
 
-export async function takeScreenshot(
-  backend: DesktopBackend,
-  options: ScreenshotOptions,
-): Promise<Screenshot> {
+/**
+ * One screenshot at a time, capture and encoding: a backend may reuse a capture's memory two
+ * captures later (see `RawImage`), and two encodings at once would only share the same cores.
+ */
+export function takeScreenshot(backend: DesktopBackend, options: ScreenshotOptions): Promise<Screenshot> {
+  const run = queue.then(() => captureAndEncode(backend, options));
+  queue = run.catch(() => undefined);
+  idle.touch();
+  return run;
+}
+
+async function captureAndEncode(backend: DesktopBackend, options: ScreenshotOptions): Promise<Screenshot> {
   const raw = await backend.capture(options.region);
   const origin = options.region
     ? { x: Math.max(0, Math.floor(options.region.x)), y: Math.max(0, Math.floor(options.region.y)) }

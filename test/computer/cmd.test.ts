@@ -95,7 +95,12 @@ describe("POST /cmd", () => {
 describe("catalog", () => {
   it("GET /status is ok with the os type", async () => {
     const body = await (await fetch(`${server.url}/status`)).json();
-    expect(body).toEqual({ status: "ok", os_type: "linux", features: expect.any(Array) });
+    expect(body).toEqual({
+      status: "ok",
+      os_type: "linux",
+      features: expect.any(Array),
+      unsupported: ["diorama_cmd", "/responses"],
+    });
     expect(body.features).toEqual(expect.arrayContaining(["batch", "ws", "pty", "mcp", "stream"]));
   });
 

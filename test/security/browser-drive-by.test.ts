@@ -1,7 +1,8 @@
 /**
  * A real browser visits a page of another local server that tries to drive Hangar with a "simple"
  * no-cors POST, exactly what a malicious page would do. Against the default policy nothing runs and
- * no VM is made; with that page's origin allowed, the same page does both (so the test can fail).
+ * no VM is made; with that page's origin allowed, the same page (reading its replies, as CORS now
+ * lets it) does both, so the test can fail.
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -20,11 +21,16 @@ let page: Server;
 let pageOrigin: string;
 let dir: string;
 
-/** The attacker's page: POSTs `body` to `target` without a preflight, then sets its title. */
+/**
+ * The page: POSTs `body` to `target` as a "simple" request (no preflight), reads the whole reply
+ * when it may (an allowed page) and then sets its title. A foreign page's no-cors reply is opaque.
+ */
 function attackPage(target: string, body: unknown) {
   return `<!doctype html><title>loading</title><script>
-    fetch(${JSON.stringify(target)}, { method: "POST", mode: "no-cors", headers: { "content-type": "text/plain" },
+    const mode = new URLSearchParams(location.search).get("mode");
+    fetch(${JSON.stringify(target)}, { method: "POST", mode, headers: { "content-type": "text/plain" },
       body: ${JSON.stringify(JSON.stringify(body))} })
+      .then((r) => (r.type === "opaque" ? "" : r.text()))
       .then(() => "answered", () => "failed").then((how) => { document.title = how; });
   </script>`;
 }
@@ -50,14 +56,22 @@ function recordingLog() {
   return { log, warnings };
 }
 
-/** Loads the attack page in a fresh tab and waits until its request has been answered. */
-async function visit(target: string, body: unknown) {
+/**
+ * Loads the attack page in a fresh tab, waits until its request has been answered, then runs
+ * `check` with the tab still open (closing it would cancel a command that is still running).
+ */
+async function visit(
+  target: string,
+  body: unknown,
+  check: (how: string) => Promise<void>,
+  mode: RequestMode,
+) {
   html = attackPage(target, body);
   const tab = await browser.newPage();
   try {
-    await tab.goto(pageOrigin);
+    await tab.goto(`${pageOrigin}/?mode=${mode}`);
     await tab.waitForFunction(() => document.title !== "loading");
-    return await tab.title();
+    await check(await tab.title());
   } finally {
     await tab.close();
   }
@@ -72,19 +86,22 @@ describe("a page the user merely visits", () => {
     const { log, warnings } = recordingLog();
     const server = await startComputerServer({ port: 0, log, allowOrigins: allow.map(() => pageOrigin) });
     try {
-      const how = await visit(`${server.url}/cmd`, {
-        command: "run_command",
-        params: { command: `touch ${marker}` },
-      });
-      expect(how).toBe("answered");
-      if (allow.length > 0) {
-        // The reply's headers come before the command has run: wait for its effect.
-        await vi.waitFor(() => expect(existsSync(marker)).toBe(true));
-      } else {
-        // Refused before anything ran: the refusal is the whole answer.
-        expect(warnings).toEqual(["request from a browser refused"]);
-        expect(existsSync(marker)).toBe(false);
-      }
+      await visit(
+        `${server.url}/cmd`,
+        { command: "run_command", params: { command: `touch ${marker}` } },
+        async (how) => {
+          expect(how).toBe("answered");
+          if (allow.length > 0) {
+            // The page read the whole reply: the command has run.
+            expect(existsSync(marker)).toBe(true);
+          } else {
+            // Refused before anything ran: the refusal is the whole answer.
+            expect(warnings).toEqual(["request from a browser refused"]);
+            expect(existsSync(marker)).toBe(false);
+          }
+        },
+        allow.length > 0 ? "cors" : "no-cors",
+      );
     } finally {
       await server.close();
     }
@@ -96,17 +113,24 @@ describe("a page the user merely visits", () => {
   ])("%s create a VM through the host service", async (_how, allow) => {
     const host = await startTestHost({ allowOrigins: allow.map(() => pageOrigin) });
     try {
-      const how = await visit(`${host.url}/svc/vms`, {
+      const vm = {
         name: "drive-by",
         os: "linux",
         cpu: 1,
         memory: "1GB",
         diskSize: "1GB",
         display: "800x600",
-      });
-      expect(how).toBe("answered");
-      const vms = (await host.api("GET", "/svc/vms")).body as { name: string }[];
-      expect(vms.map((vm) => vm.name)).toEqual(allow.length > 0 ? ["drive-by"] : []);
+      };
+      await visit(
+        `${host.url}/svc/vms`,
+        vm,
+        async (how) => {
+          expect(how).toBe("answered");
+          const vms = (await host.api("GET", "/svc/vms")).body as { name: string }[];
+          expect(vms.map((v) => v.name)).toEqual(allow.length > 0 ? ["drive-by"] : []);
+        },
+        allow.length > 0 ? "cors" : "no-cors",
+      );
     } finally {
       await host.cleanup();
     }

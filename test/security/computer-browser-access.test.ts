@@ -40,6 +40,8 @@ const routes: [method: string, path: string, body?: string][] = [
   ],
   ["POST", "/pty", '{"cols":0}'],
   ["GET", "/pty/999999"],
+  ["GET", "/files/no/such/file"],
+  ["POST", "/playwright_exec", '{"command":"nope"}'],
 ];
 
 describe("the computer server refuses web pages", () => {

@@ -22,6 +22,9 @@ const WHEEL = { up: 4, down: 5, left: 6, right: 7 };
 /** More notches than this in one call are surely a mistake (a pixel count?). */
 const MAX_NOTCHES = 1000;
 
+/** X coordinates are 16-bit; the server clamps them to the screen. */
+const coordinate = (v: number) => Math.max(-32768, Math.min(32767, Math.round(v)));
+
 export class X11Backend implements DesktopBackend {
   readonly name = "x11";
 
@@ -91,9 +94,21 @@ export class X11Backend implements DesktopBackend {
   }
 
   async moveCursor(to: Point): Promise<void> {
-    // X coordinates are 16-bit; the server clamps to the screen.
-    const clamp = (v: number) => Math.max(-32768, Math.min(32767, Math.round(v)));
-    this.fake(MOTION_NOTIFY, 0, clamp(to.x), clamp(to.y));
+    this.fake(MOTION_NOTIFY, 0, coordinate(to.x), coordinate(to.y));
+    await this.conn.sync();
+  }
+
+  /**
+   * The motion and every press and release go out together and one round trip waits for all: the X
+   * server applies requests in order, so the clicks land where the pointer was moved, as when each
+   * was awaited (which cost a round trip apiece).
+   */
+  async click(button: MouseButton, count: number, at?: Point): Promise<void> {
+    if (at) this.fake(MOTION_NOTIFY, 0, coordinate(at.x), coordinate(at.y));
+    for (let i = 0; i < count; i++) {
+      this.fake(BUTTON_PRESS, BUTTONS[button]);
+      this.fake(BUTTON_RELEASE, BUTTONS[button]);
+    }
     await this.conn.sync();
   }
 

@@ -1,0 +1,52 @@
+/**
+ * Giving memory back after work: a timer that fires once after a quiet spell (each `touch()` pushes
+ * it back), and a full garbage collection for that moment.
+ */
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+
+/** Seconds of quiet after which caches are dropped and the heap is collected. */
+export const IDLE_RELEASE_MS = 5_000;
+
+export interface IdleTimer {
+  /** Activity: the quiet spell starts again from now. */
+  touch(): void;
+  cancel(): void;
+}
+
+/** Calls `onIdle` once `ms` after the last `touch()`; never keeps the process alive. */
+export function idleTimer(ms: number, onIdle: () => void): IdleTimer {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    touch() {
+      if (timer) {
+        timer.refresh();
+        return;
+      }
+      timer = setTimeout(() => {
+        timer = undefined;
+        onIdle();
+      }, ms);
+      timer.unref();
+    },
+    cancel() {
+      clearTimeout(timer);
+      timer = undefined;
+    },
+  };
+}
+
+let gc: (() => void) | undefined;
+
+/**
+ * A full, compacting garbage collection now. V8 frees the pages it no longer needs and the
+ * allocator returns large freed buffers to the system, so the resident size falls back soon after
+ * a burst of large replies instead of whenever V8's own memory reducer next runs.
+ */
+export function collectGarbage() {
+  if (!gc) {
+    setFlagsFromString("--expose-gc");
+    gc = runInNewContext("gc") as () => void;
+  }
+  gc();
+}
