@@ -25,8 +25,7 @@ export function createHostApp(services: HostServices, log?: Logger) {
   );
 
   app.get("/svc/host/status", async (c) => {
-    const vms = await services.vms.list();
-    const running = vms.filter((vm) => vm.status === "running").length;
+    const running = await services.vms.runningCount();
     const max = 253; // one loopback address 127.0.1.2–254 each
     return c.json({
       status: "healthy",

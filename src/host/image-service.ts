@@ -3,8 +3,9 @@
  * progress on the VM's record), push a stopped VM in the background (progress and outcome in the
  * log and on the VM's record), list the cached images and prune them. Knows nothing of HTTP.
  */
-import { stat } from "node:fs/promises";
+import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { writeFileAtomic } from "../common/atomic-write.js";
 import { CommandError } from "../common/errors.js";
 import type { HostLog } from "./host-log.js";
 import { vmName } from "./names.js";
@@ -13,6 +14,7 @@ import {
   checkOrganization,
   checkTag,
   ImageCache,
+  PUSH_WORK_DIR,
   parseImageReference,
   pullImage,
   pushVm,
@@ -69,7 +71,39 @@ export class ImageService {
   private readonly pushes = new Map<string, PushState>();
   private readonly background = new Set<Promise<unknown>>();
 
-  constructor(private readonly services: HostServices) {}
+  constructor(private readonly services: Omit<HostServices, "images">) {
+    // A new VM of a name ends the story of a failed pull into that name.
+    services.vms.onCreated((name) => {
+      if (this.pulls.get(name)?.status === "failed") this.pulls.delete(name);
+    });
+  }
+
+  /**
+   * At start-up: a push the last service did not finish (its record still says `pushing`) is
+   * reported failed, and its work directory removed.
+   */
+  async recover() {
+    for (const vm of await this.services.vms.store.list()) {
+      await rm(join(vm.dir, PUSH_WORK_DIR), { recursive: true, force: true });
+      const text = await readFile(join(vm.dir, PUSH_RECORD), "utf8").catch(() => undefined);
+      if (text === undefined) continue;
+      let state: PushState;
+      try {
+        state = JSON.parse(text) as PushState;
+      } catch {
+        continue;
+      }
+      if (state.status !== "pushing") continue;
+      const failed: PushState = {
+        ...state,
+        status: "failed",
+        finishedAt: new Date().toISOString(),
+        error: "Interrupted: the host service stopped before the push finished",
+      };
+      this.pushes.set(pushKey(vm.location.name, vm.name), failed);
+      await writeFileAtomic(join(vm.dir, PUSH_RECORD), JSON.stringify(failed));
+    }
+  }
 
   private get log(): HostLog {
     return this.services.log;
@@ -233,6 +267,9 @@ export class ImageService {
       error: null,
     };
     this.pushes.set(key, state);
+    // On disk too, so that a service killed mid-push reports it failed after a restart.
+    const record = join(vm.dir, PUSH_RECORD);
+    await writeFileAtomic(record, JSON.stringify(state));
     const fields = {
       vm: vm.name,
       image: `${organization}/${request.imageName}`,
@@ -274,7 +311,12 @@ export class ImageService {
         await this.log.error("Image push failed", { ...fields, error: (error as Error).message });
       },
     );
-    this.track(pushing.finally(() => (state.finishedAt = new Date().toISOString())));
+    this.track(
+      pushing.finally(async () => {
+        state.finishedAt = new Date().toISOString();
+        await writeFileAtomic(record, JSON.stringify(state)).catch(() => undefined);
+      }),
+    );
     return { name: vm.name };
   }
 
@@ -337,6 +379,9 @@ export class ImageService {
     void settled.then(() => this.background.delete(settled));
   }
 }
+
+/** The last push of a VM, in its directory. */
+const PUSH_RECORD = ".hangar-push.json";
 
 function pushKey(locationName: string, name: string) {
   return `${locationName}\u0000${name}`;

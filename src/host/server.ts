@@ -9,6 +9,7 @@ import { serve } from "@hono/node-server";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { createHostApp } from "./app.js";
 import { HostLog } from "./host-log.js";
+import { ImageService } from "./image-service.js";
 import { DEFAULT_HOST_PORT } from "./port.js";
 import { acceleratorSettled, detectAccelerator } from "./qemu/accel.js";
 import type { HostServices } from "./services.js";
@@ -34,8 +35,10 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   await settings.read();
   const log = new HostLog(async () => join(await settings.homeDirectory(), ".logs"), logger);
   const vms = new VmService(settings, log, options);
-  const services: HostServices = { settings, vms, log };
-  await vms.store.sweep();
+  const images = new ImageService({ settings, vms, log });
+  const services: HostServices = { settings, vms, images, log };
+  await vms.recover();
+  await images.recover();
   void detectAccelerator(); // probe once now, so the first run does not wait for it
 
   const app = createHostApp(services, logger);
@@ -59,6 +62,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
         server.close(() => resolve());
       });
       await vms.settled();
+      await images.settled();
       await acceleratorSettled();
       await log.flush();
     },

@@ -7,13 +7,14 @@
  * Paths are stored as given (`~/.hangar`) and expanded when used.
  */
 import { constants } from "node:fs";
-import { access, mkdir, readFile, stat } from "node:fs/promises";
+import { access, readFile, stat } from "node:fs/promises";
 import { homedir, tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse, stringify } from "yaml";
 import { z } from "zod";
 import { writeFileAtomic } from "../common/atomic-write.js";
 import { CommandError } from "../common/errors.js";
+import { makeDirectory } from "../os/make-directory.js";
 import { locationName } from "./names.js";
 
 export const DEFAULT_IPSW_CATALOG =
@@ -125,7 +126,7 @@ export class SettingsStore {
   }
 
   private async write(settings: Settings) {
-    await mkdir(dirname(this.file), { recursive: true });
+    await makeDirectory(dirname(this.file));
     await writeFileAtomic(this.file, HEADER + stringify(settings));
     this.cached = undefined;
   }
@@ -149,7 +150,7 @@ export class SettingsStore {
       const named = settings.vmLocations.find((l) => l.name === settings.defaultLocationName)!;
       return { name: named.name, path: this.expand(named.path) };
     }
-    if (/[/\\]/.test(storage)) return { name: storage, path: this.expand(storage) };
+    if (/[/\\]/.test(storage)) return { name: storage, path: this.expand(storedPath(storage)) };
     if (storage === "ephemeral") return { name: storage, path: tmpdir() };
     const named = settings.vmLocations.find((l) => l.name === storage);
     if (!named) throw new CommandError("not_found", `VM location not found: ${storage}`);
@@ -224,12 +225,18 @@ export class SettingsStore {
   }
 }
 
-/** Keeps `~/…` as given, makes anything else absolute. */
+/**
+ * A path from a request: absolute or `~/…`, kept as given. A relative path is refused: it would
+ * mean the service's working directory, which no client knows.
+ */
 function storedPath(path: string): string {
   if (path.trim() === "") throw new CommandError("invalid_params", "Invalid path: it is empty");
   if (path.includes("\0")) throw new CommandError("invalid_params", "Invalid path: it contains a NUL byte");
   if (path === "~" || path.startsWith("~/") || isAbsolute(path)) return path;
-  return resolve(path);
+  throw new CommandError(
+    "invalid_params",
+    `Invalid path '${path}': use an absolute path (or one starting with ~/), not one relative to the service's directory`,
+  );
 }
 
 /** Creates the directory when missing; fails with lume's messages when it is not a writable directory. */
@@ -238,7 +245,7 @@ export async function ensureWritableDirectory(path: string) {
   if (info && !info.isDirectory()) throw new CommandError("failed", `Path is not a directory: ${path}`);
   if (!info) {
     try {
-      await mkdir(path, { recursive: true });
+      await makeDirectory(path);
     } catch (err) {
       throw new CommandError(
         "failed",

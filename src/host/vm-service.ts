@@ -7,14 +7,15 @@ import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../common/atomic-write.js";
 import { CommandError } from "../common/errors.js";
-import { parseLumeSize } from "../common/sizes.js";
+import { formatBytes, parseLumeSize } from "../common/sizes.js";
 import type { HostLog } from "./host-log.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { needsMacHost } from "./macos.js";
 import { vmName } from "./names.js";
-import { startQemu, stopQemu } from "./qemu/runner.js";
+import { completeSession, isIncomplete, type StopOutcome, startQemu, stopQemu } from "./qemu/runner.js";
 import { liveSession, type Session } from "./qemu/session.js";
 import type { SettingsStore } from "./settings.js";
+import { SshProbe } from "./ssh-probe.js";
 import { parseDisplay, parseNetworkMode, readVmConfig, type VmConfig, writeVmConfig } from "./vm-config.js";
 import { type VmDetails, vmDetails } from "./vm-details.js";
 import { type VmRef, VmStore } from "./vm-store.js";
@@ -55,6 +56,18 @@ export interface VmServiceOptions {
   stopGraceMs?: number;
 }
 
+export interface StopRequest {
+  storage?: string;
+  /** Quit QEMU at once, without asking the guest to power down. */
+  force?: boolean;
+  /** How long to wait for the guest to power down (default: the service's grace). */
+  graceSeconds?: number;
+}
+
+/** The smallest sizes a VM can be created with: below them QEMU and its firmware cannot boot. */
+export const MIN_MEMORY_BYTES = 128 * 1024 ** 2;
+export const MIN_DISK_BYTES = 64 * 1024 ** 2;
+
 export class VmService {
   readonly store: VmStore;
   private readonly locks = new KeyedLock();
@@ -62,6 +75,8 @@ export class VmService {
   private readonly starting = new Map<string, Promise<void>>();
   /** One launch at a time, so two VMs never pick the same loopback address. */
   private launchQueue: Promise<unknown> = Promise.resolve();
+  private readonly ssh = new SshProbe();
+  private readonly createdListeners: ((name: string) => void)[] = [];
 
   constructor(
     private readonly settings: SettingsStore,
@@ -77,6 +92,36 @@ export class VmService {
     return details.filter((d): d is VmDetails => d !== undefined);
   }
 
+  /** How many VMs have a live QEMU (or one being started). */
+  async runningCount(): Promise<number> {
+    const vms = await this.store.list();
+    const running = await Promise.all(vms.map((vm) => this.isRunning(vm)));
+    return running.filter(Boolean).length;
+  }
+
+  /** Calls `listener` with the name of every VM created, cloned or moved into place from now on. */
+  onCreated(listener: (name: string) => void) {
+    this.createdListeners.push(listener);
+  }
+
+  /**
+   * Puts right what a killed service left: temporary directories, disks whose size disagrees with
+   * their config.json (the config is the record of intent), and sessions of running VMs that were
+   * written before QEMU told its pid and VNC port. Called once at start-up.
+   */
+  async recover() {
+    await this.store.sweep();
+    for (const vm of await this.store.list()) {
+      await this.locks.run(vm.dir, async () => {
+        const config = await readVmConfig(vm.dir).catch(() => undefined);
+        if (!config) return;
+        const diskSize = await this.store.reconcileDisk(vm, config);
+        if (diskSize !== config.diskSize) await writeVmConfig(vm.dir, { ...config, diskSize });
+        await this.completedSession(vm);
+      });
+    }
+  }
+
   async get(name: string, storage?: string): Promise<VmDetails> {
     const vm = await this.store.find(vmName(name), storage);
     return this.details(vm).catch((err) => {
@@ -90,8 +135,8 @@ export class VmService {
 
   async create(request: CreateRequest) {
     const name = vmName(request.name);
-    const memorySize = size(request.memory);
-    const diskSize = size(request.diskSize);
+    const memorySize = size(request.memory, "memory", MIN_MEMORY_BYTES);
+    const diskSize = size(request.diskSize, "diskSize", MIN_DISK_BYTES);
     parseDisplay(request.display);
     positiveCpu(request.cpu);
     const networkMode = parseNetworkMode(request.network ?? "nat");
@@ -116,6 +161,7 @@ export class VmService {
     const vm = await this.locks.run(join(location.path, name), () =>
       this.store.create(name, location, config),
     );
+    this.announce(name);
     await this.log.info("VM created", {
       vm: name,
       location: location.name,
@@ -130,8 +176,9 @@ export class VmService {
     const vm = await this.store.find(vmName(name), storage);
     await this.locks.run(vm.dir, async () => {
       await this.starting.get(vm.dir);
+      // Its disk goes with it: there is nothing for the guest to save, so no power-down grace.
       const session = await liveSession(vm.dir);
-      if (session) await stopQemu(vm.dir, session, this.options.stopGraceMs ?? 10_000);
+      if (session) await stopQemu(vm.dir, session, 0);
       await this.store.remove(vm);
     });
     await this.log.info("VM deleted", { vm: vm.name, location: vm.location.name });
@@ -141,10 +188,20 @@ export class VmService {
     const source = await this.store.find(vmName(request.name), request.sourceLocation);
     const newName = vmName(request.newName);
     const location = await this.settings.location(request.destLocation);
-    const clone = await this.locks.run(source.dir, async () => {
+    const target = join(location.path, newName);
+    if (target === source.dir) {
+      throw new CommandError(
+        "invalid_params",
+        `Cannot clone ${source.name} onto itself: choose another newName`,
+      );
+    }
+    // Known at once when the target exists; the store checks again under both locks.
+    await this.store.checkFree(target);
+    const clone = await this.locks.run([source.dir, target], async () => {
       if (await this.isRunning(source)) throw alreadyRunning(source.name);
-      return this.locks.run(join(location.path, newName), () => this.store.clone(source, newName, location));
+      return this.store.clone(source, newName, location);
     });
+    this.announce(clone.name);
     await this.log.info("VM cloned", {
       source: source.name,
       destination: clone.name,
@@ -160,13 +217,16 @@ export class VmService {
       .find(wanted, request.storage)
       .catch(() => (request.storage ? this.store.find(wanted) : Promise.reject(notFound(wanted))));
     if (request.cpu !== undefined) positiveCpu(request.cpu);
-    const memorySize = request.memory === undefined ? undefined : size(request.memory);
-    const diskSize = request.diskSize === undefined ? undefined : size(request.diskSize);
+    const memorySize =
+      request.memory === undefined ? undefined : size(request.memory, "memory", MIN_MEMORY_BYTES);
+    const diskSize =
+      request.diskSize === undefined ? undefined : size(request.diskSize, "diskSize", MIN_DISK_BYTES);
     if (request.display !== undefined) parseDisplay(request.display);
     const destination = request.storage ? await this.settings.location(request.storage) : undefined;
     const moving = destination !== undefined && destination.path !== vm.location.path;
 
-    await this.locks.run(vm.dir, async () => {
+    const keys = moving ? [vm.dir, join(destination.path, vm.name)] : [vm.dir];
+    await this.locks.run(keys, async () => {
       const running = await this.isRunning(vm);
       if (running && diskSize !== undefined) {
         throw new CommandError("failed", `Cannot modify ${vm.name}: the VM is running. Stop it first.`);
@@ -175,7 +235,7 @@ export class VmService {
         throw alreadyRunning(vm.name);
       }
       const config = await readVmConfig(vm.dir);
-      if (diskSize !== undefined) await this.store.growDisk(vm, diskSize);
+      if (diskSize !== undefined) await this.store.checkGrowth(vm, diskSize);
       const changed: VmConfig = {
         ...config,
         ...(request.cpu !== undefined && { cpuCount: request.cpu }),
@@ -183,7 +243,9 @@ export class VmService {
         ...(diskSize !== undefined && { diskSize }),
         ...(request.display !== undefined && { display: request.display }),
       };
+      // The config first: it is the record of intent that start-up reconciles the disk with.
       await writeVmConfig(vm.dir, changed);
+      if (diskSize !== undefined) await this.store.growDisk(vm, diskSize);
       if (moving) await this.store.move(vm, destination);
     });
     await this.log.info("VM settings updated", {
@@ -234,15 +296,28 @@ export class VmService {
     return vm;
   }
 
-  async stop(name: string, storage?: string) {
-    const vm = await this.store.find(vmName(name), storage);
-    await this.locks.run(vm.dir, async () => {
+  /**
+   * Stops a VM and resolves once its QEMU has ended. The guest gets the grace to power down
+   * (none with `force`, or when its disk was never written: there is no system to shut down);
+   * the outcome says whether it did or QEMU was quit.
+   */
+  async stop(name: string, request: StopRequest = {}): Promise<StopOutcome> {
+    const vm = await this.store.find(vmName(name), request.storage);
+    const outcome = await this.locks.run(vm.dir, async () => {
       await this.starting.get(vm.dir);
       const session = await liveSession(vm.dir);
       if (!session) throw new CommandError("failed", `Virtual machine not running: ${vm.name}`);
-      await stopQemu(vm.dir, session, this.options.stopGraceMs ?? 10_000);
+      const blank = (await this.store.diskUsage(vm)).allocated === 0;
+      const grace =
+        request.force || blank
+          ? 0
+          : request.graceSeconds !== undefined
+            ? request.graceSeconds * 1000
+            : (this.options.stopGraceMs ?? 10_000);
+      return stopQemu(vm.dir, session, grace);
     });
-    await this.log.info("VM stopped", { vm: vm.name });
+    await this.log.info("VM stopped", { vm: vm.name, outcome });
+    return outcome;
   }
 
   /** Waits for every start in progress (tests and shutdown). */
@@ -285,6 +360,23 @@ export class VmService {
     return new Set(sessions.map((s) => s?.ipAddress).filter((ip): ip is string => Boolean(ip)));
   }
 
+  private announce(name: string) {
+    for (const listener of this.createdListeners) listener(name);
+  }
+
+  /** The live session of a VM, completed first when a killed service left it half-written. */
+  private async completedSession(vm: VmRef): Promise<Session | undefined> {
+    const session = await liveSession(vm.dir);
+    if (!session || !isIncomplete(session) || this.starting.has(vm.dir)) return session;
+    return completeSession(vm.dir, session).catch(async (err) => {
+      await this.log.error("Cannot complete the session of a running VM", {
+        vm: vm.name,
+        error: (err as Error).message,
+      });
+      return session;
+    });
+  }
+
   private async isRunning(vm: VmRef) {
     return this.starting.has(vm.dir) || (await liveSession(vm.dir)) !== undefined;
   }
@@ -292,7 +384,7 @@ export class VmService {
   private async details(vm: VmRef): Promise<VmDetails> {
     const config = await readVmConfig(vm.dir);
     const starting = this.starting.has(vm.dir);
-    const session: Session | undefined = starting ? undefined : await liveSession(vm.dir);
+    const session = starting ? undefined : await this.completedSession(vm);
     const lastError = await readFile(join(vm.dir, LAST_ERROR_FILE), "utf8").then(
       (text) => text.trim(),
       () => null,
@@ -301,16 +393,25 @@ export class VmService {
       starting,
       session,
       lastError: session || starting ? null : lastError,
+      ssh: this.ssh,
     });
   }
 }
 
-function size(text: string): number {
+function size(text: string, field: string, minimum: number): number {
+  let bytes: number;
   try {
-    return parseLumeSize(text);
+    bytes = parseLumeSize(text);
   } catch (err) {
     throw new CommandError("invalid_params", (err as Error).message);
   }
+  if (bytes < minimum) {
+    throw new CommandError(
+      "invalid_params",
+      `Invalid ${field} '${text}': at least ${formatBytes(minimum)} is needed`,
+    );
+  }
+  return bytes;
 }
 
 function positiveCpu(cpu: number) {

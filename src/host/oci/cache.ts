@@ -5,8 +5,9 @@
  * image. Pulls keep their finished blobs here whether caching is on or not, so that an
  * interrupted pull resumes; without caching the directory goes once the pull is complete.
  */
-import { lstat, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { lstat, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { makeDirectory } from "../../os/make-directory.js";
 
 export interface CachedImage {
   repository: string;
@@ -64,7 +65,7 @@ export class ImageCache {
     }
     const bytes = await allocatedBytes(this.root);
     await rm(this.root, { recursive: true, force: true });
-    await mkdir(this.root, { recursive: true });
+    await makeDirectory(this.root);
     return { images, bytes };
   }
 

@@ -29,6 +29,8 @@ import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import { createGunzip } from "node:zlib";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { CommandError } from "../../common/errors.js";
+import { makeDirectory } from "../../os/make-directory.js";
+import { tempPath } from "../vm-store.js";
 import { type Credentials, credentialsFromEnv } from "./auth.js";
 import { ImageCache } from "./cache.js";
 import { RegistryClient } from "./client.js";
@@ -152,15 +154,14 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
   const report = (blob?: PullProgress["blob"]) => options.onProgress?.({ ...progress, blob });
   report();
 
-  // The VM store lists no hidden directory, and sweeps `.hangar-tmp-<pid>-…` left by a dead service.
-  const temp = join(dirname(destDir), `.hangar-tmp-${process.pid}-pull-${randomBytes(4).toString("hex")}`);
+  const temp = await tempPath(dirname(destDir), "pull-");
   let disk: FileHandle | undefined;
   const stats = { downloadedBlobs: 0, cachedBlobs: 0, downloadedBytes: 0 };
   pullsUsing.set(blobDir, (pullsUsing.get(blobDir) ?? 0) + 1);
   try {
-    await mkdir(blobDir, { recursive: true });
+    await makeDirectory(blobDir);
     await writeFile(join(blobDir, "manifest.json"), raw);
-    await mkdir(temp, { recursive: true });
+    await mkdir(temp);
     disk = await open(join(temp, "disk.img"), "w+");
     if (plan.totalSize !== undefined) await disk.truncate(plan.totalSize);
     const fetcher = new BlobFetcher(client, cache, blobDir, options.retry, signal);

@@ -11,11 +11,12 @@
 
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { type FileHandle, mkdir, open, readFile, rm, stat } from "node:fs/promises";
+import { type FileHandle, open, readFile, rm, stat } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { CommandError } from "../../common/errors.js";
+import { makeDirectory } from "../../os/make-directory.js";
 import { type Credentials, credentialsFromEnv } from "./auth.js";
 import { RegistryClient } from "./client.js";
 import { ANNOTATION, type Descriptor, type Manifest, MEDIA_TYPE } from "./format.js";
@@ -174,7 +175,7 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
   const nvramDescriptor = bufferBlob(nvram, MEDIA_TYPE.nvram, "nvram.bin");
   const workDir = join(options.vmDir, PUSH_WORK_DIR);
   await rm(workDir, { recursive: true, force: true });
-  await mkdir(workDir, { recursive: true });
+  await makeDirectory(workDir);
   let disk: FileHandle | undefined;
   try {
     await Promise.all([

@@ -8,7 +8,7 @@
 import type { Context, Hono } from "hono";
 import { z } from "zod";
 import { CommandError } from "../../common/errors.js";
-import { ImageService } from "../image-service.js";
+import type { ImageService } from "../image-service.js";
 import { vmName } from "../names.js";
 import type { HostServices } from "../services.js";
 import { jsonBody, storageOf } from "./body.js";
@@ -32,9 +32,7 @@ const pushSchema = z.object({
   singleLayer: z.boolean().optional(),
 });
 
-export function imageRoutes(app: Hono, services: HostServices) {
-  const images = new ImageService(services);
-
+export function imageRoutes(app: Hono, { images }: HostServices) {
   app.use("/svc/vms/:name", async (c, next) => {
     if (c.req.method !== "GET") return next();
     const pulling = images.pullRecord(c.req.param("name"));

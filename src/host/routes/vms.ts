@@ -49,7 +49,11 @@ const runSchema = z.object({
     .optional(),
 });
 
-const storageSchema = z.object({ storage: z.string().optional() });
+const stopSchema = z.object({
+  storage: z.string().optional(),
+  force: z.boolean().optional(),
+  graceSeconds: z.number().min(0).max(600).optional(),
+});
 
 export function vmRoutes(app: Hono, { vms }: HostServices) {
   app.get("/svc/vms", async (c) => c.json(await vms.list(storageOf(c))));
@@ -94,8 +98,9 @@ export function vmRoutes(app: Hono, { vms }: HostServices) {
   });
 
   app.post("/svc/vms/:name/stop", async (c) => {
-    const body = await jsonBody(c, storageSchema).catch(() => ({}) as { storage?: string });
-    await vms.stop(c.req.param("name"), storageOf(c, body));
-    return c.json({ message: "VM stopped successfully" });
+    const body = await jsonBody(c, stopSchema);
+    const outcome = await vms.stop(c.req.param("name"), { ...body, storage: storageOf(c, body) });
+    // `outcome`: "powered down" (the guest complied), "quit" (it did not, or was not asked), "killed".
+    return c.json({ message: "VM stopped successfully", outcome });
   });
 }
