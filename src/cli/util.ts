@@ -1,6 +1,9 @@
 /** Small helpers the CLI commands share. */
 import { InvalidArgumentError } from "commander";
 
+/** A command line that cannot be run as written: `hangar` says why and exits 2, as for commander's own. */
+export class UsageError extends Error {}
+
 export function parsePort(value: string): number {
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {

@@ -63,7 +63,11 @@ export class ImageCache {
     for (const organization of await readdir(this.root).catch(() => [] as string[])) {
       images += (await this.entries(organization)).length;
     }
-    const bytes = await allocatedBytes(this.root);
+    // What the entries hold: the cache directory itself stays, so its own blocks are not freed.
+    let bytes = 0;
+    for (const entry of await readdir(this.root).catch(() => [] as string[])) {
+      bytes += await allocatedBytes(join(this.root, entry));
+    }
     await rm(this.root, { recursive: true, force: true });
     await makeDirectory(this.root);
     return { images, bytes };
