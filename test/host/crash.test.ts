@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { processRunning } from "../../src/os/pid.js";
 import { startRegistry, type TestRegistry } from "../support/registry.js";
-import { killQemusUnder } from "./support.js";
+import { boundedRequest, killQemusUnder } from "./support.js";
 
 const SEED = Number(process.env.HANGAR_CRASH_SEED ?? 1313);
 const BUDGET_MS = 45_000;
@@ -93,16 +93,8 @@ async function killService() {
   await exited;
 }
 
-async function request(method: string, path: string, body?: unknown, bound = DEFAULT_BOUND_MS) {
-  const res = await fetch(`${url}${path}`, {
-    method,
-    headers: body === undefined ? {} : { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(bound),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
+const request = (method: string, path: string, body?: unknown, bound = DEFAULT_BOUND_MS) =>
+  boundedRequest(url, method, path, body, bound);
 
 /** One random operation; its outcome is counted by kind and status. */
 async function operation(killing: boolean) {

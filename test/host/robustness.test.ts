@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { processRunning } from "../../src/os/pid.js";
 import { startRegistry } from "../support/registry.js";
-import { eventually, LINUX_VM, startTestHost, type TestHost } from "./support.js";
+import { boundedRequest, eventually, LINUX_VM, startTestHost, type TestHost } from "./support.js";
 
 let host: TestHost;
 beforeAll(async () => {
@@ -20,16 +20,8 @@ afterAll(async () => {
 });
 
 /** A request that must answer within `ms`. */
-async function api(method: string, path: string, body?: unknown, ms = 5000) {
-  const res = await fetch(`${host.url}${path}`, {
-    method,
-    headers: body === undefined ? {} : { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(ms),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
+const api = (method: string, path: string, body?: unknown, ms = 5000) =>
+  boundedRequest(host.url, method, path, body, ms);
 
 const create = (name: string, extra: Record<string, unknown> = {}) =>
   api("POST", "/svc/vms", { name, ...LINUX_VM, ...extra });
