@@ -4,7 +4,15 @@
  * hang is aborted after a few seconds, so a regression fails fast instead of timing out the suite.
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { processRunning } from "../../src/os/pid.js";
@@ -269,7 +277,12 @@ describe("after kill -9", () => {
       await host.restart();
       expect(existsSync(temp)).toBe(true); // its holder is alive: kept
       process.kill(pid, "SIGKILL");
-      await eventually(async () => /\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8")));
+      // A zombie whose threads have all ended (until then they may still hold its files).
+      await eventually(
+        async () =>
+          /\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8")) &&
+          readdirSync(`/proc/${pid}/task`).length === 1,
+      );
       await host.restart();
       expect(existsSync(temp)).toBe(false);
     } finally {
