@@ -35,8 +35,8 @@ export function createHostApp(services: HostServices, log?: Logger) {
       version: PACKAGE_VERSION,
     });
   });
-  imageRoutes(app, services); // first: it adds pull and push state to the VM records
   vmRoutes(app, services);
+  imageRoutes(app, services);
   configRoutes(app, services);
   logRoutes(app, services);
   ipswRoutes(app, services);

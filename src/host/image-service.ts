@@ -20,8 +20,9 @@ import {
   pushVm,
   registryBaseUrl,
 } from "./oci/index.js";
-import type { HostServices } from "./services.js";
-import { ensureWritableDirectory } from "./settings.js";
+import { ensureWritableDirectory, type SettingsStore } from "./settings.js";
+import type { VmActivity } from "./vm-service.js";
+import type { VmRef, VmStore } from "./vm-store.js";
 
 export interface PullRequest {
   image: string;
@@ -62,20 +63,43 @@ type PreparedPull = Awaited<ReturnType<ImageService["preparePull"]>>;
 
 type PullTracker = { status: "pulling"; progress: number } | { status: "failed"; message: string };
 
-export class ImageService {
+/** What the image service is built from (the host's composition root hands it over). */
+export interface ImageServiceDeps {
+  settings: SettingsStore;
+  store: VmStore;
+  log: HostLog;
+  /** Whether a VM's QEMU runs (or is being started): a running VM is not pushed. */
+  isRunning(vm: VmRef): Promise<boolean>;
+}
+
+/** lume's record of a VM that a background pull is creating. */
+export interface PullRecord {
+  name: string;
+  status: "pulling";
+  downloadProgress: number;
+}
+
+export class ImageService implements VmActivity {
   /** Background pulls by tracker key (the requested name, or the image name), as lume keys them. */
   private readonly pulls = new Map<string, PullTracker>();
   /** VM directories being pulled into (sync or background). */
-  private readonly pulling = new Set<string>();
+  private readonly pullingInto = new Set<string>();
   /** Pushes by `<location name>/<vm name>`. */
   private readonly pushes = new Map<string, PushState>();
   private readonly background = new Set<Promise<unknown>>();
 
-  constructor(private readonly services: Omit<HostServices, "images">) {
-    // A new VM of a name ends the story of a failed pull into that name.
-    services.vms.onCreated((name) => {
-      if (this.pulls.get(name)?.status === "failed") this.pulls.delete(name);
-    });
+  constructor(private readonly services: ImageServiceDeps) {}
+
+  /** A new VM of a name ends the story of a failed pull into that name. */
+  record(name: string) {
+    if (this.pulls.get(name)?.status === "failed") this.pulls.delete(name);
+  }
+
+  /** While a VM is pushed its disk must not change: no run, update or delete until the push ends. */
+  assertIdle(vm: VmRef, action: string) {
+    if (this.pushes.get(pushKey(vm.location.name, vm.name))?.status === "pushing") {
+      throw new CommandError("failed", `Cannot ${action} ${vm.name}: an image push of it is in progress`);
+    }
   }
 
   /**
@@ -83,7 +107,7 @@ export class ImageService {
    * reported failed, and its work directory removed.
    */
   async recover() {
-    for (const vm of await this.services.vms.store.list()) {
+    for (const vm of await this.services.store.list()) {
       await rm(join(vm.dir, PUSH_WORK_DIR), { recursive: true, force: true });
       const text = await readFile(join(vm.dir, PUSH_RECORD), "utf8").catch(() => undefined);
       if (text === undefined) continue;
@@ -158,7 +182,8 @@ export class ImageService {
     const location = await this.services.settings.location(request.storage);
     await ensureWritableDirectory(location.path);
     const dir = join(location.path, name);
-    if (this.pulling.has(dir)) throw new CommandError("failed", `A pull into ${name} is already in progress`);
+    if (this.pullingInto.has(dir))
+      throw new CommandError("failed", `A pull into ${name} is already in progress`);
     if (
       await stat(dir).then(
         () => true,
@@ -181,8 +206,9 @@ export class ImageService {
     }: Awaited<ReturnType<ImageService["preparePull"]>>,
     onProgress?: (percent: number) => void,
   ): Promise<{ name: string; dir: string }> {
-    if (this.pulling.has(dir)) throw new CommandError("failed", `A pull into ${name} is already in progress`);
-    this.pulling.add(dir);
+    if (this.pullingInto.has(dir))
+      throw new CommandError("failed", `A pull into ${name} is already in progress`);
+    this.pullingInto.add(dir);
     const fields = { image: request.image, vm: name, registry, organization };
     await this.log.info("Image pull started", fields);
     let logged = 0;
@@ -216,12 +242,12 @@ export class ImageService {
       await this.log.error("Image pull failed", { ...fields, error: (error as Error).message });
       throw error;
     } finally {
-      this.pulling.delete(dir);
+      this.pullingInto.delete(dir);
     }
   }
 
   /** The synthetic record of a pull in progress (lume's), or undefined when none is tracked. */
-  pullRecord(key: string): { name: string; status: "pulling"; downloadProgress: number } | undefined {
+  pulling(key: string): PullRecord | undefined {
     const tracker = this.pulls.get(key);
     if (tracker?.status !== "pulling") return undefined;
     return { name: key, status: "pulling", downloadProgress: tracker.progress };
@@ -244,9 +270,8 @@ export class ImageService {
     const registry = request.registry ?? settings.registry.registry;
     registryBaseUrl(registry);
     const organization = checkOrganization(request.organization ?? settings.registry.organization);
-    const vm = await this.services.vms.store.find(vmName(request.name), request.storage);
-    const details = await this.services.vms.get(vm.name, request.storage);
-    if (details.status === "running") {
+    const vm = await this.services.store.find(vmName(request.name), request.storage);
+    if (await this.services.isRunning(vm)) {
       throw new CommandError("failed", `Cannot push ${vm.name}: the VM is running. Stop it first.`);
     }
     const key = pushKey(vm.location.name, vm.name);
@@ -320,21 +345,9 @@ export class ImageService {
     return { name: vm.name };
   }
 
-  /** True while a VM of this name (in any location) is being pushed. */
-  isPushing(name: string): boolean {
-    for (const [key, state] of this.pushes) {
-      if (state.status === "pushing" && key.endsWith(`\u0000${name}`)) return true;
-    }
-    return false;
-  }
-
-  /** True once any push was started (until then VM records need no `push` key). */
-  get anyPushes(): boolean {
-    return this.pushes.size > 0;
-  }
-
-  pushState(locationName: string, name: string): PushState | undefined {
-    return this.pushes.get(pushKey(locationName, name));
+  /** The last push of a VM this service knows of (its `push` key), or undefined. */
+  push(vm: VmRef): PushState | undefined {
+    return this.pushes.get(pushKey(vm.location.name, vm.name));
   }
 
   async images(organization?: string) {

@@ -15,6 +15,7 @@ import { acceleratorSettled, detectAccelerator } from "./qemu/accel.js";
 import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
 import { VmService, type VmServiceOptions } from "./vm-service.js";
+import { VmStore } from "./vm-store.js";
 
 export interface HostServiceOptions extends SettingsOptions, VmServiceOptions {
   host?: string;
@@ -34,8 +35,15 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const settings = new SettingsStore(options);
   await settings.read();
   const log = new HostLog(async () => join(await settings.homeDirectory(), ".logs"), logger);
-  const vms = new VmService(settings, log, options);
-  const images = new ImageService({ settings, vms, log });
+  // The composition root: every service is built here, and handed what it needs.
+  const store = new VmStore(settings);
+  const images = new ImageService({
+    settings,
+    store,
+    log,
+    isRunning: (vm): Promise<boolean> => vms.isRunning(vm),
+  });
+  const vms = new VmService(settings, store, log, images, options);
   const services: HostServices = { settings, vms, images, log };
   await vms.recover();
   await images.recover();

@@ -9,6 +9,7 @@ import { writeFileAtomic } from "../common/atomic-write.js";
 import { CommandError } from "../common/errors.js";
 import { formatBytes, parseLumeSize } from "../common/sizes.js";
 import type { HostLog } from "./host-log.js";
+import type { PullRecord, PushState } from "./image-service.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { needsMacHost } from "./macos.js";
 import { vmName } from "./names.js";
@@ -18,7 +19,7 @@ import type { SettingsStore } from "./settings.js";
 import { SshProbe } from "./ssh-probe.js";
 import { parseDisplay, parseNetworkMode, readVmConfig, type VmConfig, writeVmConfig } from "./vm-config.js";
 import { type VmDetails, vmDetails } from "./vm-details.js";
-import { type VmRef, VmStore } from "./vm-store.js";
+import type { VmRef, VmStore } from "./vm-store.js";
 
 const LAST_ERROR_FILE = "last-error.txt";
 
@@ -51,6 +52,9 @@ export interface RunRequest {
   vnc?: "enabled" | "disabled";
 }
 
+/** A VM's record: lume's keys and Hangar's, and `push` once the VM was pushed. */
+export type VmRecord = VmDetails & { push?: PushState };
+
 export interface VmServiceOptions {
   /** How long `stop` waits for the guest to power down before quitting QEMU (default 10 s). */
   stopGraceMs?: number;
@@ -68,28 +72,43 @@ export interface StopRequest {
 export const MIN_MEMORY_BYTES = 128 * 1024 ** 2;
 export const MIN_DISK_BYTES = 64 * 1024 ** 2;
 
+/**
+ * What the image work (pulls and pushes) has to say about VMs, given to the VM service so that
+ * it alone decides what a VM's record says and what may happen to it.
+ */
+export interface VmActivity {
+  /** A VM of this name now exists: a failed pull into the name is history. */
+  record(name: string): void;
+  /** Throws when image work on the VM forbids `action` (run, modify, delete) now. */
+  assertIdle(vm: VmRef, action: string): void;
+  /** lume's record of a pull creating a VM under this name (as requested), or undefined. */
+  pulling(name: string): PullRecord | undefined;
+  /** Why the last pull into this name failed, or undefined. */
+  pullFailure(name: string): Error | undefined;
+  /** The VM's last push, or undefined. */
+  push(vm: VmRef): PushState | undefined;
+}
+
 export class VmService {
-  readonly store: VmStore;
   private readonly locks = new KeyedLock();
   /** VMs whose QEMU is being started, by directory. */
   private readonly starting = new Map<string, Promise<void>>();
   /** One launch at a time, so two VMs never pick the same loopback address. */
   private launchQueue: Promise<unknown> = Promise.resolve();
   private readonly ssh = new SshProbe();
-  private readonly createdListeners: ((name: string) => void)[] = [];
 
   constructor(
     private readonly settings: SettingsStore,
+    readonly store: VmStore,
     private readonly log: HostLog,
+    private readonly activity: VmActivity,
     private readonly options: VmServiceOptions = {},
-  ) {
-    this.store = new VmStore(settings);
-  }
+  ) {}
 
-  async list(storage?: string): Promise<VmDetails[]> {
+  async list(storage?: string): Promise<VmRecord[]> {
     const vms = await this.store.list(storage);
     const details = await Promise.all(vms.map((vm) => this.details(vm).catch(() => undefined)));
-    return details.filter((d): d is VmDetails => d !== undefined);
+    return details.filter((d): d is VmRecord => d !== undefined);
   }
 
   /** How many VMs have a live QEMU (or one being started). */
@@ -97,11 +116,6 @@ export class VmService {
     const vms = await this.store.list();
     const running = await Promise.all(vms.map((vm) => this.isRunning(vm)));
     return running.filter(Boolean).length;
-  }
-
-  /** Calls `listener` with the name of every VM created, cloned or moved into place from now on. */
-  onCreated(listener: (name: string) => void) {
-    this.createdListeners.push(listener);
   }
 
   /**
@@ -122,15 +136,25 @@ export class VmService {
     }
   }
 
-  async get(name: string, storage?: string): Promise<VmDetails> {
-    const vm = await this.store.find(vmName(name), storage);
-    return this.details(vm).catch((err) => {
-      if (err instanceof CommandError) throw err;
-      throw new CommandError(
-        "not_found",
-        `Virtual machine not found: ${vm.name} (its config.json is unreadable)`,
-      );
-    });
+  /**
+   * A VM's record, or lume's record of a pull creating it. `name` is as requested: a pull is known
+   * by it, and a failed pull is reported where no VM of that name answers.
+   */
+  async get(name: string, storage?: string): Promise<VmRecord | PullRecord> {
+    const pulling = this.activity.pulling(name);
+    if (pulling) return pulling;
+    try {
+      const vm = await this.store.find(vmName(name), storage);
+      return await this.details(vm).catch((err) => {
+        if (err instanceof CommandError) throw err;
+        throw new CommandError(
+          "not_found",
+          `Virtual machine not found: ${vm.name} (its config.json is unreadable)`,
+        );
+      });
+    } catch (err) {
+      throw this.activity.pullFailure(name) ?? err;
+    }
   }
 
   async create(request: CreateRequest) {
@@ -175,6 +199,7 @@ export class VmService {
   async remove(name: string, storage?: string) {
     const vm = await this.store.find(vmName(name), storage);
     await this.locks.run(vm.dir, async () => {
+      this.activity.assertIdle(vm, "delete");
       await this.starting.get(vm.dir);
       // Its disk goes with it: there is nothing for the guest to save, so no power-down grace.
       const session = await liveSession(vm.dir);
@@ -227,6 +252,7 @@ export class VmService {
 
     const keys = moving ? [vm.dir, join(destination.path, vm.name)] : [vm.dir];
     await this.locks.run(keys, async () => {
+      this.activity.assertIdle(vm, "modify");
       const running = await this.isRunning(vm);
       if (running && diskSize !== undefined) {
         throw new CommandError("failed", `Cannot modify ${vm.name}: the VM is running. Stop it first.`);
@@ -284,6 +310,7 @@ export class VmService {
     natOnly(parseNetworkMode(config.networkMode ?? "nat"));
 
     await this.locks.run(vm.dir, async () => {
+      this.activity.assertIdle(vm, "run");
       if (await this.isRunning(vm)) throw alreadyRunning(vm.name);
       const started = this.launch(vm, config, {
         // The spec: VNC on loopback with a password unless noDisplay (or lume's vnc: "disabled").
@@ -361,7 +388,7 @@ export class VmService {
   }
 
   private announce(name: string) {
-    for (const listener of this.createdListeners) listener(name);
+    this.activity.record(name);
   }
 
   /** The live session of a VM, completed first when a killed service left it half-written. */
@@ -377,11 +404,12 @@ export class VmService {
     });
   }
 
-  private async isRunning(vm: VmRef) {
+  /** True while the VM's QEMU lives or is being started. */
+  async isRunning(vm: VmRef) {
     return this.starting.has(vm.dir) || (await liveSession(vm.dir)) !== undefined;
   }
 
-  private async details(vm: VmRef): Promise<VmDetails> {
+  private async details(vm: VmRef): Promise<VmRecord> {
     const config = await readVmConfig(vm.dir);
     const starting = this.starting.has(vm.dir);
     const session = starting ? undefined : await this.completedSession(vm);
@@ -389,12 +417,14 @@ export class VmService {
       (text) => text.trim(),
       () => null,
     );
-    return vmDetails(vm, config, await this.store.diskUsage(vm, config), {
+    const details = vmDetails(vm, config, await this.store.diskUsage(vm, config), {
       starting,
       session,
       lastError: session || starting ? null : lastError,
       ssh: this.ssh,
     });
+    const push = this.activity.push(vm);
+    return push ? { ...details, push } : details;
   }
 }
 
