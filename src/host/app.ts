@@ -5,9 +5,10 @@
  */
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { CommandError, describeOsError } from "../common/errors.js";
+import { describeOsError } from "../common/errors.js";
 import type { Logger } from "../common/logger.js";
 import { PACKAGE_VERSION } from "../common/version.js";
+import { HostError, HTTP_STATUS } from "./errors.js";
 import { configRoutes } from "./routes/config.js";
 import { imageRoutes } from "./routes/images.js";
 import { ipswRoutes } from "./routes/ipsw.js";
@@ -43,7 +44,7 @@ export function createHostApp(services: HostServices, log?: Logger) {
 
   app.notFound((c) => c.json({ message: `Not found: ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {
-    if (err instanceof CommandError) return c.json({ message: err.message }, 400);
+    if (err instanceof HostError) return c.json({ message: err.message }, HTTP_STATUS[err.kind]);
     // A failed file-system operation is a failed operation (400), named as such.
     const code = (err as NodeJS.ErrnoException).code;
     if (typeof code === "string" && /^E[A-Z]+$/.test(code)) {

@@ -6,7 +6,7 @@
 import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../common/atomic-write.js";
-import { CommandError } from "../common/errors.js";
+import { HostError } from "./errors.js";
 import type { HostLog } from "./host-log.js";
 import { vmName } from "./names.js";
 import {
@@ -98,7 +98,7 @@ export class ImageService implements VmActivity {
   /** While a VM is pushed its disk must not change: no run, update or delete until the push ends. */
   assertIdle(vm: VmRef, action: string) {
     if (this.pushes.get(pushKey(vm.location.name, vm.name))?.status === "pushing") {
-      throw new CommandError("failed", `Cannot ${action} ${vm.name}: an image push of it is in progress`);
+      throw new HostError("failed", `Cannot ${action} ${vm.name}: an image push of it is in progress`);
     }
   }
 
@@ -147,7 +147,7 @@ export class ImageService implements VmActivity {
     const prepared = await this.preparePull(request);
     const key = request.name ?? prepared.ref.name;
     if (this.pulls.get(key)?.status === "pulling") {
-      throw new CommandError("failed", `A pull into ${key} is already in progress`);
+      throw new HostError("failed", `A pull into ${key} is already in progress`);
     }
     this.track(this.trackedPull(key, prepared));
     return key;
@@ -156,7 +156,7 @@ export class ImageService implements VmActivity {
   /** Runs a pull under lume's tracker key: `pulling` with progress, then gone, or a sticky failure. */
   private async trackedPull(key: string, prepared: PreparedPull) {
     if (this.pulls.get(key)?.status === "pulling") {
-      throw new CommandError("failed", `A pull into ${key} is already in progress`);
+      throw new HostError("failed", `A pull into ${key} is already in progress`);
     }
     const tracker: PullTracker = { status: "pulling", progress: 0 };
     this.pulls.set(key, tracker);
@@ -183,14 +183,14 @@ export class ImageService implements VmActivity {
     await ensureWritableDirectory(location.path);
     const dir = join(location.path, name);
     if (this.pullingInto.has(dir))
-      throw new CommandError("failed", `A pull into ${name} is already in progress`);
+      throw new HostError("failed", `A pull into ${name} is already in progress`);
     if (
       await stat(dir).then(
         () => true,
         () => false,
       )
     ) {
-      throw new CommandError("failed", `Virtual machine already exists with name: ${name}`);
+      throw new HostError("failed", `Virtual machine already exists with name: ${name}`);
     }
     return { request, settings, ref, name, dir, registry, organization };
   }
@@ -207,7 +207,7 @@ export class ImageService implements VmActivity {
     onProgress?: (percent: number) => void,
   ): Promise<{ name: string; dir: string }> {
     if (this.pullingInto.has(dir))
-      throw new CommandError("failed", `A pull into ${name} is already in progress`);
+      throw new HostError("failed", `A pull into ${name} is already in progress`);
     this.pullingInto.add(dir);
     const fields = { image: request.image, vm: name, registry, organization };
     await this.log.info("Image pull started", fields);
@@ -254,17 +254,17 @@ export class ImageService implements VmActivity {
   }
 
   /** lume's sticky `Pull failed for '<key>': …` after a failed pull, if there was one. */
-  pullFailure(key: string): CommandError | undefined {
+  pullFailure(key: string): HostError | undefined {
     const tracker = this.pulls.get(key);
     if (tracker?.status !== "failed") return undefined;
-    return new CommandError("failed", `Pull failed for '${key}': ${tracker.message}`);
+    return new HostError("failed", `Pull failed for '${key}': ${tracker.message}`);
   }
 
   /** Checks the request and the VM (it exists and is stopped), then pushes in the background. */
   async startPush(request: PushRequest): Promise<{ name: string }> {
     checkImageName(request.imageName);
     if (request.tags.length === 0)
-      throw new CommandError("invalid_params", "At least one tag is required in tags");
+      throw new HostError("invalid_params", "At least one tag is required in tags");
     request.tags.forEach(checkTag);
     const settings = await this.services.settings.read();
     const registry = request.registry ?? settings.registry.registry;
@@ -272,11 +272,11 @@ export class ImageService implements VmActivity {
     const organization = checkOrganization(request.organization ?? settings.registry.organization);
     const vm = await this.services.store.find(vmName(request.name), request.storage);
     if (await this.services.isRunning(vm)) {
-      throw new CommandError("failed", `Cannot push ${vm.name}: the VM is running. Stop it first.`);
+      throw new HostError("failed", `Cannot push ${vm.name}: the VM is running. Stop it first.`);
     }
     const key = pushKey(vm.location.name, vm.name);
     if (this.pushes.get(key)?.status === "pushing") {
-      throw new CommandError("failed", `A push of ${vm.name} is already in progress`);
+      throw new HostError("failed", `A push of ${vm.name} is already in progress`);
     }
     const state: PushState = {
       status: "pushing",

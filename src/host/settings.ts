@@ -13,8 +13,8 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse, stringify } from "yaml";
 import { z } from "zod";
 import { writeFileAtomic } from "../common/atomic-write.js";
-import { CommandError } from "../common/errors.js";
 import { makeDirectory } from "../os/make-directory.js";
+import { HostError } from "./errors.js";
 import { locationName } from "./names.js";
 
 export const DEFAULT_IPSW_CATALOG =
@@ -70,7 +70,7 @@ export class SettingsStore {
 
   /** Expands `~` against the user's home and makes the path absolute. */
   expand(path: string): string {
-    if (path.includes("\0")) throw new CommandError("invalid_params", "Invalid path: it contains a NUL byte");
+    if (path.includes("\0")) throw new HostError("invalid_params", "Invalid path: it contains a NUL byte");
     if (path === "~") return this.userHome;
     if (path.startsWith("~/")) return join(this.userHome, path.slice(2));
     return resolve(path);
@@ -98,13 +98,10 @@ export class SettingsStore {
     try {
       parsed = settingsSchema.parse(parse(text) ?? {});
     } catch (err) {
-      throw new CommandError(
-        "failed",
-        `The settings file ${this.file} is not valid: ${(err as Error).message}`,
-      );
+      throw new HostError("failed", `The settings file ${this.file} is not valid: ${(err as Error).message}`);
     }
     if (!parsed.vmLocations.some((l) => l.name === parsed.defaultLocationName)) {
-      throw new CommandError(
+      throw new HostError(
         "failed",
         `The settings file ${this.file} names a default location '${parsed.defaultLocationName}' that is not among vmLocations`,
       );
@@ -153,7 +150,7 @@ export class SettingsStore {
     if (/[/\\]/.test(storage)) return { name: storage, path: this.expand(storedPath(storage)) };
     if (storage === "ephemeral") return { name: storage, path: tmpdir() };
     const named = settings.vmLocations.find((l) => l.name === storage);
-    if (!named) throw new CommandError("not_found", `VM location not found: ${storage}`);
+    if (!named) throw new HostError("not_found", `VM location not found: ${storage}`);
     return { name: named.name, path: this.expand(named.path) };
   }
 
@@ -169,7 +166,7 @@ export class SettingsStore {
     const stored = storedPath(path);
     await this.update(async (settings) => {
       if (settings.vmLocations.some((l) => l.name === name)) {
-        throw new CommandError("failed", `VM location with name '${name}' already exists`);
+        throw new HostError("failed", `VM location with name '${name}' already exists`);
       }
       await ensureWritableDirectory(this.expand(stored));
       settings.vmLocations.push({ name, path: stored });
@@ -180,10 +177,10 @@ export class SettingsStore {
   async removeLocation(name: string) {
     await this.update((settings) => {
       if (!settings.vmLocations.some((l) => l.name === name)) {
-        throw new CommandError("not_found", `VM location not found: ${name}`);
+        throw new HostError("not_found", `VM location not found: ${name}`);
       }
       if (settings.defaultLocationName === name) {
-        throw new CommandError(
+        throw new HostError(
           "failed",
           `Cannot remove the default location '${name}'. Set a new default location first.`,
         );
@@ -195,7 +192,7 @@ export class SettingsStore {
   async setDefaultLocation(name: string) {
     await this.update((settings) => {
       if (!settings.vmLocations.some((l) => l.name === name)) {
-        throw new CommandError("not_found", `VM location not found: ${name}`);
+        throw new HostError("not_found", `VM location not found: ${name}`);
       }
       settings.defaultLocationName = name;
     });
@@ -230,10 +227,10 @@ export class SettingsStore {
  * mean the service's working directory, which no client knows.
  */
 function storedPath(path: string): string {
-  if (path.trim() === "") throw new CommandError("invalid_params", "Invalid path: it is empty");
-  if (path.includes("\0")) throw new CommandError("invalid_params", "Invalid path: it contains a NUL byte");
+  if (path.trim() === "") throw new HostError("invalid_params", "Invalid path: it is empty");
+  if (path.includes("\0")) throw new HostError("invalid_params", "Invalid path: it contains a NUL byte");
   if (path === "~" || path.startsWith("~/") || isAbsolute(path)) return path;
-  throw new CommandError(
+  throw new HostError(
     "invalid_params",
     `Invalid path '${path}': use an absolute path (or one starting with ~/), not one relative to the service's directory`,
   );
@@ -242,12 +239,12 @@ function storedPath(path: string): string {
 /** Creates the directory when missing; fails with lume's messages when it is not a writable directory. */
 export async function ensureWritableDirectory(path: string) {
   const info = await stat(path).catch(() => undefined);
-  if (info && !info.isDirectory()) throw new CommandError("failed", `Path is not a directory: ${path}`);
+  if (info && !info.isDirectory()) throw new HostError("failed", `Path is not a directory: ${path}`);
   if (!info) {
     try {
       await makeDirectory(path);
     } catch (err) {
-      throw new CommandError(
+      throw new HostError(
         "failed",
         `Failed to create directory at ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
       );
@@ -256,6 +253,6 @@ export async function ensureWritableDirectory(path: string) {
   try {
     await access(path, constants.W_OK);
   } catch {
-    throw new CommandError("failed", `Directory is not writable: ${path}`);
+    throw new HostError("failed", `Directory is not writable: ${path}`);
   }
 }

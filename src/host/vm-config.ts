@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../common/atomic-write.js";
-import { CommandError } from "../common/errors.js";
+import { HostError } from "./errors.js";
 
 export const vmConfigSchema = z.looseObject({
   os: z.string(),
@@ -50,13 +50,13 @@ export function parseDisplay(display: string): { width: number; height: number }
   const width = Number(match?.[1]);
   const height = Number(match?.[2]);
   if (!match || width <= 0 || height <= 0) {
-    throw new CommandError(
+    throw new HostError(
       "invalid_params",
       `Invalid display resolution format: ${display}. Expected format: WIDTHxHEIGHT`,
     );
   }
   if (width > MAX_DISPLAY_SIDE || height > MAX_DISPLAY_SIDE) {
-    throw new CommandError(
+    throw new HostError(
       "invalid_params",
       `Display ${display} is too large: at most ${MAX_DISPLAY_SIDE}x${MAX_DISPLAY_SIDE}`,
     );
@@ -69,7 +69,7 @@ export function parseNetworkMode(mode: string): string {
   const lower = mode.toLowerCase();
   if (lower === "nat" || lower === "bridged") return lower;
   if (lower.startsWith("bridged:")) return `bridged:${mode.slice("bridged:".length)}`;
-  throw new CommandError(
+  throw new HostError(
     "invalid_params",
     `Invalid network mode '${mode}'. Expected 'nat', 'bridged', or 'bridged:<interface>'.`,
   );

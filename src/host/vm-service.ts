@@ -6,8 +6,8 @@
 import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../common/atomic-write.js";
-import { CommandError } from "../common/errors.js";
 import { formatBytes, parseLumeSize } from "../common/sizes.js";
+import { HostError } from "./errors.js";
 import type { HostLog } from "./host-log.js";
 import type { PullRecord, PushState } from "./image-service.js";
 import { KeyedLock } from "./keyed-lock.js";
@@ -146,8 +146,8 @@ export class VmService {
     try {
       const vm = await this.store.find(vmName(name), storage);
       return await this.details(vm).catch((err) => {
-        if (err instanceof CommandError) throw err;
-        throw new CommandError(
+        if (err instanceof HostError) throw err;
+        throw new HostError(
           "not_found",
           `Virtual machine not found: ${vm.name} (its config.json is unreadable)`,
         );
@@ -168,10 +168,7 @@ export class VmService {
     const os = request.os.toLowerCase();
     if (os === "macos" || os === "darwin") throw needsMacHost("Creating a macOS VM");
     if (os !== "linux")
-      throw new CommandError(
-        "invalid_params",
-        `Unsupported OS type: ${request.os} (expected linux or macOS)`,
-      );
+      throw new HostError("invalid_params", `Unsupported OS type: ${request.os} (expected linux or macOS)`);
     if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
     const location = await this.settings.location(request.storage);
     const config: VmConfig = {
@@ -215,7 +212,7 @@ export class VmService {
     const location = await this.settings.location(request.destLocation);
     const target = join(location.path, newName);
     if (target === source.dir) {
-      throw new CommandError(
+      throw new HostError(
         "invalid_params",
         `Cannot clone ${source.name} onto itself: choose another newName`,
       );
@@ -255,7 +252,7 @@ export class VmService {
       this.activity.assertIdle(vm, "modify");
       const running = await this.isRunning(vm);
       if (running && diskSize !== undefined) {
-        throw new CommandError("failed", `Cannot modify ${vm.name}: the VM is running. Stop it first.`);
+        throw new HostError("failed", `Cannot modify ${vm.name}: the VM is running. Stop it first.`);
       }
       if (running && (request.cpu !== undefined || memorySize !== undefined || request.display || moving)) {
         throw alreadyRunning(vm.name);
@@ -288,7 +285,7 @@ export class VmService {
   async run(name: string, request: RunRequest): Promise<VmRef> {
     if (request.recoveryMode) throw needsMacHost("Recovery mode (recoveryMode)");
     if (request.vnc === "disabled" && !request.noDisplay) {
-      throw new CommandError(
+      throw new HostError(
         "invalid_params",
         "VNC is disabled for this run, so '--display vnc' cannot be used.",
       );
@@ -298,7 +295,7 @@ export class VmService {
     for (const share of shares) {
       const info = await stat(share.hostPath).catch(() => undefined);
       if (!share.hostPath.startsWith("/") || !info?.isDirectory()) {
-        throw new CommandError(
+        throw new HostError(
           "invalid_params",
           `Host path does not exist or is not a directory: ${share.hostPath} (an absolute path is needed)`,
         );
@@ -333,7 +330,7 @@ export class VmService {
     const outcome = await this.locks.run(vm.dir, async () => {
       await this.starting.get(vm.dir);
       const session = await liveSession(vm.dir);
-      if (!session) throw new CommandError("failed", `Virtual machine not running: ${vm.name}`);
+      if (!session) throw new HostError("failed", `Virtual machine not running: ${vm.name}`);
       const blank = (await this.store.diskUsage(vm)).allocated === 0;
       const grace =
         request.force || blank
@@ -433,10 +430,10 @@ function size(text: string, field: string, minimum: number): number {
   try {
     bytes = parseLumeSize(text);
   } catch (err) {
-    throw new CommandError("invalid_params", (err as Error).message);
+    throw new HostError("invalid_params", (err as Error).message);
   }
   if (bytes < minimum) {
-    throw new CommandError(
+    throw new HostError(
       "invalid_params",
       `Invalid ${field} '${text}': at least ${formatBytes(minimum)} is needed`,
     );
@@ -446,7 +443,7 @@ function size(text: string, field: string, minimum: number): number {
 
 function positiveCpu(cpu: number) {
   if (!Number.isInteger(cpu) || cpu < 1 || cpu > 1024) {
-    throw new CommandError(
+    throw new HostError(
       "invalid_params",
       `Invalid cpu count: ${cpu} (expected a whole number from 1 to 1024)`,
     );
@@ -455,7 +452,7 @@ function positiveCpu(cpu: number) {
 
 function natOnly(mode: string) {
   if (mode !== "nat") {
-    throw new CommandError(
+    throw new HostError(
       "not_supported",
       `Network mode '${mode}' is not supported by the QEMU backend yet: use 'nat' (user-mode networking with forwarded ports)`,
     );
@@ -463,9 +460,9 @@ function natOnly(mode: string) {
 }
 
 function alreadyRunning(name: string) {
-  return new CommandError("failed", `Virtual machine already running: ${name}`);
+  return new HostError("failed", `Virtual machine already running: ${name}`);
 }
 
 function notFound(name: string) {
-  return new CommandError("not_found", `Virtual machine not found: ${name}`);
+  return new HostError("not_found", `Virtual machine not found: ${name}`);
 }

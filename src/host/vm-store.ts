@@ -7,9 +7,9 @@
 import { randomBytes } from "node:crypto";
 import { copyFile, mkdir, open, readdir, rename, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { CommandError } from "../common/errors.js";
 import { holderAlive, holderId } from "../os/holder-lock.js";
 import { processRunning } from "../os/pid.js";
+import { HostError } from "./errors.js";
 import { findFirmware } from "./qemu/firmware.js";
 import { ensureWritableDirectory, type Location, type SettingsStore } from "./settings.js";
 import { copySparse } from "./sparse-copy.js";
@@ -45,10 +45,10 @@ export class VmStore {
       const dir = join(location.path, name);
       if (await isInitialized(dir)) return { name, dir, location };
       if (storage && /[/\\]/.test(storage) && (await exists(dir))) {
-        throw new CommandError("failed", `Virtual machine not initialized: ${name}`);
+        throw new HostError("failed", `Virtual machine not initialized: ${name}`);
       }
     }
-    throw new CommandError("not_found", `Virtual machine not found: ${name}`);
+    throw new HostError("not_found", `Virtual machine not found: ${name}`);
   }
 
   /** Every VM of one location, or of all; sorted by name as a person would (vm2 before vm10). */
@@ -57,7 +57,7 @@ export class VmStore {
     for (const location of await this.settings.searchLocations(storage)) {
       const entries = await readdir(location.path, { withFileTypes: true }).catch((err) => {
         if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
-        throw new CommandError("failed", `Cannot list ${location.path}: ${(err as Error).message}`);
+        throw new HostError("failed", `Cannot list ${location.path}: ${(err as Error).message}`);
       });
       const candidates = entries.filter((e) => e.isDirectory() && !e.name.startsWith("."));
       const checked = await Promise.all(
@@ -105,7 +105,7 @@ export class VmStore {
       (err) => {
         const code = (err as NodeJS.ErrnoException).code;
         if (code === "ENOTEMPTY" || code === "EEXIST") {
-          throw new CommandError("failed", `Directory already exists at path: ${target}`);
+          throw new HostError("failed", `Directory already exists at path: ${target}`);
         }
         throw err;
       },
@@ -138,7 +138,7 @@ export class VmStore {
   async checkGrowth(vm: VmRef, bytes: number) {
     const { size } = await stat(join(vm.dir, DISK_FILE));
     if (bytes < size) {
-      throw new CommandError(
+      throw new HostError(
         "invalid_params",
         `Disk size can only grow: ${vm.name} has ${size} bytes, asked for ${bytes}. Shrinking a disk is not supported.`,
       );
@@ -162,7 +162,7 @@ export class VmStore {
 
   /** Throws lume's error when something already exists at `target`. */
   async checkFree(target: string) {
-    if (await exists(target)) throw new CommandError("failed", `Directory already exists at path: ${target}`);
+    if (await exists(target)) throw new HostError("failed", `Directory already exists at path: ${target}`);
   }
 
   async diskUsage(vm: VmRef, config?: VmConfig): Promise<DiskUsage> {
@@ -218,7 +218,7 @@ async function copyVmFiles(from: string, to: string, newMac: boolean) {
 }
 
 export function alreadyExists(name: string) {
-  return new CommandError("failed", `Virtual machine already exists with name: ${name}`);
+  return new HostError("failed", `Virtual machine already exists with name: ${name}`);
 }
 
 export async function isInitialized(dir: string) {

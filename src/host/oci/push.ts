@@ -15,8 +15,8 @@ import { type FileHandle, open, readFile, rm, stat } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
-import { CommandError } from "../../common/errors.js";
 import { makeDirectory } from "../../os/make-directory.js";
+import { HostError } from "../errors.js";
 import { type Credentials, credentialsFromEnv } from "./auth.js";
 import { RegistryClient } from "./client.js";
 import { ANNOTATION, type Descriptor, type Manifest, MEDIA_TYPE } from "./format.js";
@@ -83,12 +83,12 @@ export const PUSH_WORK_DIR = ".hangar-push";
 
 export async function pushVm(options: PushOptions): Promise<PushResult> {
   const imageName = checkImageName(options.imageName);
-  if (options.tags.length === 0) throw new CommandError("invalid_params", "At least one tag is required");
+  if (options.tags.length === 0) throw new HostError("invalid_params", "At least one tag is required");
   const tags = [...new Set(options.tags.map(checkTag))];
   const organization = checkOrganization(options.organization ?? DEFAULT_ORGANIZATION);
   const chunkSizeMb = options.chunkSizeMb ?? 512;
   if (!Number.isInteger(chunkSizeMb) || chunkSizeMb < 1 || chunkSizeMb > 16384) {
-    throw new CommandError(
+    throw new HostError(
       "invalid_params",
       `chunkSizeMb must be a whole number from 1 to 16384 (got ${chunkSizeMb})`,
     );
@@ -98,7 +98,7 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
   const config = await readVmConfig(options.vmDir);
   const diskPath = join(options.vmDir, "disk.img");
   const diskSize = (await stat(diskPath).catch(() => missing(diskPath))).size;
-  if (diskSize === 0) throw new CommandError("failed", `${diskPath} is empty`);
+  if (diskSize === 0) throw new HostError("failed", `${diskPath} is empty`);
   const chunkBytes = singleLayer ? diskSize : chunkSizeMb * 1024 * 1024;
   const nvram = await readFile(join(options.vmDir, "nvram.bin")).catch(() =>
     missing(join(options.vmDir, "nvram.bin")),
@@ -289,14 +289,14 @@ async function readVmConfig(vmDir: string): Promise<VmConfigJson> {
   try {
     config = JSON.parse(text) as VmConfigJson;
   } catch {
-    throw new CommandError("failed", `${path} is not valid JSON`);
+    throw new HostError("failed", `${path} is not valid JSON`);
   }
   if (!config || typeof config !== "object" || typeof config.os !== "string") {
-    throw new CommandError("failed", `${path} has no "os" field`);
+    throw new HostError("failed", `${path} has no "os" field`);
   }
   return { ...config, display: typeof config.display === "string" ? config.display : "1024x768" };
 }
 
 function missing(path: string): never {
-  throw new CommandError("not_found", `The VM has no ${path.split("/").pop()} (${path})`);
+  throw new HostError("not_found", `The VM has no ${path.split("/").pop()} (${path})`);
 }
