@@ -20,28 +20,10 @@ import {
   pushVm,
   registryBaseUrl,
 } from "./oci/index.js";
+import type { PullRequest, PushRequest } from "./requests.js";
 import { ensureWritableDirectory, type SettingsStore } from "./settings.js";
 import type { VmActivity } from "./vm-service.js";
 import type { VmRef, VmStore } from "./vm-store.js";
-
-export interface PullRequest {
-  image: string;
-  name?: string;
-  registry?: string;
-  organization?: string;
-  storage?: string;
-}
-
-export interface PushRequest {
-  name: string;
-  imageName: string;
-  tags: string[];
-  registry?: string;
-  organization?: string;
-  storage?: string;
-  chunkSizeMb?: number;
-  singleLayer?: boolean;
-}
 
 /** The `push` key of a VM's record while and after it is pushed. */
 export interface PushState {

@@ -16,6 +16,7 @@ import { writeFileAtomic } from "../common/atomic-write.js";
 import { makeDirectory } from "../os/make-directory.js";
 import { HostError } from "./errors.js";
 import { locationName } from "./names.js";
+import type { ConfigChange } from "./requests.js";
 
 export const DEFAULT_IPSW_CATALOG =
   "https://mesu.apple.com/assets/macos/com_apple_macOSIPSW/com_apple_macOSIPSW.xml";
@@ -199,12 +200,7 @@ export class SettingsStore {
   }
 
   /** POST /svc/config: validates every change first, then saves them together. */
-  async configure(change: {
-    homeDirectory?: string;
-    cacheDirectory?: string;
-    cachingEnabled?: boolean;
-    ipswCatalogUrl?: string;
-  }) {
+  async configure(change: ConfigChange) {
     const home = change.homeDirectory === undefined ? undefined : storedPath(change.homeDirectory);
     const cache = change.cacheDirectory === undefined ? undefined : storedPath(change.cacheDirectory);
     if (home !== undefined) await ensureWritableDirectory(this.expand(home));

@@ -15,6 +15,7 @@ import { needsMacHost } from "./macos.js";
 import { vmName } from "./names.js";
 import { completeSession, isIncomplete, type StopOutcome, startQemu, stopQemu } from "./qemu/runner.js";
 import { liveSession, type Session } from "./qemu/session.js";
+import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "./requests.js";
 import type { SettingsStore } from "./settings.js";
 import { SshProbe } from "./ssh-probe.js";
 import { parseDisplay, parseNetworkMode, readVmConfig, type VmConfig, writeVmConfig } from "./vm-config.js";
@@ -23,49 +24,12 @@ import type { VmRef, VmStore } from "./vm-store.js";
 
 const LAST_ERROR_FILE = "last-error.txt";
 
-export interface CreateRequest {
-  name: string;
-  os: string;
-  cpu: number;
-  memory: string;
-  diskSize: string;
-  display: string;
-  ipsw?: string;
-  storage?: string;
-  network?: string;
-}
-
-export interface UpdateRequest {
-  cpu?: number;
-  memory?: string;
-  diskSize?: string;
-  display?: string;
-  storage?: string;
-}
-
-export interface RunRequest {
-  noDisplay?: boolean;
-  sharedDirectories?: { hostPath: string; readOnly?: boolean }[];
-  recoveryMode?: boolean;
-  storage?: string;
-  network?: string;
-  vnc?: "enabled" | "disabled";
-}
-
 /** A VM's record: lume's keys and Hangar's, and `push` once the VM was pushed. */
 export type VmRecord = VmDetails & { push?: PushState };
 
 export interface VmServiceOptions {
   /** How long `stop` waits for the guest to power down before quitting QEMU (default 10 s). */
   stopGraceMs?: number;
-}
-
-export interface StopRequest {
-  storage?: string;
-  /** Quit QEMU at once, without asking the guest to power down. */
-  force?: boolean;
-  /** How long to wait for the guest to power down (default: the service's grace). */
-  graceSeconds?: number;
 }
 
 /** The smallest sizes a VM can be created with: below them QEMU and its firmware cannot boot. */
@@ -206,7 +170,7 @@ export class VmService {
     await this.log.info("VM deleted", { vm: vm.name, location: vm.location.name });
   }
 
-  async clone(request: { name: string; newName: string; sourceLocation?: string; destLocation?: string }) {
+  async clone(request: CloneRequest) {
     const source = await this.store.find(vmName(request.name), request.sourceLocation);
     const newName = vmName(request.newName);
     const location = await this.settings.location(request.destLocation);

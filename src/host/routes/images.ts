@@ -4,28 +4,9 @@
  * means for VM records and for run, update and delete is the VM service's business (VmActivity).
  */
 import type { Hono } from "hono";
-import { z } from "zod";
+import { pullSchema, pushSchema } from "../requests.js";
 import type { HostServices } from "../services.js";
 import { jsonBody, storageOf } from "./body.js";
-
-const pullSchema = z.object({
-  image: z.string(),
-  name: z.string().optional(),
-  registry: z.string().optional(),
-  organization: z.string().optional(),
-  storage: z.string().optional(),
-});
-
-const pushSchema = z.object({
-  name: z.string(),
-  imageName: z.string(),
-  tags: z.array(z.string()).max(64),
-  registry: z.string().optional(),
-  organization: z.string().optional(),
-  storage: z.string().optional(),
-  chunkSizeMb: z.number().int().min(1).max(16384).optional(),
-  singleLayer: z.boolean().optional(),
-});
 
 export function imageRoutes(app: Hono, { images }: HostServices) {
   app.post("/svc/pull", async (c) => {
