@@ -14,7 +14,6 @@ import {
   checkOrganization,
   checkTag,
   ImageCache,
-  PUSH_WORK_DIR,
   parseImageReference,
   pullImage,
   pushVm,
@@ -22,6 +21,7 @@ import {
 } from "./oci/index.js";
 import type { PullRequest, PushRequest } from "./requests.js";
 import { ensureWritableDirectory, type SettingsStore } from "./settings.js";
+import { PUSH_RECORD_FILE, PUSH_WORK_DIR } from "./vm-config.js";
 import type { VmActivity } from "./vm-service.js";
 import type { VmRef, VmStore } from "./vm-store.js";
 
@@ -91,7 +91,7 @@ export class ImageService implements VmActivity {
   async recover() {
     for (const vm of await this.services.store.list()) {
       await rm(join(vm.dir, PUSH_WORK_DIR), { recursive: true, force: true });
-      const text = await readFile(join(vm.dir, PUSH_RECORD), "utf8").catch(() => undefined);
+      const text = await readFile(join(vm.dir, PUSH_RECORD_FILE), "utf8").catch(() => undefined);
       if (text === undefined) continue;
       let state: PushState;
       try {
@@ -107,7 +107,7 @@ export class ImageService implements VmActivity {
         error: "Interrupted: the host service stopped before the push finished",
       };
       this.pushes.set(pushKey(vm.location.name, vm.name), failed);
-      await writeFileAtomic(join(vm.dir, PUSH_RECORD), JSON.stringify(failed));
+      await writeFileAtomic(join(vm.dir, PUSH_RECORD_FILE), JSON.stringify(failed));
     }
   }
 
@@ -275,7 +275,7 @@ export class ImageService implements VmActivity {
     };
     this.pushes.set(key, state);
     // On disk too, so that a service killed mid-push reports it failed after a restart.
-    const record = join(vm.dir, PUSH_RECORD);
+    const record = join(vm.dir, PUSH_RECORD_FILE);
     await writeFileAtomic(record, JSON.stringify(state));
     const fields = {
       vm: vm.name,
@@ -374,9 +374,6 @@ export class ImageService implements VmActivity {
     void settled.then(() => this.background.delete(settled));
   }
 }
-
-/** The last push of a VM, in its directory. */
-const PUSH_RECORD = ".hangar-push.json";
 
 function pushKey(locationName: string, name: string) {
   return `${locationName}\u0000${name}`;

@@ -18,11 +18,16 @@ import { liveSession, type Session } from "./qemu/session.js";
 import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "./requests.js";
 import type { SettingsStore } from "./settings.js";
 import { SshProbe } from "./ssh-probe.js";
-import { parseDisplay, parseNetworkMode, readVmConfig, type VmConfig, writeVmConfig } from "./vm-config.js";
+import {
+  LAST_ERROR_FILE,
+  parseDisplay,
+  parseNetworkMode,
+  readVmConfig,
+  type VmConfig,
+  writeVmConfig,
+} from "./vm-config.js";
 import { type VmDetails, vmDetails } from "./vm-details.js";
 import type { VmRef, VmStore } from "./vm-store.js";
-
-const LAST_ERROR_FILE = "last-error.txt";
 
 /** A VM's record: lume's keys and Hangar's, and `push` once the VM was pushed. */
 export type VmRecord = VmDetails & { push?: PushState };
@@ -109,8 +114,7 @@ export class VmService {
     if (pulling) return pulling;
     try {
       const vm = await this.store.find(vmName(name), storage);
-      return await this.details(vm).catch((err) => {
-        if (err instanceof HostError) throw err;
+      return await this.details(vm).catch(() => {
         throw new HostError(
           "not_found",
           `Virtual machine not found: ${vm.name} (its config.json is unreadable)`,

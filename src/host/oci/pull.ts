@@ -27,9 +27,9 @@ import { Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import { createGunzip } from "node:zlib";
-import { writeFileAtomic } from "../../common/atomic-write.js";
 import { makeDirectory } from "../../os/make-directory.js";
 import { HostError } from "../errors.js";
+import { DISK_FILE, MANIFEST_DIGEST_FILE, NVRAM_FILE, writeVmConfig } from "../vm-config.js";
 import { tempPath } from "../vm-store.js";
 import { type Credentials, credentialsFromEnv } from "./auth.js";
 import { ImageCache } from "./cache.js";
@@ -162,7 +162,7 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
     await makeDirectory(blobDir);
     await writeFile(join(blobDir, "manifest.json"), raw);
     await mkdir(temp);
-    disk = await open(join(temp, "disk.img"), "w+");
+    disk = await open(join(temp, DISK_FILE), "w+");
     if (plan.totalSize !== undefined) await disk.truncate(plan.totalSize);
     const fetcher = new BlobFetcher(client, cache, blobDir, options.retry, signal);
     const run = limiter(options.concurrency ?? 4);
@@ -197,8 +197,8 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
     disk = undefined;
 
     const nvram = manifest.layers.find((layer) => layer.mediaType === MEDIA_TYPE.nvram);
-    if (nvram) await copyFile(cache.blobPath(blobDir, nvram.digest), join(temp, "nvram.bin"));
-    else await writeFile(join(temp, "nvram.bin"), ""); // a VM directory always has one
+    if (nvram) await copyFile(cache.blobPath(blobDir, nvram.digest), join(temp, NVRAM_FILE));
+    else await writeFile(join(temp, NVRAM_FILE), ""); // a VM directory always has one
     const configBlob = await readFile(cache.blobPath(blobDir, manifest.config.digest), "utf8");
     let parsedConfig: unknown;
     try {
@@ -207,8 +207,8 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
       throw new HostError("failed", `The config blob of ${options.image} is not JSON`);
     }
     const config = configFromImage(parsedConfig, manifest, diskSize);
-    await writeFileAtomic(join(temp, "config.json"), `${JSON.stringify(config, null, 2)}\n`);
-    await writeFile(join(temp, ".manifest-digest"), manifestDigest);
+    await writeVmConfig(temp, config);
+    await writeFile(join(temp, MANIFEST_DIGEST_FILE), manifestDigest);
 
     if (await exists(destDir)) {
       throw new HostError("failed", `Virtual machine already exists with name: ${basename(destDir)}`);

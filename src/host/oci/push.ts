@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { makeDirectory } from "../../os/make-directory.js";
 import { HostError } from "../errors.js";
+import { CONFIG_FILE, DISK_FILE, NVRAM_FILE, PUSH_WORK_DIR, readVmConfig } from "../vm-config.js";
 import { type Credentials, credentialsFromEnv } from "./auth.js";
 import { RegistryClient } from "./client.js";
 import { ANNOTATION, type Descriptor, type Manifest, MEDIA_TYPE } from "./format.js";
@@ -31,7 +32,7 @@ import {
 } from "./reference.js";
 import { cancelled, type RetryOptions } from "./retry.js";
 import { counted } from "./streams.js";
-import { configAnnotations, configBlob, type VmConfigJson } from "./vm-config.js";
+import { configAnnotations, configBlob } from "./vm-config.js";
 
 export interface PushProgress {
   phase: "compressing" | "uploading" | "manifest" | "done";
@@ -78,9 +79,6 @@ export interface PushResult {
   uploadedBytes: number;
 }
 
-/** The push work directory inside the VM directory (lume's is `.lume_oci_push_cache`). */
-export const PUSH_WORK_DIR = ".hangar-push";
-
 export async function pushVm(options: PushOptions): Promise<PushResult> {
   const imageName = checkImageName(options.imageName);
   if (options.tags.length === 0) throw new HostError("invalid_params", "At least one tag is required");
@@ -96,12 +94,12 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
   const singleLayer = options.singleLayer ?? false;
 
   const config = await readVmConfig(options.vmDir);
-  const diskPath = join(options.vmDir, "disk.img");
+  const diskPath = join(options.vmDir, DISK_FILE);
   const diskSize = (await stat(diskPath).catch(() => missing(diskPath))).size;
   if (diskSize === 0) throw new HostError("failed", `${diskPath} is empty`);
   const chunkBytes = singleLayer ? diskSize : chunkSizeMb * 1024 * 1024;
-  const nvram = await readFile(join(options.vmDir, "nvram.bin")).catch(() =>
-    missing(join(options.vmDir, "nvram.bin")),
+  const nvram = await readFile(join(options.vmDir, NVRAM_FILE)).catch(() =>
+    missing(join(options.vmDir, NVRAM_FILE)),
   );
 
   const credentials =
@@ -171,8 +169,8 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
   });
 
   const configBytes = configBlob(config);
-  const configDescriptor = bufferBlob(configBytes, MEDIA_TYPE.config, "config.json");
-  const nvramDescriptor = bufferBlob(nvram, MEDIA_TYPE.nvram, "nvram.bin");
+  const configDescriptor = bufferBlob(configBytes, MEDIA_TYPE.config, CONFIG_FILE);
+  const nvramDescriptor = bufferBlob(nvram, MEDIA_TYPE.nvram, NVRAM_FILE);
   const workDir = join(options.vmDir, PUSH_WORK_DIR);
   await rm(workDir, { recursive: true, force: true });
   await makeDirectory(workDir);
@@ -280,21 +278,6 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
     await disk?.close().catch(() => undefined);
     await rm(workDir, { recursive: true, force: true });
   }
-}
-
-async function readVmConfig(vmDir: string): Promise<VmConfigJson> {
-  const path = join(vmDir, "config.json");
-  const text = await readFile(path, "utf8").catch(() => missing(path));
-  let config: VmConfigJson;
-  try {
-    config = JSON.parse(text) as VmConfigJson;
-  } catch {
-    throw new HostError("failed", `${path} is not valid JSON`);
-  }
-  if (!config || typeof config !== "object" || typeof config.os !== "string") {
-    throw new HostError("failed", `${path} has no "os" field`);
-  }
-  return { ...config, display: typeof config.display === "string" ? config.display : "1024x768" };
 }
 
 function missing(path: string): never {

@@ -10,7 +10,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { processRunning } from "../../os/pid.js";
 import type { VmConfig } from "../vm-config.js";
-import { parseDisplay } from "../vm-config.js";
+import { PID_FILE, parseDisplay } from "../vm-config.js";
 import { detectAccelerator, qemuBinary } from "./accel.js";
 import { buildQemuArgs, type SharedDirectory } from "./args.js";
 import { findFirmware } from "./firmware.js";
@@ -19,7 +19,6 @@ import { QmpClient } from "./qmp.js";
 import {
   clearSession,
   LAUNCH_TIMEOUT_MS,
-  PID_FILE,
   qmpSocketPath,
   readSession,
   type Session,

@@ -11,9 +11,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { processRunning } from "../../os/pid.js";
-
-export const SESSION_FILE = "session.json";
-export const PID_FILE = "qemu.pid";
+import { PID_FILE, QMP_SOCKET, SESSION_FILE } from "../vm-config.js";
 
 const sessionSchema = z.object({
   pid: z.number().int().nullable(),
@@ -31,7 +29,7 @@ export type Session = z.infer<typeof sessionSchema>;
 
 /** `<vm>/qmp.sock`, or a short path in the temp dir when that would pass the Unix socket limit. */
 export function qmpSocketPath(dir: string): string {
-  const inside = join(dir, "qmp.sock");
+  const inside = join(dir, QMP_SOCKET);
   if (Buffer.byteLength(inside) <= 100) return inside;
   const digest = createHash("sha256").update(dir).digest("hex").slice(0, 16);
   return join(tmpdir(), `hangar-qmp-${digest}.sock`);
