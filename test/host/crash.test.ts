@@ -19,7 +19,7 @@ import { startRegistry, type TestRegistry } from "../support/registry.js";
 import { boundedRequest, killQemusUnder } from "./support.js";
 
 const SEED = Number(process.env.HANGAR_CRASH_SEED ?? 1313);
-const BUDGET_MS = 45_000;
+const BUDGET_MS = 30_000;
 const CLIENTS = 3;
 const NAMES = ["n0", "n1", "n2", "n3", "n4"];
 const VM = { os: "linux", cpu: 1, memory: "128MB", diskSize: "64MB", display: "640x480" };

@@ -290,3 +290,33 @@ describe("after kill -9", () => {
     }
   });
 });
+
+describe("shutdown", () => {
+  it("waits for a push in progress, so the next service finds it finished", async () => {
+    expect((await create("ship")).status).toBe(200);
+    writeFileSync(join(host.home, "ship", "disk.img"), Buffer.alloc(1024 * 1024, 7), { flag: "r+" });
+    const registry = await startRegistry();
+    try {
+      const push = {
+        name: "ship",
+        imageName: "ship",
+        tags: ["t"],
+        registry: registry.host,
+        organization: "hangar",
+        chunkSizeMb: 8,
+      };
+      expect((await api("POST", "/svc/vms/push", push)).status).toBe(202);
+      await host.restart();
+      const record = JSON.parse(readFileSync(join(host.home, "ship", ".hangar-push.json"), "utf8"));
+      expect(record).toMatchObject({ status: "pushed", error: null });
+      const manifest = await fetch(`${registry.url}/v2/hangar/ship/manifests/t`, {
+        method: "HEAD",
+        headers: { accept: "application/vnd.oci.image.manifest.v1+json" },
+      });
+      expect(manifest.status).toBe(200);
+      expect((await api("GET", "/svc/vms/ship")).body.push).toBeUndefined();
+    } finally {
+      await registry.stop();
+    }
+  });
+});
