@@ -21,25 +21,9 @@ import {
 } from "./oci/index.js";
 import type { PullRequest, PushRequest } from "./requests.js";
 import { ensureWritableDirectory, type SettingsStore } from "./settings.js";
+import type { PullRecord, PushState, VmActivity } from "./vm-activity.js";
 import { PUSH_RECORD_FILE, PUSH_WORK_DIR } from "./vm-config.js";
-import type { VmActivity } from "./vm-service.js";
 import type { VmRef, VmStore } from "./vm-store.js";
-
-/** The `push` key of a VM's record while and after it is pushed. */
-export interface PushState {
-  status: "pushing" | "pushed" | "failed";
-  imageName: string;
-  tags: string[];
-  registry: string;
-  organization: string;
-  /** Percent of the disk compressed and handed to the registry. */
-  progress: number;
-  uploadedBytes: number;
-  startedAt: string;
-  finishedAt: string | null;
-  manifestDigest: string | null;
-  error: string | null;
-}
 
 type PreparedPull = Awaited<ReturnType<ImageService["preparePull"]>>;
 
@@ -52,13 +36,6 @@ export interface ImageServiceDeps {
   log: HostLog;
   /** Whether a VM's QEMU runs (or is being started): a running VM is not pushed. */
   isRunning(vm: VmRef): Promise<boolean>;
-}
-
-/** lume's record of a VM that a background pull is creating. */
-export interface PullRecord {
-  name: string;
-  status: "pulling";
-  downloadProgress: number;
 }
 
 export class ImageService implements VmActivity {

@@ -9,7 +9,6 @@ import { writeFileAtomic } from "../common/atomic-write.js";
 import { formatBytes, parseLumeSize } from "../common/sizes.js";
 import { HostError } from "./errors.js";
 import type { HostLog } from "./host-log.js";
-import type { PullRecord, PushState } from "./image-service.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { needsMacHost } from "./macos.js";
 import { vmName } from "./names.js";
@@ -18,6 +17,7 @@ import { liveSession, type Session } from "./qemu/session.js";
 import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "./requests.js";
 import type { SettingsStore } from "./settings.js";
 import { SshProbe } from "./ssh-probe.js";
+import type { PullRecord, PushState, VmActivity } from "./vm-activity.js";
 import {
   LAST_ERROR_FILE,
   parseDisplay,
@@ -40,23 +40,6 @@ export interface VmServiceOptions {
 /** The smallest sizes a VM can be created with: below them QEMU and its firmware cannot boot. */
 export const MIN_MEMORY_BYTES = 128 * 1024 ** 2;
 export const MIN_DISK_BYTES = 64 * 1024 ** 2;
-
-/**
- * What the image work (pulls and pushes) has to say about VMs, given to the VM service so that
- * it alone decides what a VM's record says and what may happen to it.
- */
-export interface VmActivity {
-  /** A VM of this name now exists: a failed pull into the name is history. */
-  record(name: string): void;
-  /** Throws when image work on the VM forbids `action` (run, modify, delete) now. */
-  assertIdle(vm: VmRef, action: string): void;
-  /** lume's record of a pull creating a VM under this name (as requested), or undefined. */
-  pulling(name: string): PullRecord | undefined;
-  /** Why the last pull into this name failed, or undefined. */
-  pullFailure(name: string): Error | undefined;
-  /** The VM's last push, or undefined. */
-  push(vm: VmRef): PushState | undefined;
-}
 
 export class VmService {
   private readonly locks = new KeyedLock();
