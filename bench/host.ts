@@ -1,6 +1,7 @@
 /**
  * The host service's figures, over real HTTP with real QEMU: create a 64 GB VM, clone a 64 GB VM
- * with 1 GB written, list 100 VMs, run → QEMU up and QMP answering.
+ * with 1 GB written, list 100 VMs (2 of them running), get a running VM, run → QEMU up and QMP
+ * answering.
  * Run: node --import tsx bench/host.ts
  */
 import { execFileSync } from "node:child_process";
@@ -86,6 +87,36 @@ try {
       { runs: 30, warmup: 3, target: "≤ 100 ms" },
     ),
   );
+  // Reads answer from files and the cached SSH probe, never from the guests.
+  for (const name of ["vm-0", "vm-1"]) await ok("POST", `/svc/vms/${name}/run`, { storage: "hundred" });
+  for (const name of ["vm-0", "vm-1"]) {
+    while ((await ok("GET", `/svc/vms/${name}?storage=hundred`)).vncUrl === null) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  rows.push(
+    await timeIt(
+      "list 100 VMs, 2 running",
+      async () => {
+        const list = await ok("GET", "/svc/vms?storage=hundred");
+        if (list.filter((vm: { status: string }) => vm.status === "running").length !== 2) {
+          throw new Error("expected 2 running VMs");
+        }
+      },
+      { runs: 50, warmup: 5, target: "≤ 50 ms" },
+    ),
+  );
+  rows.push(
+    await timeIt(
+      "get a running VM",
+      async () => {
+        if ((await ok("GET", "/svc/vms/vm-0?storage=hundred")).status !== "running")
+          throw new Error("not running");
+      },
+      { runs: 100, warmup: 10, target: "≤ 10 ms" },
+    ),
+  );
+  for (const name of ["vm-0", "vm-1"]) await ok("POST", `/svc/vms/${name}/stop`, { storage: "hundred" });
 
   await ok("POST", "/svc/vms", { ...LINUX_VM, name: "runner" });
   let accelerator = "";

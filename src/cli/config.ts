@@ -1,6 +1,7 @@
 /** `hangar config …` and `hangar logs`: the settings and log routes of the host service. */
-import type { Command } from "commander";
+import { Argument, type Command } from "commander";
 import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
+import { UsageError } from "./util.js";
 
 export function registerConfig(program: Command) {
   const config = program.command("config").description("Settings of the host service (hangar host serve)");
@@ -27,7 +28,7 @@ export function registerConfig(program: Command) {
     .option("--ipsw-catalog <url>", "address of Apple's restore-image catalog")
     .action(async (opts) => {
       if (opts.caching !== undefined && !["on", "off"].includes(opts.caching)) {
-        throw new Error("--caching: expected on or off");
+        throw new UsageError("--caching: expected on or off");
       }
       const body = {
         homeDirectory: opts.home,
@@ -37,6 +38,19 @@ export function registerConfig(program: Command) {
       };
       output(opts, await clientOf(opts).request<Json>("POST", "/svc/config", body), (r: Json) => r.message);
     });
+
+  // lume's `config cache get|set`: the image cache directory alone.
+  const cache = config.command("cache").description("The image cache directory");
+  clientOptions(cache.command("get").description("Show the image cache directory")).action(async (opts) => {
+    const settings = await clientOf(opts).request<Json>("GET", "/svc/config");
+    output(opts, { cacheDirectory: settings.cacheDirectory }, (r: Json) => r.cacheDirectory);
+  });
+  clientOptions(cache.command("set <dir>").description("Change the image cache directory")).action(
+    async (dir, opts) => {
+      const body = { cacheDirectory: dir };
+      output(opts, await clientOf(opts).request<Json>("POST", "/svc/config", body), (r: Json) => r.message);
+    },
+  );
 
   const storage = config.command("storage").alias("locations").description("Named storage locations for VMs");
   clientOptions(storage.command("ls").alias("list").description("List the storage locations")).action(
@@ -78,7 +92,10 @@ export function registerConfig(program: Command) {
 
 export function registerLogs(program: Command) {
   clientOptions(
-    program.command("logs [type]").description("Show the host service's logs: info, error or all"),
+    program
+      .command("logs")
+      .description("Show the host service's logs: info, error or all")
+      .addArgument(new Argument("[type]", "which log").choices(["info", "error", "all"]).default("all")),
   )
     .option("-n, --lines <n>", "only the last n lines of each")
     .action(async (type: string | undefined, opts) => {

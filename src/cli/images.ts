@@ -125,26 +125,31 @@ export function registerImageCommands(vm: Command) {
   clientOptions(vm.command("images").description("List the images in the local cache"))
     .option("--organization <org>", "organization (default from the settings)")
     .action(async (opts) => {
-      const path = opts.organization
-        ? `/svc/images?organization=${encodeURIComponent(opts.organization)}`
-        : "/svc/images";
-      const images = await clientOf(opts).request<Json[]>("GET", path);
+      const client = clientOf(opts);
+      // The cache is listed per organization: say which one, the settings' when none was given.
+      const organization: string =
+        opts.organization ?? (await client.request<Json>("GET", "/svc/config")).registry.ghcr.organization;
+      const images = await client.request<Json[]>(
+        "GET",
+        `/svc/images?organization=${encodeURIComponent(organization)}`,
+      );
+      const other = opts.organization ? "" : " (--organization for another)";
       output(opts, images, (list: Json[]) =>
         list.length === 0
-          ? "No cached images."
-          : table(list, [
+          ? `No cached images of organization ${organization}${other}.`
+          : `Cached images of organization ${organization}${other}:\n${table(list, [
               ["repository", "REPOSITORY"],
               ["imageId", "IMAGE ID"],
-            ]),
+            ])}`,
       );
     });
 
   clientOptions(vm.command("prune").description("Remove every cached image")).action(async (opts) => {
     const freed = await clientOf(opts).request<Json>("POST", "/svc/prune");
-    output(
-      opts,
-      freed,
-      (r: Json) => `Removed ${r.removedImages} cached image(s), freed ${formatBytes(r.freedBytes)}.`,
+    output(opts, freed, (r: Json) =>
+      r.removedImages === 0 && r.freedBytes === 0
+        ? "The image cache was already empty."
+        : `Removed ${r.removedImages} cached image(s), freed ${formatBytes(r.freedBytes)}.`,
     );
   });
 }

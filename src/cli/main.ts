@@ -6,13 +6,16 @@ import { registerHost } from "./host.js";
 import { registerImageCommands } from "./images.js";
 import { registerMcp } from "./mcp.js";
 import { registerServe } from "./serve.js";
+import { UsageError } from "./util.js";
 import { registerVm } from "./vm.js";
 
 export function buildProgram(): Command {
   const program = new Command("hangar")
     .description("Computers for AI agents: the computer server (serve) and the VM host service (host serve)")
     .version(PACKAGE_VERSION)
-    .showHelpAfterError("(run with --help for usage)");
+    .showHelpAfterError("(run with --help for usage)")
+    // Before the subcommands are added, so that they inherit it: main() decides every exit code.
+    .exitOverride();
   registerServe(program);
   registerMcp(program);
   registerHost(program);
@@ -25,13 +28,13 @@ export function buildProgram(): Command {
 
 export async function main(argv = process.argv) {
   const program = buildProgram();
-  program.exitOverride();
   try {
     await program.parseAsync(argv);
   } catch (err) {
-    if (err instanceof CommanderError) process.exit(err.exitCode);
+    // Help and version exit 0; every other commander error is a usage error, as is a UsageError.
+    if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
     const message = err instanceof Error ? err.message : String(err);
     process.stderr.write(`hangar: ${message}\n`);
-    process.exit(1);
+    process.exit(err instanceof UsageError ? 2 : 1);
   }
 }

@@ -2,6 +2,9 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { listFrom, normalizeHostName, normalizeOrigin } from "../common/origin-policy.js";
 
+/** A command line that cannot be run as written: `hangar` says why and exits 2, as for commander's own. */
+export class UsageError extends Error {}
+
 export function parsePort(value: string): number {
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {

@@ -2,6 +2,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { formatBytes } from "../common/sizes.js";
 import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
+import { UsageError } from "./util.js";
 
 type Vm = Json;
 
@@ -154,6 +155,11 @@ export function registerVm(program: Command) {
         display: opts.display,
         storage: opts.storage,
       };
+      if (Object.values(body).every((value) => value === undefined)) {
+        throw new UsageError(
+          "vm set: nothing to change: give at least one of --cpu, --memory, --disk-size, --display, --storage",
+        );
+      }
       output(opts, await clientOf(opts).request<Json>("PATCH", vmPath(name), body), () => `Updated ${name}.`);
     });
 
@@ -179,12 +185,26 @@ export function registerVm(program: Command) {
     vm.command("stop <name>").description("Stop a VM: power button, then quit after a grace period"),
   )
     .option("--storage <location>", "storage location (name or path)")
+    .option("--force", "quit QEMU at once, without asking the guest to power down")
+    .option(
+      "--grace <seconds>",
+      "how long the guest may take to power down (default: the service's)",
+      seconds,
+    )
     .action(async (name, opts) => {
-      const body = { storage: opts.storage };
-      output(
-        opts,
-        await clientOf(opts).request<Json>("POST", `${vmPath(name)}/stop`, body),
-        () => `Stopped ${name}.`,
+      const body = { storage: opts.storage, force: opts.force, graceSeconds: opts.grace };
+      output(opts, await clientOf(opts).request<Json>("POST", `${vmPath(name)}/stop`, body), (r: Json) =>
+        r.outcome === "powered down" || r.outcome === undefined
+          ? `Stopped ${name}.`
+          : `Stopped ${name} (${r.outcome === "killed" ? "QEMU was killed" : "QEMU quit without a guest power-down"}).`,
       );
     });
+}
+
+function seconds(value: string): number {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n < 0 || n > 600) {
+    throw new InvalidArgumentError("expected a number of seconds from 0 to 600");
+  }
+  return n;
 }

@@ -8,10 +8,11 @@ import { Hono } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
-import { CommandError, describeOsError } from "../common/errors.js";
+import { describeOsError } from "../common/errors.js";
 import type { Logger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
 import { PACKAGE_VERSION } from "../common/version.js";
+import { HostError, HTTP_STATUS } from "./errors.js";
 import { configRoutes } from "./routes/config.js";
 import { imageRoutes } from "./routes/images.js";
 import { ipswRoutes } from "./routes/ipsw.js";
@@ -47,8 +48,7 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
   );
 
   app.get("/svc/host/status", async (c) => {
-    const vms = await services.vms.list();
-    const running = vms.filter((vm) => vm.status === "running").length;
+    const running = await services.vms.runningCount();
     const max = 253; // one loopback address 127.0.1.2–254 each
     return c.json({
       status: "healthy",
@@ -58,8 +58,8 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
       version: PACKAGE_VERSION,
     });
   });
-  imageRoutes(app, services); // first: it adds pull and push state to the VM records
   vmRoutes(app, services);
+  imageRoutes(app, services);
   configRoutes(app, services);
   logRoutes(app, services);
   ipswRoutes(app, services);
@@ -67,7 +67,7 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
   app.notFound((c) => c.json({ message: `Not found: ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {
     if (err instanceof HTTPException) return err.getResponse();
-    if (err instanceof CommandError) return c.json({ message: err.message }, 400);
+    if (err instanceof HostError) return c.json({ message: err.message }, HTTP_STATUS[err.kind]);
     // A failed file-system operation is a failed operation (400), named as such.
     const code = (err as NodeJS.ErrnoException).code;
     if (typeof code === "string" && /^E[A-Z]+$/.test(code)) {

@@ -3,9 +3,10 @@
  * `<home directory>/.logs/`, one line per event: `[<ISO time>] LEVEL: message key=value …`.
  * `GET /svc/logs` reads them back with `tail()`.
  */
-import { appendFile, mkdir, open } from "node:fs/promises";
+import { appendFile, open } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../common/logger.js";
+import { makeDirectory } from "../os/make-directory.js";
 
 export type LogType = "info" | "error";
 type Fields = Record<string, string | number | boolean | null | undefined>;
@@ -74,7 +75,7 @@ export class HostLog {
   private append(types: LogType[], line: string) {
     const write = this.queue.then(async () => {
       const dir = await this.directory();
-      await mkdir(dir, { recursive: true });
+      await makeDirectory(dir);
       for (const type of types) await appendFile(join(dir, `${type}.log`), line);
     });
     this.queue = write.catch(() => undefined);

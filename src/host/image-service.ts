@@ -3,9 +3,10 @@
  * progress on the VM's record), push a stopped VM in the background (progress and outcome in the
  * log and on the VM's record), list the cached images and prune them. Knows nothing of HTTP.
  */
-import { stat } from "node:fs/promises";
+import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { CommandError } from "../common/errors.js";
+import { writeFileAtomic } from "../common/atomic-write.js";
+import { HostError } from "./errors.js";
 import type { HostLog } from "./host-log.js";
 import { vmName } from "./names.js";
 import {
@@ -18,58 +19,74 @@ import {
   pushVm,
   registryBaseUrl,
 } from "./oci/index.js";
-import type { HostServices } from "./services.js";
-import { ensureWritableDirectory } from "./settings.js";
-
-export interface PullRequest {
-  image: string;
-  name?: string;
-  registry?: string;
-  organization?: string;
-  storage?: string;
-}
-
-export interface PushRequest {
-  name: string;
-  imageName: string;
-  tags: string[];
-  registry?: string;
-  organization?: string;
-  storage?: string;
-  chunkSizeMb?: number;
-  singleLayer?: boolean;
-}
-
-/** The `push` key of a VM's record while and after it is pushed. */
-export interface PushState {
-  status: "pushing" | "pushed" | "failed";
-  imageName: string;
-  tags: string[];
-  registry: string;
-  organization: string;
-  /** Percent of the disk compressed and handed to the registry. */
-  progress: number;
-  uploadedBytes: number;
-  startedAt: string;
-  finishedAt: string | null;
-  manifestDigest: string | null;
-  error: string | null;
-}
+import type { PullRequest, PushRequest } from "./requests.js";
+import { ensureWritableDirectory, type SettingsStore } from "./settings.js";
+import type { PullRecord, PushState, VmActivity } from "./vm-activity.js";
+import { PUSH_RECORD_FILE, PUSH_WORK_DIR } from "./vm-config.js";
+import type { VmRef, VmStore } from "./vm-store.js";
 
 type PreparedPull = Awaited<ReturnType<ImageService["preparePull"]>>;
 
 type PullTracker = { status: "pulling"; progress: number } | { status: "failed"; message: string };
 
-export class ImageService {
+/** What the image service is built from (the host's composition root hands it over). */
+export interface ImageServiceDeps {
+  settings: SettingsStore;
+  store: VmStore;
+  log: HostLog;
+  /** Whether a VM's QEMU runs (or is being started): a running VM is not pushed. */
+  isRunning(vm: VmRef): Promise<boolean>;
+}
+
+export class ImageService implements VmActivity {
   /** Background pulls by tracker key (the requested name, or the image name), as lume keys them. */
   private readonly pulls = new Map<string, PullTracker>();
   /** VM directories being pulled into (sync or background). */
-  private readonly pulling = new Set<string>();
+  private readonly pullingInto = new Set<string>();
   /** Pushes by `<location name>/<vm name>`. */
   private readonly pushes = new Map<string, PushState>();
   private readonly background = new Set<Promise<unknown>>();
 
-  constructor(private readonly services: HostServices) {}
+  constructor(private readonly services: ImageServiceDeps) {}
+
+  /** A new VM of a name ends the story of a failed pull into that name. */
+  record(name: string) {
+    if (this.pulls.get(name)?.status === "failed") this.pulls.delete(name);
+  }
+
+  /** While a VM is pushed its disk must not change: no run, update or delete until the push ends. */
+  assertIdle(vm: VmRef, action: string) {
+    if (this.pushes.get(pushKey(vm.location.name, vm.name))?.status === "pushing") {
+      throw new HostError("failed", `Cannot ${action} ${vm.name}: an image push of it is in progress`);
+    }
+  }
+
+  /**
+   * At start-up: a push the last service did not finish (its record still says `pushing`) is
+   * reported failed, and its work directory removed.
+   */
+  async recover() {
+    for (const vm of await this.services.store.list()) {
+      await rm(join(vm.dir, PUSH_WORK_DIR), { recursive: true, force: true });
+      const text = await readFile(join(vm.dir, PUSH_RECORD_FILE), "utf8").catch(() => undefined);
+      if (text === undefined) continue;
+      let state: PushState;
+      try {
+        state = JSON.parse(text) as PushState;
+      } catch {
+        continue;
+      }
+      if (state.status !== "pushing") continue;
+      const failed: PushState = {
+        ...state,
+        status: "failed",
+        finishedAt: new Date().toISOString(),
+        error: "Interrupted: the host service stopped before the push finished",
+      };
+      this.pushes.set(pushKey(vm.location.name, vm.name), failed);
+      await writeFileAtomic(join(vm.dir, PUSH_RECORD_FILE), JSON.stringify(failed));
+    }
+  }
 
   private get log(): HostLog {
     return this.services.log;
@@ -89,7 +106,7 @@ export class ImageService {
     const prepared = await this.preparePull(request);
     const key = request.name ?? prepared.ref.name;
     if (this.pulls.get(key)?.status === "pulling") {
-      throw new CommandError("failed", `A pull into ${key} is already in progress`);
+      throw new HostError("failed", `A pull into ${key} is already in progress`);
     }
     this.track(this.trackedPull(key, prepared));
     return key;
@@ -98,7 +115,7 @@ export class ImageService {
   /** Runs a pull under lume's tracker key: `pulling` with progress, then gone, or a sticky failure. */
   private async trackedPull(key: string, prepared: PreparedPull) {
     if (this.pulls.get(key)?.status === "pulling") {
-      throw new CommandError("failed", `A pull into ${key} is already in progress`);
+      throw new HostError("failed", `A pull into ${key} is already in progress`);
     }
     const tracker: PullTracker = { status: "pulling", progress: 0 };
     this.pulls.set(key, tracker);
@@ -124,14 +141,15 @@ export class ImageService {
     const location = await this.services.settings.location(request.storage);
     await ensureWritableDirectory(location.path);
     const dir = join(location.path, name);
-    if (this.pulling.has(dir)) throw new CommandError("failed", `A pull into ${name} is already in progress`);
+    if (this.pullingInto.has(dir))
+      throw new HostError("failed", `A pull into ${name} is already in progress`);
     if (
       await stat(dir).then(
         () => true,
         () => false,
       )
     ) {
-      throw new CommandError("failed", `Virtual machine already exists with name: ${name}`);
+      throw new HostError("failed", `Virtual machine already exists with name: ${name}`);
     }
     return { request, settings, ref, name, dir, registry, organization };
   }
@@ -147,8 +165,9 @@ export class ImageService {
     }: Awaited<ReturnType<ImageService["preparePull"]>>,
     onProgress?: (percent: number) => void,
   ): Promise<{ name: string; dir: string }> {
-    if (this.pulling.has(dir)) throw new CommandError("failed", `A pull into ${name} is already in progress`);
-    this.pulling.add(dir);
+    if (this.pullingInto.has(dir))
+      throw new HostError("failed", `A pull into ${name} is already in progress`);
+    this.pullingInto.add(dir);
     const fields = { image: request.image, vm: name, registry, organization };
     await this.log.info("Image pull started", fields);
     let logged = 0;
@@ -182,42 +201,41 @@ export class ImageService {
       await this.log.error("Image pull failed", { ...fields, error: (error as Error).message });
       throw error;
     } finally {
-      this.pulling.delete(dir);
+      this.pullingInto.delete(dir);
     }
   }
 
   /** The synthetic record of a pull in progress (lume's), or undefined when none is tracked. */
-  pullRecord(key: string): { name: string; status: "pulling"; downloadProgress: number } | undefined {
+  pulling(key: string): PullRecord | undefined {
     const tracker = this.pulls.get(key);
     if (tracker?.status !== "pulling") return undefined;
     return { name: key, status: "pulling", downloadProgress: tracker.progress };
   }
 
   /** lume's sticky `Pull failed for '<key>': …` after a failed pull, if there was one. */
-  pullFailure(key: string): CommandError | undefined {
+  pullFailure(key: string): HostError | undefined {
     const tracker = this.pulls.get(key);
     if (tracker?.status !== "failed") return undefined;
-    return new CommandError("failed", `Pull failed for '${key}': ${tracker.message}`);
+    return new HostError("failed", `Pull failed for '${key}': ${tracker.message}`);
   }
 
   /** Checks the request and the VM (it exists and is stopped), then pushes in the background. */
   async startPush(request: PushRequest): Promise<{ name: string }> {
     checkImageName(request.imageName);
     if (request.tags.length === 0)
-      throw new CommandError("invalid_params", "At least one tag is required in tags");
+      throw new HostError("invalid_params", "At least one tag is required in tags");
     request.tags.forEach(checkTag);
     const settings = await this.services.settings.read();
     const registry = request.registry ?? settings.registry.registry;
     registryBaseUrl(registry);
     const organization = checkOrganization(request.organization ?? settings.registry.organization);
-    const vm = await this.services.vms.store.find(vmName(request.name), request.storage);
-    const details = await this.services.vms.get(vm.name, request.storage);
-    if (details.status === "running") {
-      throw new CommandError("failed", `Cannot push ${vm.name}: the VM is running. Stop it first.`);
+    const vm = await this.services.store.find(vmName(request.name), request.storage);
+    if (await this.services.isRunning(vm)) {
+      throw new HostError("failed", `Cannot push ${vm.name}: the VM is running. Stop it first.`);
     }
     const key = pushKey(vm.location.name, vm.name);
     if (this.pushes.get(key)?.status === "pushing") {
-      throw new CommandError("failed", `A push of ${vm.name} is already in progress`);
+      throw new HostError("failed", `A push of ${vm.name} is already in progress`);
     }
     const state: PushState = {
       status: "pushing",
@@ -233,6 +251,9 @@ export class ImageService {
       error: null,
     };
     this.pushes.set(key, state);
+    // On disk too, so that a service killed mid-push reports it failed after a restart.
+    const record = join(vm.dir, PUSH_RECORD_FILE);
+    await writeFileAtomic(record, JSON.stringify(state));
     const fields = {
       vm: vm.name,
       image: `${organization}/${request.imageName}`,
@@ -274,25 +295,18 @@ export class ImageService {
         await this.log.error("Image push failed", { ...fields, error: (error as Error).message });
       },
     );
-    this.track(pushing.finally(() => (state.finishedAt = new Date().toISOString())));
+    this.track(
+      pushing.finally(async () => {
+        state.finishedAt = new Date().toISOString();
+        await writeFileAtomic(record, JSON.stringify(state)).catch(() => undefined);
+      }),
+    );
     return { name: vm.name };
   }
 
-  /** True while a VM of this name (in any location) is being pushed. */
-  isPushing(name: string): boolean {
-    for (const [key, state] of this.pushes) {
-      if (state.status === "pushing" && key.endsWith(`\u0000${name}`)) return true;
-    }
-    return false;
-  }
-
-  /** True once any push was started (until then VM records need no `push` key). */
-  get anyPushes(): boolean {
-    return this.pushes.size > 0;
-  }
-
-  pushState(locationName: string, name: string): PushState | undefined {
-    return this.pushes.get(pushKey(locationName, name));
+  /** The last push of a VM this service knows of (its `push` key), or undefined. */
+  push(vm: VmRef): PushState | undefined {
+    return this.pushes.get(pushKey(vm.location.name, vm.name));
   }
 
   async images(organization?: string) {

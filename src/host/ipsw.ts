@@ -4,7 +4,8 @@
  * <build> → Restore → {FirmwareURL, ProductVersion, BuildVersion}`. The catalog's address is a
  * setting, so tests serve a fixture on loopback.
  */
-import { CommandError, fetchFailure } from "../common/errors.js";
+import { fetchFailure } from "../common/errors.js";
+import { HostError } from "./errors.js";
 
 type Plist = string | number | boolean | Plist[] | { [key: string]: Plist };
 
@@ -22,7 +23,7 @@ export async function latestRestoreImage(catalogUrl: string, timeoutMs = 10_000)
     text = await res.text();
   } catch (err) {
     const reason = fetchFailure(err);
-    throw new CommandError(
+    throw new HostError(
       "unavailable",
       `Cannot reach the macOS restore-image catalog at ${catalogUrl}: ${reason}`,
     );
@@ -31,13 +32,13 @@ export async function latestRestoreImage(catalogUrl: string, timeoutMs = 10_000)
   try {
     images = restoreImages(parsePlist(text));
   } catch (err) {
-    throw new CommandError(
+    throw new HostError(
       "failed",
       `The restore-image catalog at ${catalogUrl} is not a valid property list: ${(err as Error).message}`,
     );
   }
   if (images.length === 0)
-    throw new CommandError("failed", `The restore-image catalog at ${catalogUrl} lists no restore image`);
+    throw new HostError("failed", `The restore-image catalog at ${catalogUrl} lists no restore image`);
   return images.sort((a, b) => compareVersions(b.version, a.version))[0];
 }
 

@@ -1,15 +1,24 @@
-/** Runs tasks one at a time per key (a VM directory); tasks of different keys run side by side. */
+/**
+ * Runs tasks one at a time per key (a VM directory); tasks of different keys run side by side.
+ * A task that needs several keys takes them all at once, in one global order, so two tasks that
+ * need the same keys can never each hold one and wait for the other; a key given twice is taken once.
+ */
 export class KeyedLock {
   private tails = new Map<string, Promise<unknown>>();
 
-  run<T>(key: string, task: () => Promise<T>): Promise<T> {
-    const previous = this.tails.get(key) ?? Promise.resolve();
-    const result = previous.then(task, task);
+  run<T>(keys: string | string[], task: () => Promise<T>): Promise<T> {
+    const wanted = [...new Set(typeof keys === "string" ? [keys] : keys)].sort();
+    const previous = Promise.all(
+      wanted.map((key) => (this.tails.get(key) ?? Promise.resolve()).catch(() => undefined)),
+    );
+    const result = previous.then(task);
     const tail = result.catch(() => undefined);
-    this.tails.set(key, tail);
-    void tail.then(() => {
-      if (this.tails.get(key) === tail) this.tails.delete(key);
-    });
+    for (const key of wanted) {
+      this.tails.set(key, tail);
+      void tail.then(() => {
+        if (this.tails.get(key) === tail) this.tails.delete(key);
+      });
+    }
     return result;
   }
 }

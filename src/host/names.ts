@@ -3,7 +3,7 @@
  * it touches the file system: no separators, no `..`, no hidden names, a sane length. A name with
  * exactly one `:` (an image reference such as `ubuntu:24.04`) becomes `ubuntu_24.04`, as lume does.
  */
-import { CommandError } from "../common/errors.js";
+import { HostError } from "./errors.js";
 
 export const MAX_VM_NAME_LENGTH = 128;
 const VM_NAME = /^[A-Za-z0-9][A-Za-z0-9._+@-]*$/;
@@ -13,7 +13,7 @@ const LOCATION_NAME = /^[a-zA-Z0-9_-]+$/;
 export function vmName(raw: string): string {
   const name = raw.split(":").length === 2 ? raw.replace(":", "_") : raw;
   const invalid = (why: string) =>
-    new CommandError("invalid_params", `Invalid VM name '${printable(raw)}': ${why}`);
+    new HostError("invalid_params", `Invalid VM name '${printable(raw)}': ${why}`);
   if (name.length === 0) throw invalid("the name is empty");
   if (name.length > MAX_VM_NAME_LENGTH) throw invalid(`longer than ${MAX_VM_NAME_LENGTH} characters`);
   if (/[/\\]/.test(name)) throw invalid("it contains a path separator");
@@ -28,7 +28,7 @@ export function vmName(raw: string): string {
 
 export function locationName(name: string): string {
   if (!LOCATION_NAME.test(name)) {
-    throw new CommandError(
+    throw new HostError(
       "invalid_params",
       `Invalid location name: ${printable(name)}. Names should be alphanumeric with underscores or dashes.`,
     );

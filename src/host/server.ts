@@ -10,11 +10,13 @@ import { type Logger, silentLogger } from "../common/logger.js";
 import { isLoopbackName, OriginPolicy } from "../common/origin-policy.js";
 import { createHostApp } from "./app.js";
 import { HostLog } from "./host-log.js";
+import { ImageService } from "./image-service.js";
 import { DEFAULT_HOST_PORT } from "./port.js";
 import { acceleratorSettled, detectAccelerator } from "./qemu/accel.js";
 import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
 import { VmService, type VmServiceOptions } from "./vm-service.js";
+import { VmStore } from "./vm-store.js";
 
 export interface HostServiceOptions extends SettingsOptions, VmServiceOptions {
   host?: string;
@@ -63,9 +65,18 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const settings = new SettingsStore(options);
   await settings.read();
   const log = new HostLog(async () => join(await settings.homeDirectory(), ".logs"), logger);
-  const vms = new VmService(settings, log, options);
-  const services: HostServices = { settings, vms, log };
-  await vms.store.sweep();
+  // The composition root: every service is built here, and handed what it needs.
+  const store = new VmStore(settings);
+  const images = new ImageService({
+    settings,
+    store,
+    log,
+    isRunning: (vm): Promise<boolean> => vms.isRunning(vm),
+  });
+  const vms = new VmService(settings, store, log, images, options);
+  const services: HostServices = { settings, vms, images, log };
+  await vms.recover();
+  await images.recover();
   void detectAccelerator(); // probe once now, so the first run does not wait for it
 
   const app = createHostApp(services, { log: logger, originPolicy, token });
@@ -88,6 +99,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
         server.close(() => resolve());
       });
       await vms.settled();
+      await images.settled();
       await acceleratorSettled();
       await log.flush();
     },

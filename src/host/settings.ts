@@ -7,14 +7,16 @@
  * Paths are stored as given (`~/.hangar`) and expanded when used.
  */
 import { constants } from "node:fs";
-import { access, mkdir, readFile, stat } from "node:fs/promises";
+import { access, readFile, stat } from "node:fs/promises";
 import { homedir, tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse, stringify } from "yaml";
 import { z } from "zod";
 import { writeFileAtomic } from "../common/atomic-write.js";
-import { CommandError } from "../common/errors.js";
+import { makeDirectory } from "../os/make-directory.js";
+import { HostError } from "./errors.js";
 import { locationName } from "./names.js";
+import type { ConfigChange } from "./requests.js";
 
 export const DEFAULT_IPSW_CATALOG =
   "https://mesu.apple.com/assets/macos/com_apple_macOSIPSW/com_apple_macOSIPSW.xml";
@@ -69,7 +71,7 @@ export class SettingsStore {
 
   /** Expands `~` against the user's home and makes the path absolute. */
   expand(path: string): string {
-    if (path.includes("\0")) throw new CommandError("invalid_params", "Invalid path: it contains a NUL byte");
+    if (path.includes("\0")) throw new HostError("invalid_params", "Invalid path: it contains a NUL byte");
     if (path === "~") return this.userHome;
     if (path.startsWith("~/")) return join(this.userHome, path.slice(2));
     return resolve(path);
@@ -97,13 +99,10 @@ export class SettingsStore {
     try {
       parsed = settingsSchema.parse(parse(text) ?? {});
     } catch (err) {
-      throw new CommandError(
-        "failed",
-        `The settings file ${this.file} is not valid: ${(err as Error).message}`,
-      );
+      throw new HostError("failed", `The settings file ${this.file} is not valid: ${(err as Error).message}`);
     }
     if (!parsed.vmLocations.some((l) => l.name === parsed.defaultLocationName)) {
-      throw new CommandError(
+      throw new HostError(
         "failed",
         `The settings file ${this.file} names a default location '${parsed.defaultLocationName}' that is not among vmLocations`,
       );
@@ -125,7 +124,7 @@ export class SettingsStore {
   }
 
   private async write(settings: Settings) {
-    await mkdir(dirname(this.file), { recursive: true });
+    await makeDirectory(dirname(this.file));
     await writeFileAtomic(this.file, HEADER + stringify(settings));
     this.cached = undefined;
   }
@@ -149,10 +148,10 @@ export class SettingsStore {
       const named = settings.vmLocations.find((l) => l.name === settings.defaultLocationName)!;
       return { name: named.name, path: this.expand(named.path) };
     }
-    if (/[/\\]/.test(storage)) return { name: storage, path: this.expand(storage) };
+    if (/[/\\]/.test(storage)) return { name: storage, path: this.expand(storedPath(storage)) };
     if (storage === "ephemeral") return { name: storage, path: tmpdir() };
     const named = settings.vmLocations.find((l) => l.name === storage);
-    if (!named) throw new CommandError("not_found", `VM location not found: ${storage}`);
+    if (!named) throw new HostError("not_found", `VM location not found: ${storage}`);
     return { name: named.name, path: this.expand(named.path) };
   }
 
@@ -168,7 +167,7 @@ export class SettingsStore {
     const stored = storedPath(path);
     await this.update(async (settings) => {
       if (settings.vmLocations.some((l) => l.name === name)) {
-        throw new CommandError("failed", `VM location with name '${name}' already exists`);
+        throw new HostError("failed", `VM location with name '${name}' already exists`);
       }
       await ensureWritableDirectory(this.expand(stored));
       settings.vmLocations.push({ name, path: stored });
@@ -179,10 +178,10 @@ export class SettingsStore {
   async removeLocation(name: string) {
     await this.update((settings) => {
       if (!settings.vmLocations.some((l) => l.name === name)) {
-        throw new CommandError("not_found", `VM location not found: ${name}`);
+        throw new HostError("not_found", `VM location not found: ${name}`);
       }
       if (settings.defaultLocationName === name) {
-        throw new CommandError(
+        throw new HostError(
           "failed",
           `Cannot remove the default location '${name}'. Set a new default location first.`,
         );
@@ -194,19 +193,14 @@ export class SettingsStore {
   async setDefaultLocation(name: string) {
     await this.update((settings) => {
       if (!settings.vmLocations.some((l) => l.name === name)) {
-        throw new CommandError("not_found", `VM location not found: ${name}`);
+        throw new HostError("not_found", `VM location not found: ${name}`);
       }
       settings.defaultLocationName = name;
     });
   }
 
   /** POST /svc/config: validates every change first, then saves them together. */
-  async configure(change: {
-    homeDirectory?: string;
-    cacheDirectory?: string;
-    cachingEnabled?: boolean;
-    ipswCatalogUrl?: string;
-  }) {
+  async configure(change: ConfigChange) {
     const home = change.homeDirectory === undefined ? undefined : storedPath(change.homeDirectory);
     const cache = change.cacheDirectory === undefined ? undefined : storedPath(change.cacheDirectory);
     if (home !== undefined) await ensureWritableDirectory(this.expand(home));
@@ -224,23 +218,29 @@ export class SettingsStore {
   }
 }
 
-/** Keeps `~/…` as given, makes anything else absolute. */
+/**
+ * A path from a request: absolute or `~/…`, kept as given. A relative path is refused: it would
+ * mean the service's working directory, which no client knows.
+ */
 function storedPath(path: string): string {
-  if (path.trim() === "") throw new CommandError("invalid_params", "Invalid path: it is empty");
-  if (path.includes("\0")) throw new CommandError("invalid_params", "Invalid path: it contains a NUL byte");
+  if (path.trim() === "") throw new HostError("invalid_params", "Invalid path: it is empty");
+  if (path.includes("\0")) throw new HostError("invalid_params", "Invalid path: it contains a NUL byte");
   if (path === "~" || path.startsWith("~/") || isAbsolute(path)) return path;
-  return resolve(path);
+  throw new HostError(
+    "invalid_params",
+    `Invalid path '${path}': use an absolute path (or one starting with ~/), not one relative to the service's directory`,
+  );
 }
 
 /** Creates the directory when missing; fails with lume's messages when it is not a writable directory. */
 export async function ensureWritableDirectory(path: string) {
   const info = await stat(path).catch(() => undefined);
-  if (info && !info.isDirectory()) throw new CommandError("failed", `Path is not a directory: ${path}`);
+  if (info && !info.isDirectory()) throw new HostError("failed", `Path is not a directory: ${path}`);
   if (!info) {
     try {
-      await mkdir(path, { recursive: true });
+      await makeDirectory(path);
     } catch (err) {
-      throw new CommandError(
+      throw new HostError(
         "failed",
         `Failed to create directory at ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
       );
@@ -249,6 +249,6 @@ export async function ensureWritableDirectory(path: string) {
   try {
     await access(path, constants.W_OK);
   } catch {
-    throw new CommandError("failed", `Directory is not writable: ${path}`);
+    throw new HostError("failed", `Directory is not writable: ${path}`);
   }
 }

@@ -5,7 +5,7 @@
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { CommandError } from "../common/errors.js";
+import { HostError } from "./errors.js";
 
 const run = promisify(execFile);
 
@@ -14,6 +14,6 @@ export async function copySparse(source: string, destination: string) {
     await run("cp", ["--reflink=auto", "--sparse=always", "--", source, destination]);
   } catch (err) {
     const detail = (err as { stderr?: string }).stderr?.trim() || (err as Error).message;
-    throw new CommandError("failed", `Copying ${source} failed: ${detail}`);
+    throw new HostError("failed", `Copying ${source} failed: ${detail}`);
   }
 }

@@ -1,14 +1,15 @@
 /**
- * A VM's `config.json`, with lume's field names so that lume's tools and images read it:
- * `os`, `cpuCount`, `memorySize` and `diskSize` in bytes, `macAddress`, `display` (`WxH`),
- * `networkMode`. Written pretty-printed and atomically.
+ * A VM's directory, the one place that knows what lies in it: `config.json` (lume's field names so
+ * that lume's tools and images read it: `os`, `cpuCount`, `memorySize` and `diskSize` in bytes,
+ * `macAddress`, `display` (`WxH`), `networkMode`; written pretty-printed and atomically), the raw
+ * `disk.img`, the UEFI variables `nvram.bin`, and the files a run, a failed start and a push leave.
  */
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../common/atomic-write.js";
-import { CommandError } from "../common/errors.js";
+import { HostError } from "./errors.js";
 
 export const vmConfigSchema = z.looseObject({
   os: z.string(),
@@ -22,13 +23,40 @@ export const vmConfigSchema = z.looseObject({
 
 export type VmConfig = z.infer<typeof vmConfigSchema>;
 
+/** What makes a VM: its settings, its disk and its UEFI variables. */
 export const CONFIG_FILE = "config.json";
 export const DISK_FILE = "disk.img";
 export const NVRAM_FILE = "nvram.bin";
+/** While it runs: QEMU's session (see qemu/session.ts), its pid file and its serial console. */
+export const SESSION_FILE = "session.json";
+export const PID_FILE = "qemu.pid";
+export const SERIAL_LOG = "serial.log";
+export const QMP_SOCKET = "qmp.sock";
+/** The last failure to start, shown as `lastError`. */
+export const LAST_ERROR_FILE = "last-error.txt";
+/** The last push's state, and the work directory of a push in progress. */
+export const PUSH_RECORD_FILE = ".hangar-push.json";
+export const PUSH_WORK_DIR = ".hangar-push";
+/** The digest of the manifest a pulled VM came from. */
+export const MANIFEST_DIGEST_FILE = ".manifest-digest";
 
+/** Reads and checks `config.json`; the error names the file and what is wrong with it. */
 export async function readVmConfig(dir: string): Promise<VmConfig> {
-  const text = await readFile(join(dir, CONFIG_FILE), "utf8");
-  return vmConfigSchema.parse(JSON.parse(text));
+  const path = join(dir, CONFIG_FILE);
+  const text = await readFile(path, "utf8").catch(() => {
+    throw new HostError("not_found", `The VM has no ${CONFIG_FILE} (${path})`);
+  });
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new HostError("failed", `${path} is not valid JSON`);
+  }
+  const parsed = vmConfigSchema.safeParse(json);
+  if (!parsed.success) {
+    throw new HostError("failed", `${path} is not a VM config: ${parsed.error.issues[0]?.message}`);
+  }
+  return parsed.data;
 }
 
 export function writeVmConfig(dir: string, config: VmConfig) {
@@ -50,13 +78,13 @@ export function parseDisplay(display: string): { width: number; height: number }
   const width = Number(match?.[1]);
   const height = Number(match?.[2]);
   if (!match || width <= 0 || height <= 0) {
-    throw new CommandError(
+    throw new HostError(
       "invalid_params",
       `Invalid display resolution format: ${display}. Expected format: WIDTHxHEIGHT`,
     );
   }
   if (width > MAX_DISPLAY_SIDE || height > MAX_DISPLAY_SIDE) {
-    throw new CommandError(
+    throw new HostError(
       "invalid_params",
       `Display ${display} is too large: at most ${MAX_DISPLAY_SIDE}x${MAX_DISPLAY_SIDE}`,
     );
@@ -69,7 +97,7 @@ export function parseNetworkMode(mode: string): string {
   const lower = mode.toLowerCase();
   if (lower === "nat" || lower === "bridged") return lower;
   if (lower.startsWith("bridged:")) return `bridged:${mode.slice("bridged:".length)}`;
-  throw new CommandError(
+  throw new HostError(
     "invalid_params",
     `Invalid network mode '${mode}'. Expected 'nat', 'bridged', or 'bridged:<interface>'.`,
   );

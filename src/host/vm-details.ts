@@ -3,8 +3,8 @@
  * plus a few of Hangar's own (MAC address, forwarded ports, the computer server's URL, the last
  * start failure).
  */
-import { connect } from "node:net";
 import type { Session } from "./qemu/session.js";
+import type { SshProbe } from "./ssh-probe.js";
 import type { VmConfig } from "./vm-config.js";
 import type { DiskUsage, VmRef } from "./vm-store.js";
 
@@ -30,12 +30,12 @@ export interface VmDetails {
   lastError: string | null;
 }
 
-export async function vmDetails(
+export function vmDetails(
   vm: VmRef,
   config: VmConfig,
   disk: DiskUsage,
-  state: { starting: boolean; session?: Session; lastError: string | null },
-): Promise<VmDetails> {
+  state: { starting: boolean; session?: Session; lastError: string | null; ssh: SshProbe },
+): VmDetails {
   const { session } = state;
   const ip = session?.ipAddress || null;
   const ports = session?.forwardedPorts ?? {};
@@ -51,7 +51,7 @@ export async function vmDetails(
     provisioningOperation: null,
     vncUrl: vnc?.port ? `vnc://:${vnc.password}@${vnc.host}:${vnc.port}` : null,
     ipAddress: ip,
-    sshAvailable: ip && ports["22"] ? await speaksSsh(ip, ports["22"]) : null,
+    sshAvailable: ip && ports["22"] ? state.ssh.available(ip, ports["22"]) : null,
     locationName: vm.location.name,
     sharedDirectories: session ? session.sharedDirectories : null,
     networkMode: config.networkMode ?? "nat",
@@ -64,22 +64,4 @@ export async function vmDetails(
     computerServerUrl: ip && ports["8000"] ? `http://${ip}:${ports["8000"]}` : null,
     lastError: state.lastError,
   };
-}
-
-/**
- * True when an SSH server answers on the forwarded port. QEMU's user-mode network accepts every
- * forwarded connection itself, so only the server's banner proves the guest is listening.
- */
-function speaksSsh(host: string, port: number, timeoutMs = 400): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host, port });
-    const done = (result: boolean) => {
-      socket.destroy();
-      resolve(result);
-    };
-    socket.setTimeout(timeoutMs, () => done(false));
-    socket.once("data", (chunk) => done(chunk.toString("latin1").startsWith("SSH-")));
-    socket.once("error", () => done(false));
-    socket.once("close", () => done(false));
-  });
 }

@@ -6,92 +6,112 @@
 import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../common/atomic-write.js";
-import { CommandError } from "../common/errors.js";
-import { parseLumeSize } from "../common/sizes.js";
+import { formatBytes, parseLumeSize } from "../common/sizes.js";
+import { HostError } from "./errors.js";
 import type { HostLog } from "./host-log.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { needsMacHost } from "./macos.js";
 import { vmName } from "./names.js";
-import { startQemu, stopQemu } from "./qemu/runner.js";
+import { completeSession, isIncomplete, type StopOutcome, startQemu, stopQemu } from "./qemu/runner.js";
 import { liveSession, type Session } from "./qemu/session.js";
+import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "./requests.js";
 import type { SettingsStore } from "./settings.js";
-import { parseDisplay, parseNetworkMode, readVmConfig, type VmConfig, writeVmConfig } from "./vm-config.js";
+import { SshProbe } from "./ssh-probe.js";
+import type { PullRecord, PushState, VmActivity } from "./vm-activity.js";
+import {
+  LAST_ERROR_FILE,
+  parseDisplay,
+  parseNetworkMode,
+  readVmConfig,
+  type VmConfig,
+  writeVmConfig,
+} from "./vm-config.js";
 import { type VmDetails, vmDetails } from "./vm-details.js";
-import { type VmRef, VmStore } from "./vm-store.js";
+import type { VmRef, VmStore } from "./vm-store.js";
 
-const LAST_ERROR_FILE = "last-error.txt";
-
-export interface CreateRequest {
-  name: string;
-  os: string;
-  cpu: number;
-  memory: string;
-  diskSize: string;
-  display: string;
-  ipsw?: string;
-  storage?: string;
-  network?: string;
-}
-
-export interface UpdateRequest {
-  cpu?: number;
-  memory?: string;
-  diskSize?: string;
-  display?: string;
-  storage?: string;
-}
-
-export interface RunRequest {
-  noDisplay?: boolean;
-  sharedDirectories?: { hostPath: string; readOnly?: boolean }[];
-  recoveryMode?: boolean;
-  storage?: string;
-  network?: string;
-  vnc?: "enabled" | "disabled";
-}
+/** A VM's record: lume's keys and Hangar's, and `push` once the VM was pushed. */
+export type VmRecord = VmDetails & { push?: PushState };
 
 export interface VmServiceOptions {
   /** How long `stop` waits for the guest to power down before quitting QEMU (default 10 s). */
   stopGraceMs?: number;
 }
 
+/** The smallest sizes a VM can be created with: below them QEMU and its firmware cannot boot. */
+export const MIN_MEMORY_BYTES = 128 * 1024 ** 2;
+export const MIN_DISK_BYTES = 64 * 1024 ** 2;
+
 export class VmService {
-  readonly store: VmStore;
   private readonly locks = new KeyedLock();
   /** VMs whose QEMU is being started, by directory. */
   private readonly starting = new Map<string, Promise<void>>();
   /** One launch at a time, so two VMs never pick the same loopback address. */
   private launchQueue: Promise<unknown> = Promise.resolve();
+  private readonly ssh = new SshProbe();
 
   constructor(
     private readonly settings: SettingsStore,
+    readonly store: VmStore,
     private readonly log: HostLog,
+    private readonly activity: VmActivity,
     private readonly options: VmServiceOptions = {},
-  ) {
-    this.store = new VmStore(settings);
-  }
+  ) {}
 
-  async list(storage?: string): Promise<VmDetails[]> {
+  async list(storage?: string): Promise<VmRecord[]> {
     const vms = await this.store.list(storage);
     const details = await Promise.all(vms.map((vm) => this.details(vm).catch(() => undefined)));
-    return details.filter((d): d is VmDetails => d !== undefined);
+    return details.filter((d): d is VmRecord => d !== undefined);
   }
 
-  async get(name: string, storage?: string): Promise<VmDetails> {
-    const vm = await this.store.find(vmName(name), storage);
-    return this.details(vm).catch((err) => {
-      if (err instanceof CommandError) throw err;
-      throw new CommandError(
-        "not_found",
-        `Virtual machine not found: ${vm.name} (its config.json is unreadable)`,
-      );
-    });
+  /** How many VMs have a live QEMU (or one being started). */
+  async runningCount(): Promise<number> {
+    const vms = await this.store.list();
+    const running = await Promise.all(vms.map((vm) => this.isRunning(vm)));
+    return running.filter(Boolean).length;
+  }
+
+  /**
+   * Puts right what a killed service left: temporary directories, disks whose size disagrees with
+   * their config.json (the config is the record of intent), and sessions of running VMs that were
+   * written before QEMU told its pid and VNC port. Called once at start-up.
+   */
+  async recover() {
+    await this.store.sweep();
+    for (const vm of await this.store.list()) {
+      await this.locks.run(vm.dir, async () => {
+        const config = await readVmConfig(vm.dir).catch(() => undefined);
+        if (!config) return;
+        const diskSize = await this.store.reconcileDisk(vm, config);
+        if (diskSize !== config.diskSize) await writeVmConfig(vm.dir, { ...config, diskSize });
+        await this.completedSession(vm);
+      });
+    }
+  }
+
+  /**
+   * A VM's record, or lume's record of a pull creating it. `name` is as requested: a pull is known
+   * by it, and a failed pull is reported where no VM of that name answers.
+   */
+  async get(name: string, storage?: string): Promise<VmRecord | PullRecord> {
+    const pulling = this.activity.pulling(name);
+    if (pulling) return pulling;
+    try {
+      const vm = await this.store.find(vmName(name), storage);
+      return await this.details(vm).catch(() => {
+        throw new HostError(
+          "not_found",
+          `Virtual machine not found: ${vm.name} (its config.json is unreadable)`,
+        );
+      });
+    } catch (err) {
+      throw this.activity.pullFailure(name) ?? err;
+    }
   }
 
   async create(request: CreateRequest) {
     const name = vmName(request.name);
-    const memorySize = size(request.memory);
-    const diskSize = size(request.diskSize);
+    const memorySize = size(request.memory, "memory", MIN_MEMORY_BYTES);
+    const diskSize = size(request.diskSize, "diskSize", MIN_DISK_BYTES);
     parseDisplay(request.display);
     positiveCpu(request.cpu);
     const networkMode = parseNetworkMode(request.network ?? "nat");
@@ -99,10 +119,7 @@ export class VmService {
     const os = request.os.toLowerCase();
     if (os === "macos" || os === "darwin") throw needsMacHost("Creating a macOS VM");
     if (os !== "linux")
-      throw new CommandError(
-        "invalid_params",
-        `Unsupported OS type: ${request.os} (expected linux or macOS)`,
-      );
+      throw new HostError("invalid_params", `Unsupported OS type: ${request.os} (expected linux or macOS)`);
     if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
     const location = await this.settings.location(request.storage);
     const config: VmConfig = {
@@ -116,6 +133,7 @@ export class VmService {
     const vm = await this.locks.run(join(location.path, name), () =>
       this.store.create(name, location, config),
     );
+    this.announce(name);
     await this.log.info("VM created", {
       vm: name,
       location: location.name,
@@ -129,22 +147,34 @@ export class VmService {
   async remove(name: string, storage?: string) {
     const vm = await this.store.find(vmName(name), storage);
     await this.locks.run(vm.dir, async () => {
+      this.activity.assertIdle(vm, "delete");
       await this.starting.get(vm.dir);
+      // Its disk goes with it: there is nothing for the guest to save, so no power-down grace.
       const session = await liveSession(vm.dir);
-      if (session) await stopQemu(vm.dir, session, this.options.stopGraceMs ?? 10_000);
+      if (session) await stopQemu(vm.dir, session, 0);
       await this.store.remove(vm);
     });
     await this.log.info("VM deleted", { vm: vm.name, location: vm.location.name });
   }
 
-  async clone(request: { name: string; newName: string; sourceLocation?: string; destLocation?: string }) {
+  async clone(request: CloneRequest) {
     const source = await this.store.find(vmName(request.name), request.sourceLocation);
     const newName = vmName(request.newName);
     const location = await this.settings.location(request.destLocation);
-    const clone = await this.locks.run(source.dir, async () => {
+    const target = join(location.path, newName);
+    if (target === source.dir) {
+      throw new HostError(
+        "invalid_params",
+        `Cannot clone ${source.name} onto itself: choose another newName`,
+      );
+    }
+    // Known at once when the target exists; the store checks again under both locks.
+    await this.store.checkFree(target);
+    const clone = await this.locks.run([source.dir, target], async () => {
       if (await this.isRunning(source)) throw alreadyRunning(source.name);
-      return this.locks.run(join(location.path, newName), () => this.store.clone(source, newName, location));
+      return this.store.clone(source, newName, location);
     });
+    this.announce(clone.name);
     await this.log.info("VM cloned", {
       source: source.name,
       destination: clone.name,
@@ -160,22 +190,26 @@ export class VmService {
       .find(wanted, request.storage)
       .catch(() => (request.storage ? this.store.find(wanted) : Promise.reject(notFound(wanted))));
     if (request.cpu !== undefined) positiveCpu(request.cpu);
-    const memorySize = request.memory === undefined ? undefined : size(request.memory);
-    const diskSize = request.diskSize === undefined ? undefined : size(request.diskSize);
+    const memorySize =
+      request.memory === undefined ? undefined : size(request.memory, "memory", MIN_MEMORY_BYTES);
+    const diskSize =
+      request.diskSize === undefined ? undefined : size(request.diskSize, "diskSize", MIN_DISK_BYTES);
     if (request.display !== undefined) parseDisplay(request.display);
     const destination = request.storage ? await this.settings.location(request.storage) : undefined;
     const moving = destination !== undefined && destination.path !== vm.location.path;
 
-    await this.locks.run(vm.dir, async () => {
+    const keys = moving ? [vm.dir, join(destination.path, vm.name)] : [vm.dir];
+    await this.locks.run(keys, async () => {
+      this.activity.assertIdle(vm, "modify");
       const running = await this.isRunning(vm);
       if (running && diskSize !== undefined) {
-        throw new CommandError("failed", `Cannot modify ${vm.name}: the VM is running. Stop it first.`);
+        throw new HostError("failed", `Cannot modify ${vm.name}: the VM is running. Stop it first.`);
       }
       if (running && (request.cpu !== undefined || memorySize !== undefined || request.display || moving)) {
         throw alreadyRunning(vm.name);
       }
       const config = await readVmConfig(vm.dir);
-      if (diskSize !== undefined) await this.store.growDisk(vm, diskSize);
+      if (diskSize !== undefined) await this.store.checkGrowth(vm, diskSize);
       const changed: VmConfig = {
         ...config,
         ...(request.cpu !== undefined && { cpuCount: request.cpu }),
@@ -183,7 +217,9 @@ export class VmService {
         ...(diskSize !== undefined && { diskSize }),
         ...(request.display !== undefined && { display: request.display }),
       };
+      // The config first: it is the record of intent that start-up reconciles the disk with.
       await writeVmConfig(vm.dir, changed);
+      if (diskSize !== undefined) await this.store.growDisk(vm, diskSize);
       if (moving) await this.store.move(vm, destination);
     });
     await this.log.info("VM settings updated", {
@@ -200,7 +236,7 @@ export class VmService {
   async run(name: string, request: RunRequest): Promise<VmRef> {
     if (request.recoveryMode) throw needsMacHost("Recovery mode (recoveryMode)");
     if (request.vnc === "disabled" && !request.noDisplay) {
-      throw new CommandError(
+      throw new HostError(
         "invalid_params",
         "VNC is disabled for this run, so '--display vnc' cannot be used.",
       );
@@ -210,7 +246,7 @@ export class VmService {
     for (const share of shares) {
       const info = await stat(share.hostPath).catch(() => undefined);
       if (!share.hostPath.startsWith("/") || !info?.isDirectory()) {
-        throw new CommandError(
+        throw new HostError(
           "invalid_params",
           `Host path does not exist or is not a directory: ${share.hostPath} (an absolute path is needed)`,
         );
@@ -222,6 +258,7 @@ export class VmService {
     natOnly(parseNetworkMode(config.networkMode ?? "nat"));
 
     await this.locks.run(vm.dir, async () => {
+      this.activity.assertIdle(vm, "run");
       if (await this.isRunning(vm)) throw alreadyRunning(vm.name);
       const started = this.launch(vm, config, {
         // The spec: VNC on loopback with a password unless noDisplay (or lume's vnc: "disabled").
@@ -234,15 +271,28 @@ export class VmService {
     return vm;
   }
 
-  async stop(name: string, storage?: string) {
-    const vm = await this.store.find(vmName(name), storage);
-    await this.locks.run(vm.dir, async () => {
+  /**
+   * Stops a VM and resolves once its QEMU has ended. The guest gets the grace to power down
+   * (none with `force`, or when its disk was never written: there is no system to shut down);
+   * the outcome says whether it did or QEMU was quit.
+   */
+  async stop(name: string, request: StopRequest = {}): Promise<StopOutcome> {
+    const vm = await this.store.find(vmName(name), request.storage);
+    const outcome = await this.locks.run(vm.dir, async () => {
       await this.starting.get(vm.dir);
       const session = await liveSession(vm.dir);
-      if (!session) throw new CommandError("failed", `Virtual machine not running: ${vm.name}`);
-      await stopQemu(vm.dir, session, this.options.stopGraceMs ?? 10_000);
+      if (!session) throw new HostError("failed", `Virtual machine not running: ${vm.name}`);
+      const blank = (await this.store.diskUsage(vm)).allocated === 0;
+      const grace =
+        request.force || blank
+          ? 0
+          : request.graceSeconds !== undefined
+            ? request.graceSeconds * 1000
+            : (this.options.stopGraceMs ?? 10_000);
+      return stopQemu(vm.dir, session, grace);
     });
-    await this.log.info("VM stopped", { vm: vm.name });
+    await this.log.info("VM stopped", { vm: vm.name, outcome });
+    return outcome;
   }
 
   /** Waits for every start in progress (tests and shutdown). */
@@ -285,37 +335,66 @@ export class VmService {
     return new Set(sessions.map((s) => s?.ipAddress).filter((ip): ip is string => Boolean(ip)));
   }
 
-  private async isRunning(vm: VmRef) {
+  private announce(name: string) {
+    this.activity.record(name);
+  }
+
+  /** The live session of a VM, completed first when a killed service left it half-written. */
+  private async completedSession(vm: VmRef): Promise<Session | undefined> {
+    const session = await liveSession(vm.dir);
+    if (!session || !isIncomplete(session) || this.starting.has(vm.dir)) return session;
+    return completeSession(vm.dir, session).catch(async (err) => {
+      await this.log.error("Cannot complete the session of a running VM", {
+        vm: vm.name,
+        error: (err as Error).message,
+      });
+      return session;
+    });
+  }
+
+  /** True while the VM's QEMU lives or is being started. */
+  async isRunning(vm: VmRef) {
     return this.starting.has(vm.dir) || (await liveSession(vm.dir)) !== undefined;
   }
 
-  private async details(vm: VmRef): Promise<VmDetails> {
+  private async details(vm: VmRef): Promise<VmRecord> {
     const config = await readVmConfig(vm.dir);
     const starting = this.starting.has(vm.dir);
-    const session: Session | undefined = starting ? undefined : await liveSession(vm.dir);
+    const session = starting ? undefined : await this.completedSession(vm);
     const lastError = await readFile(join(vm.dir, LAST_ERROR_FILE), "utf8").then(
       (text) => text.trim(),
       () => null,
     );
-    return vmDetails(vm, config, await this.store.diskUsage(vm, config), {
+    const details = vmDetails(vm, config, await this.store.diskUsage(vm, config), {
       starting,
       session,
       lastError: session || starting ? null : lastError,
+      ssh: this.ssh,
     });
+    const push = this.activity.push(vm);
+    return push ? { ...details, push } : details;
   }
 }
 
-function size(text: string): number {
+function size(text: string, field: string, minimum: number): number {
+  let bytes: number;
   try {
-    return parseLumeSize(text);
+    bytes = parseLumeSize(text);
   } catch (err) {
-    throw new CommandError("invalid_params", (err as Error).message);
+    throw new HostError("invalid_params", (err as Error).message);
   }
+  if (bytes < minimum) {
+    throw new HostError(
+      "invalid_params",
+      `Invalid ${field} '${text}': at least ${formatBytes(minimum)} is needed`,
+    );
+  }
+  return bytes;
 }
 
 function positiveCpu(cpu: number) {
   if (!Number.isInteger(cpu) || cpu < 1 || cpu > 1024) {
-    throw new CommandError(
+    throw new HostError(
       "invalid_params",
       `Invalid cpu count: ${cpu} (expected a whole number from 1 to 1024)`,
     );
@@ -324,7 +403,7 @@ function positiveCpu(cpu: number) {
 
 function natOnly(mode: string) {
   if (mode !== "nat") {
-    throw new CommandError(
+    throw new HostError(
       "not_supported",
       `Network mode '${mode}' is not supported by the QEMU backend yet: use 'nat' (user-mode networking with forwarded ports)`,
     );
@@ -332,9 +411,9 @@ function natOnly(mode: string) {
 }
 
 function alreadyRunning(name: string) {
-  return new CommandError("failed", `Virtual machine already running: ${name}`);
+  return new HostError("failed", `Virtual machine already running: ${name}`);
 }
 
 function notFound(name: string) {
-  return new CommandError("not_found", `Virtual machine not found: ${name}`);
+  return new HostError("not_found", `Virtual machine not found: ${name}`);
 }

@@ -7,7 +7,9 @@
 import { randomBytes } from "node:crypto";
 import { copyFile, mkdir, open, readdir, rename, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { CommandError } from "../common/errors.js";
+import { holderAlive, holderId } from "../os/holder-lock.js";
+import { processRunning } from "../os/pid.js";
+import { HostError } from "./errors.js";
 import { findFirmware } from "./qemu/firmware.js";
 import { ensureWritableDirectory, type Location, type SettingsStore } from "./settings.js";
 import { copySparse } from "./sparse-copy.js";
@@ -43,10 +45,10 @@ export class VmStore {
       const dir = join(location.path, name);
       if (await isInitialized(dir)) return { name, dir, location };
       if (storage && /[/\\]/.test(storage) && (await exists(dir))) {
-        throw new CommandError("failed", `Virtual machine not initialized: ${name}`);
+        throw new HostError("failed", `Virtual machine not initialized: ${name}`);
       }
     }
-    throw new CommandError("not_found", `Virtual machine not found: ${name}`);
+    throw new HostError("not_found", `Virtual machine not found: ${name}`);
   }
 
   /** Every VM of one location, or of all; sorted by name as a person would (vm2 before vm10). */
@@ -55,7 +57,7 @@ export class VmStore {
     for (const location of await this.settings.searchLocations(storage)) {
       const entries = await readdir(location.path, { withFileTypes: true }).catch((err) => {
         if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
-        throw new CommandError("failed", `Cannot list ${location.path}: ${(err as Error).message}`);
+        throw new HostError("failed", `Cannot list ${location.path}: ${(err as Error).message}`);
       });
       const candidates = entries.filter((e) => e.isDirectory() && !e.name.startsWith("."));
       const checked = await Promise.all(
@@ -98,12 +100,12 @@ export class VmStore {
   async clone(source: VmRef, newName: string, location: Location): Promise<VmRef> {
     const target = join(location.path, newName);
     await ensureWritableDirectory(location.path);
-    if (await exists(target)) throw new CommandError("failed", `Directory already exists at path: ${target}`);
+    await this.checkFree(target);
     return this.buildInPlace(location, target, newName, (temp) => copyVmFiles(source.dir, temp, true)).catch(
       (err) => {
         const code = (err as NodeJS.ErrnoException).code;
         if (code === "ENOTEMPTY" || code === "EEXIST") {
-          throw new CommandError("failed", `Directory already exists at path: ${target}`);
+          throw new HostError("failed", `Directory already exists at path: ${target}`);
         }
         throw err;
       },
@@ -114,7 +116,7 @@ export class VmStore {
   async move(vm: VmRef, location: Location): Promise<VmRef> {
     const target = join(location.path, vm.name);
     await ensureWritableDirectory(location.path);
-    if (await exists(target)) throw new CommandError("failed", `Directory already exists at path: ${target}`);
+    await this.checkFree(target);
     try {
       await rename(vm.dir, target);
     } catch (err) {
@@ -127,22 +129,40 @@ export class VmStore {
 
   /** Deletes a VM: out of the list at once (renamed), then its files. */
   async remove(vm: VmRef) {
-    const trash = join(vm.location.path, `${TEMP_PREFIX}${process.pid}-${randomBytes(4).toString("hex")}`);
+    const trash = await tempPath(vm.location.path);
     await rename(vm.dir, trash);
     await rm(trash, { recursive: true, force: true });
   }
 
-  /** Grows the raw disk (sparse: no blocks are written). Shrinking is refused. */
-  async growDisk(vm: VmRef, bytes: number) {
-    const path = join(vm.dir, DISK_FILE);
-    const { size } = await stat(path);
+  /** Refuses a disk size below the disk's present size: shrinking is not supported. */
+  async checkGrowth(vm: VmRef, bytes: number) {
+    const { size } = await stat(join(vm.dir, DISK_FILE));
     if (bytes < size) {
-      throw new CommandError(
+      throw new HostError(
         "invalid_params",
         `Disk size can only grow: ${vm.name} has ${size} bytes, asked for ${bytes}. Shrinking a disk is not supported.`,
       );
     }
-    if (bytes > size) await truncate(path, bytes);
+  }
+
+  /** Grows the raw disk (sparse: no blocks are written); never shrinks it. */
+  async growDisk(vm: VmRef, bytes: number) {
+    const path = join(vm.dir, DISK_FILE);
+    if (bytes > (await stat(path)).size) await truncate(path, bytes);
+  }
+
+  /**
+   * Makes the disk agree with the config's size where it can: a smaller disk grows to it; a disk
+   * already larger (grown before its config was written) cannot shrink. Returns the disk's size.
+   */
+  async reconcileDisk(vm: VmRef, config: VmConfig): Promise<number> {
+    if (config.diskSize !== undefined) await this.growDisk(vm, config.diskSize);
+    return (await stat(join(vm.dir, DISK_FILE))).size;
+  }
+
+  /** Throws lume's error when something already exists at `target`. */
+  async checkFree(target: string) {
+    if (await exists(target)) throw new HostError("failed", `Directory already exists at path: ${target}`);
   }
 
   async diskUsage(vm: VmRef, config?: VmConfig): Promise<DiskUsage> {
@@ -151,15 +171,19 @@ export class VmStore {
     return { allocated: info.blocks * 512, total: info.size };
   }
 
-  /** Removes temporary directories left by a service that was killed mid-way. */
+  /**
+   * Removes temporary directories left by a service that was killed mid-way: those whose holder
+   * lock is gone (older names carry a pid instead, alive only while that process runs).
+   */
   async sweep() {
+    const own = await holderId();
     for (const location of await this.settings.searchLocations()) {
       const entries = await readdir(location.path).catch(() => [] as string[]);
       for (const entry of entries) {
-        const pid = Number(/^\.hangar-tmp-(\d+)-/.exec(entry)?.[1]);
-        if (pid && pid !== process.pid && !processExists(pid)) {
-          await rm(join(location.path, entry), { recursive: true, force: true });
-        }
+        const holder = /^\.hangar-tmp-([0-9a-f]{16}|\d+)-/.exec(entry)?.[1];
+        if (!holder || holder === own) continue;
+        const alive = /^\d+$/.test(holder) ? processRunning(Number(holder)) : await holderAlive(holder);
+        if (!alive) await rm(join(location.path, entry), { recursive: true, force: true });
       }
     }
   }
@@ -171,7 +195,7 @@ export class VmStore {
     name: string,
     build: (temp: string) => Promise<void>,
   ): Promise<VmRef> {
-    const temp = join(location.path, `${TEMP_PREFIX}${process.pid}-${randomBytes(6).toString("hex")}`);
+    const temp = await tempPath(location.path);
     await mkdir(temp);
     try {
       await build(temp);
@@ -194,7 +218,7 @@ async function copyVmFiles(from: string, to: string, newMac: boolean) {
 }
 
 export function alreadyExists(name: string) {
-  return new CommandError("failed", `Virtual machine already exists with name: ${name}`);
+  return new HostError("failed", `Virtual machine already exists with name: ${name}`);
 }
 
 export async function isInitialized(dir: string) {
@@ -211,11 +235,10 @@ async function exists(path: string) {
   );
 }
 
-export function processExists(pid: number) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
+/**
+ * A new hidden temporary path in `dir`, `.hangar-tmp-<holder id>-<random>`: the store lists no
+ * hidden directory, and a later service sweeps it once this process is gone.
+ */
+export async function tempPath(dir: string, label = ""): Promise<string> {
+  return join(dir, `${TEMP_PREFIX}${await holderId()}-${label}${randomBytes(6).toString("hex")}`);
 }

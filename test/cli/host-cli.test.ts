@@ -1,5 +1,6 @@
 /** The `hangar vm|config|logs` client commands against a real host service. */
 import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -78,6 +79,61 @@ describe("hangar vm / config / logs", () => {
     expect(await hangar("config", "storage", "ls", ...url)).toMatch(/^cli-store\s+\S+cli-store$/m);
     expect(await hangar("config", "get", ...url)).toMatch(/^default location:\s+home$/m);
     expect(await hangar("logs", "info", "-n", "50", ...url)).toMatch(/^== info ==\n.*INFO: /);
+  });
+});
+
+/** Runs the CLI in a process of its own, for its exit code (asynchronously: the service runs in this process). */
+async function hangarProcess(...args: string[]) {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", "-e", "import('./src/cli/main.ts').then((m) => m.main())", "--", "hangar", ...args],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (c: string) => {
+    stdout += c;
+  });
+  child.stderr.setEncoding("utf8").on("data", (c: string) => {
+    stderr += c;
+  });
+  const [code] = await once(child, "exit");
+  return { code, stdout, stderr };
+}
+
+describe("hangar's words", () => {
+  it("usage errors exit 2 and say what is wrong before asking the service", async () => {
+    const set = await hangarProcess("vm", "set", "cli-vm", "--url", host.url);
+    expect(set.code).toBe(2);
+    expect(set.stderr).toBe(
+      "hangar: vm set: nothing to change: give at least one of --cpu, --memory, --disk-size, --display, --storage\n",
+    );
+    const logs = await hangarProcess("logs", "bogus", "--url", host.url);
+    expect(logs.code).toBe(2);
+    expect(logs.stderr).toMatch(
+      /value 'bogus' is invalid for argument 'type'\. Allowed choices are info, error, all\./,
+    );
+    expect((await hangarProcess("vm", "bogus")).code).toBe(2);
+    const runtime = await hangarProcess("vm", "get", "ghost", "--url", host.url);
+    expect([runtime.code, runtime.stderr]).toEqual([1, "hangar: Virtual machine not found: ghost\n"]);
+  });
+
+  it("config cache get|set, as lume has them", async () => {
+    const url = ["--url", host.url];
+    const dir = join(host.root, "cli-cache");
+    expect(await hangar("config", "cache", "set", dir, ...url)).toBe("Configuration updated successfully\n");
+    expect(await hangar("config", "cache", "get", ...url)).toBe(`${dir}\n`);
+  });
+
+  it("an empty cache is said to be empty, and images name the organization listed", async () => {
+    const url = ["--url", host.url];
+    expect(await hangar("vm", "prune", ...url)).toBe("The image cache was already empty.\n");
+    expect(await hangar("vm", "images", ...url)).toBe(
+      "No cached images of organization trycua (--organization for another).\n",
+    );
+    expect(await hangar("vm", "images", "--organization", "acme", ...url)).toBe(
+      "No cached images of organization acme.\n",
+    );
   });
 });
 

@@ -127,7 +127,7 @@ describe("image routes", () => {
   });
 
   it("refuses to push a running VM", async () => {
-    expect((await host.api("POST", "/svc/vms", { name: "live", ...LINUX_VM, diskSize: "16MB" })).status).toBe(
+    expect((await host.api("POST", "/svc/vms", { name: "live", ...LINUX_VM, diskSize: "64MB" })).status).toBe(
       200,
     );
     expect((await host.api("POST", "/svc/vms/live/run", { noDisplay: true, vnc: "disabled" })).status).toBe(

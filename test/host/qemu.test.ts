@@ -96,7 +96,7 @@ describe("QEMU lifecycle", () => {
 
     const stop = await host.api("POST", "/svc/vms/vm1/stop", {});
     expect(stop.status).toBe(200);
-    expect(stop.body).toEqual({ message: "VM stopped successfully" });
+    expect(stop.body).toEqual({ message: "VM stopped successfully", outcome: "quit" });
     expect(alive(s.pid)).toBe(false);
     expect(await get("vm1")).toMatchObject({ status: "stopped", vncUrl: null, ipAddress: null });
     const logs = (await host.api("GET", "/svc/logs?type=info")).body.info;

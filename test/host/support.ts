@@ -119,3 +119,15 @@ export async function fillSparse(path: string, total: number, chunks: number) {
     await file.close();
   }
 }
+
+/** A JSON request that must answer within `ms` (it is aborted then, so a hang fails fast). */
+export async function boundedRequest(url: string, method: string, path: string, body: unknown, ms: number) {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(ms),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : null) as any };
+}

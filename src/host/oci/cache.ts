@@ -5,8 +5,9 @@
  * image. Pulls keep their finished blobs here whether caching is on or not, so that an
  * interrupted pull resumes; without caching the directory goes once the pull is complete.
  */
-import { lstat, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { lstat, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { makeDirectory } from "../../os/make-directory.js";
 
 export interface CachedImage {
   repository: string;
@@ -62,9 +63,13 @@ export class ImageCache {
     for (const organization of await readdir(this.root).catch(() => [] as string[])) {
       images += (await this.entries(organization)).length;
     }
-    const bytes = await allocatedBytes(this.root);
+    // What the entries hold: the cache directory itself stays, so its own blocks are not freed.
+    let bytes = 0;
+    for (const entry of await readdir(this.root).catch(() => [] as string[])) {
+      bytes += await allocatedBytes(join(this.root, entry));
+    }
     await rm(this.root, { recursive: true, force: true });
-    await mkdir(this.root, { recursive: true });
+    await makeDirectory(this.root);
     return { images, bytes };
   }
 

@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import type { Readable } from "node:stream";
-import { CommandError } from "../../common/errors.js";
+import { HostError } from "../errors.js";
 import { basicHeader, type Credentials, parseChallenge } from "./auth.js";
 import { type Manifest, MEDIA_TYPE, manifestSchema } from "./format.js";
 import { registryBaseUrl } from "./reference.js";
@@ -74,17 +74,14 @@ export class RegistryClient {
     });
     if (res.status === 404) {
       await drain(res);
-      throw new CommandError(
-        "not_found",
-        `Image ${this.repository}:${reference} was not found on ${this.host}`,
-      );
+      throw new HostError("not_found", `Image ${this.repository}:${reference} was not found on ${this.host}`);
     }
     await this.expect(res, [200], `fetch the manifest of ${this.repository}:${reference}`);
     const raw = await readCapped(res, MANIFEST_LIMIT, `the manifest of ${this.repository}:${reference}`);
     const computed = `sha256:${createHash("sha256").update(raw).digest("hex")}`;
     const announced = res.headers.get("docker-content-digest");
     if (announced && announced !== computed) {
-      throw new CommandError(
+      throw new HostError(
         "failed",
         `The manifest of ${this.repository}:${reference} does not match its digest (${announced} announced, ${computed} received)`,
       );
@@ -93,12 +90,12 @@ export class RegistryClient {
     try {
       json = JSON.parse(raw.toString("utf8"));
     } catch {
-      throw new CommandError("failed", `The manifest of ${this.repository}:${reference} is not JSON`);
+      throw new HostError("failed", `The manifest of ${this.repository}:${reference} is not JSON`);
     }
     const parsed = manifestSchema.safeParse(json);
     if (!parsed.success) {
       const kind = (json as { mediaType?: string })?.mediaType;
-      throw new CommandError(
+      throw new HostError(
         "failed",
         `${this.repository}:${reference} is not a lume VM image${kind ? ` (manifest type ${kind})` : ""}: ${parsed.error.issues[0]?.path.join(".")} ${parsed.error.issues[0]?.message}`,
       );
@@ -114,7 +111,7 @@ export class RegistryClient {
     });
     if (res.status === 404) {
       await drain(res);
-      throw new CommandError("not_found", `Blob ${digest} is missing from ${this.host}/${this.repository}`);
+      throw new HostError("not_found", `Blob ${digest} is missing from ${this.host}/${this.repository}`);
     }
     await this.expect(res, [200], `download blob ${digest}`);
     return res;
@@ -190,8 +187,7 @@ export class RegistryClient {
 
   private location(res: Response): string {
     const location = res.headers.get("location");
-    if (!location)
-      throw new CommandError("failed", `${this.host} started an upload without a Location header`);
+    if (!location) throw new HostError("failed", `${this.host} started an upload without a Location header`);
     return new URL(location, this.baseUrl).toString();
   }
 
@@ -218,7 +214,7 @@ export class RegistryClient {
         }
         if (res.status === 403) {
           const detail = await errorDetail(res);
-          throw new CommandError(
+          throw new HostError(
             "failed",
             `${this.host} denied ${method} on ${this.repository}${detail}: the account lacks ${this.options.push ? "push" : "pull"} permission`,
           );
@@ -270,7 +266,7 @@ export class RegistryClient {
       return;
     }
     if (challenge?.scheme !== "bearer" || !challenge.params.realm) {
-      throw new CommandError(
+      throw new HostError(
         "failed",
         `${this.host} refused access to ${this.repository} without a usable challenge`,
       );
@@ -298,13 +294,13 @@ export class RegistryClient {
     await this.expect(tokenRes, [200], "get a token");
     const body = (await tokenRes.json().catch(() => ({}))) as { token?: string; access_token?: string };
     const token = body.token ?? body.access_token;
-    if (!token) throw new CommandError("failed", `The token service of ${this.host} returned no token`);
+    if (!token) throw new HostError("failed", `The token service of ${this.host} returned no token`);
     this.authorization = `Bearer ${token}`;
   }
 
-  private rejected(): CommandError {
+  private rejected(): HostError {
     const who = this.options.credentials;
-    return new CommandError(
+    return new HostError(
       "failed",
       who
         ? `${this.host} rejected the credentials of ${who.username} for ${this.repository}`
@@ -315,7 +311,7 @@ export class RegistryClient {
   private async expect(res: Response, statuses: number[], what: string) {
     if (statuses.includes(res.status)) return;
     const detail = await errorDetail(res);
-    throw new CommandError("failed", `Could not ${what}: ${this.host} answered ${res.status}${detail}`);
+    throw new HostError("failed", `Could not ${what}: ${this.host} answered ${res.status}${detail}`);
   }
 }
 
@@ -327,7 +323,7 @@ async function readCapped(res: Response, limit: number, what: string): Promise<B
     size += chunk.length;
     if (size > limit) {
       await res.body?.cancel().catch(() => undefined);
-      throw new CommandError("failed", `${what} is larger than ${limit} bytes`);
+      throw new HostError("failed", `${what} is larger than ${limit} bytes`);
     }
     parts.push(Buffer.from(chunk));
   }

@@ -13,7 +13,7 @@ import { createWriteStream } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { pipeline } from "node:stream/promises";
 import { constants, createGzip, type Gzip, type ZlibParams } from "node:zlib";
-import { CommandError } from "../../common/errors.js";
+import { HostError } from "../errors.js";
 import { cancelled } from "./retry.js";
 import { DigestStream, isAllZero } from "./streams.js";
 
@@ -55,8 +55,7 @@ export async function gzipPiece(
       let got = want;
       if (disk) got = (await disk.read(buffer, 0, want, offset + at)).bytesRead;
       else buffer.fill(0, 0, want);
-      if (got === 0)
-        throw new CommandError("failed", `disk.img ended at byte ${offset + at}, before its size`);
+      if (got === 0) throw new HostError("failed", `disk.img ended at byte ${offset + at}, before its size`);
       const block = buffer.subarray(0, got);
       raw.update(block);
       const zero = isAllZero(block);

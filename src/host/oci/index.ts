@@ -3,7 +3,7 @@ export { type Credentials, credentialsFromEnv } from "./auth.js";
 export { allocatedBytes, type CachedImage, ImageCache } from "./cache.js";
 export { RegistryClient } from "./client.js";
 export { type PullOptions, type PullProgress, type PullResult, pullImage } from "./pull.js";
-export { PUSH_WORK_DIR, type PushOptions, type PushProgress, type PushResult, pushVm } from "./push.js";
+export { type PushOptions, type PushProgress, type PushResult, pushVm } from "./push.js";
 export {
   checkImageName,
   checkOrganization,

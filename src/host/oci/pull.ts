@@ -27,8 +27,10 @@ import { Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import { createGunzip } from "node:zlib";
-import { writeFileAtomic } from "../../common/atomic-write.js";
-import { CommandError } from "../../common/errors.js";
+import { makeDirectory } from "../../os/make-directory.js";
+import { HostError } from "../errors.js";
+import { DISK_FILE, MANIFEST_DIGEST_FILE, NVRAM_FILE, writeVmConfig } from "../vm-config.js";
+import { tempPath } from "../vm-store.js";
 import { type Credentials, credentialsFromEnv } from "./auth.js";
 import { ImageCache } from "./cache.js";
 import { RegistryClient } from "./client.js";
@@ -113,12 +115,12 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
   });
   const destDir = options.destDir;
   if (await exists(destDir)) {
-    throw new CommandError("failed", `Virtual machine already exists with name: ${basename(destDir)}`);
+    throw new HostError("failed", `Virtual machine already exists with name: ${basename(destDir)}`);
   }
 
   const { manifest, digest: manifestDigest, raw } = await client.getManifest(ref.tag);
   if (!isLumeManifest(manifest)) {
-    throw new CommandError(
+    throw new HostError(
       "failed",
       `${options.image} is not in lume's current image format (media type ${MEDIA_TYPE.disk}); Hangar does not read lume's legacy format`,
     );
@@ -127,7 +129,7 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
     try {
       return diskPlan(manifest);
     } catch (error) {
-      throw new CommandError(
+      throw new HostError(
         "failed",
         `The manifest of ${options.image} is malformed: ${(error as Error).message}`,
       );
@@ -135,7 +137,7 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
   })();
 
   if (manifest.config.size > CONFIG_LIMIT) {
-    throw new CommandError(
+    throw new HostError(
       "failed",
       `The config blob of ${options.image} is ${manifest.config.size} bytes, more than a VM config can be`,
     );
@@ -152,16 +154,15 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
   const report = (blob?: PullProgress["blob"]) => options.onProgress?.({ ...progress, blob });
   report();
 
-  // The VM store lists no hidden directory, and sweeps `.hangar-tmp-<pid>-…` left by a dead service.
-  const temp = join(dirname(destDir), `.hangar-tmp-${process.pid}-pull-${randomBytes(4).toString("hex")}`);
+  const temp = await tempPath(dirname(destDir), "pull-");
   let disk: FileHandle | undefined;
   const stats = { downloadedBlobs: 0, cachedBlobs: 0, downloadedBytes: 0 };
   pullsUsing.set(blobDir, (pullsUsing.get(blobDir) ?? 0) + 1);
   try {
-    await mkdir(blobDir, { recursive: true });
+    await makeDirectory(blobDir);
     await writeFile(join(blobDir, "manifest.json"), raw);
-    await mkdir(temp, { recursive: true });
-    disk = await open(join(temp, "disk.img"), "w+");
+    await mkdir(temp);
+    disk = await open(join(temp, DISK_FILE), "w+");
     if (plan.totalSize !== undefined) await disk.truncate(plan.totalSize);
     const fetcher = new BlobFetcher(client, cache, blobDir, options.retry, signal);
     const run = limiter(options.concurrency ?? 4);
@@ -196,21 +197,21 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
     disk = undefined;
 
     const nvram = manifest.layers.find((layer) => layer.mediaType === MEDIA_TYPE.nvram);
-    if (nvram) await copyFile(cache.blobPath(blobDir, nvram.digest), join(temp, "nvram.bin"));
-    else await writeFile(join(temp, "nvram.bin"), ""); // a VM directory always has one
+    if (nvram) await copyFile(cache.blobPath(blobDir, nvram.digest), join(temp, NVRAM_FILE));
+    else await writeFile(join(temp, NVRAM_FILE), ""); // a VM directory always has one
     const configBlob = await readFile(cache.blobPath(blobDir, manifest.config.digest), "utf8");
     let parsedConfig: unknown;
     try {
       parsedConfig = JSON.parse(configBlob);
     } catch {
-      throw new CommandError("failed", `The config blob of ${options.image} is not JSON`);
+      throw new HostError("failed", `The config blob of ${options.image} is not JSON`);
     }
     const config = configFromImage(parsedConfig, manifest, diskSize);
-    await writeFileAtomic(join(temp, "config.json"), `${JSON.stringify(config, null, 2)}\n`);
-    await writeFile(join(temp, ".manifest-digest"), manifestDigest);
+    await writeVmConfig(temp, config);
+    await writeFile(join(temp, MANIFEST_DIGEST_FILE), manifestDigest);
 
     if (await exists(destDir)) {
-      throw new CommandError("failed", `Virtual machine already exists with name: ${basename(destDir)}`);
+      throw new HostError("failed", `Virtual machine already exists with name: ${basename(destDir)}`);
     }
     await rename(temp, destDir);
     if (options.cachingEnabled) await cache.markComplete(organization, ref.name, manifestDigest);
@@ -278,14 +279,14 @@ class BlobFetcher {
         };
         try {
           const res = await this.client.getBlob(job.digest, { retry: false });
-          if (!res.body) throw new CommandError("failed", `Blob ${job.digest} came without a body`);
+          if (!res.body) throw new HostError("failed", `Blob ${job.digest} came without a body`);
           const body = Readable.fromWeb(res.body as WebReadableStream<Uint8Array>);
           const hasher = new DigestStream(count);
           const saving = pipeline(body, hasher, createWriteStream(partial), { signal: this.signal });
           const unpacking = disk ? this.unpack(job, disk, hasher) : Promise.resolve(0);
           const [saved, unpacked] = await Promise.allSettled([saving, unpacking]);
           if (unpacked.status === "rejected" && unpacked.reason instanceof CorruptLayerError) {
-            throw new CommandError(
+            throw new HostError(
               "failed",
               `Downloaded blob ${job.digest} failed verification: ${unpacked.reason.message} (the registry holds damaged data)`,
             );
@@ -295,7 +296,7 @@ class BlobFetcher {
           const extent = unpacked.value;
           const got = hasher.digest();
           if (got !== job.digest || hasher.bytes !== job.size) {
-            throw new CommandError(
+            throw new HostError(
               "failed",
               `Downloaded blob ${job.digest} failed verification: got ${hasher.bytes} bytes hashing to ${got}, expected ${job.size} bytes`,
             );
@@ -333,7 +334,7 @@ class BlobFetcher {
     }
     const part = job.parts[0];
     if (part.size !== undefined && raw.bytes !== part.size) {
-      throw new CommandError(
+      throw new HostError(
         "failed",
         `Disk layer ${job.digest} unpacked to ${raw.bytes} bytes, its annotation says ${part.size}`,
       );
@@ -341,7 +342,7 @@ class BlobFetcher {
     if (part.uncompressedDigest !== undefined) {
       const got = raw.digest();
       if (got !== part.uncompressedDigest) {
-        throw new CommandError(
+        throw new HostError(
           "failed",
           `Disk layer ${job.digest} unpacked to content hashing to ${got}, its annotation says ${part.uncompressedDigest}`,
         );
@@ -351,8 +352,8 @@ class BlobFetcher {
   }
 }
 
-/** A disk layer whose bytes do not unpack; a CommandError so that it is never retried. */
-class CorruptLayerError extends CommandError {
+/** A disk layer whose bytes do not unpack; a HostError so that it is never retried. */
+class CorruptLayerError extends HostError {
   constructor(message: string) {
     super("failed", message);
   }

@@ -1,5 +1,6 @@
 /**
- * Pushes a VM directory (config.json, disk.img, nvram.bin) as a lume-format image.
+ * Pushes a VM directory (config.json, disk.img, nvram.bin) as a lume-format image, in three steps:
+ * plan (check the request, read the VM), upload (blobs), publish (manifests).
  *
  * disk.img is cut into `chunkSizeMb` pieces. Each piece is gzipped (gzip-piece.ts: zlib in libuv's
  * thread pool, several pieces at once) into a spool file in the VM's push work directory while
@@ -11,11 +12,13 @@
 
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { type FileHandle, mkdir, open, readFile, rm, stat } from "node:fs/promises";
+import { open, readFile, rm, stat } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
-import { CommandError } from "../../common/errors.js";
+import { makeDirectory } from "../../os/make-directory.js";
+import { HostError } from "../errors.js";
+import { CONFIG_FILE, DISK_FILE, NVRAM_FILE, PUSH_WORK_DIR, readVmConfig } from "../vm-config.js";
 import { type Credentials, credentialsFromEnv } from "./auth.js";
 import { RegistryClient } from "./client.js";
 import { ANNOTATION, type Descriptor, type Manifest, MEDIA_TYPE } from "./format.js";
@@ -30,7 +33,7 @@ import {
 } from "./reference.js";
 import { cancelled, type RetryOptions } from "./retry.js";
 import { counted } from "./streams.js";
-import { configAnnotations, configBlob, type VmConfigJson } from "./vm-config.js";
+import { configAnnotations, configBlob } from "./vm-config.js";
 
 export interface PushProgress {
   phase: "compressing" | "uploading" | "manifest" | "done";
@@ -77,32 +80,12 @@ export interface PushResult {
   uploadedBytes: number;
 }
 
-/** The push work directory inside the VM directory (lume's is `.lume_oci_push_cache`). */
-export const PUSH_WORK_DIR = ".hangar-push";
-
+/**
+ * Pushes a VM: plan (check the request, read the VM), upload (config and UEFI variables, then the
+ * disk piece by piece), publish (one manifest per tag). The work directory goes in every case.
+ */
 export async function pushVm(options: PushOptions): Promise<PushResult> {
-  const imageName = checkImageName(options.imageName);
-  if (options.tags.length === 0) throw new CommandError("invalid_params", "At least one tag is required");
-  const tags = [...new Set(options.tags.map(checkTag))];
-  const organization = checkOrganization(options.organization ?? DEFAULT_ORGANIZATION);
-  const chunkSizeMb = options.chunkSizeMb ?? 512;
-  if (!Number.isInteger(chunkSizeMb) || chunkSizeMb < 1 || chunkSizeMb > 16384) {
-    throw new CommandError(
-      "invalid_params",
-      `chunkSizeMb must be a whole number from 1 to 16384 (got ${chunkSizeMb})`,
-    );
-  }
-  const singleLayer = options.singleLayer ?? false;
-
-  const config = await readVmConfig(options.vmDir);
-  const diskPath = join(options.vmDir, "disk.img");
-  const diskSize = (await stat(diskPath).catch(() => missing(diskPath))).size;
-  if (diskSize === 0) throw new CommandError("failed", `${diskPath} is empty`);
-  const chunkBytes = singleLayer ? diskSize : chunkSizeMb * 1024 * 1024;
-  const nvram = await readFile(join(options.vmDir, "nvram.bin")).catch(() =>
-    missing(join(options.vmDir, "nvram.bin")),
-  );
-
+  const plan = await planPush(options);
   const credentials =
     options.credentials === null ? undefined : (options.credentials ?? credentialsFromEnv());
   // The first piece that fails stops the others.
@@ -110,7 +93,7 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const client = new RegistryClient({
     registry: options.registry ?? DEFAULT_REGISTRY,
-    repository: `${organization}/${imageName}`,
+    repository: `${plan.organization}/${plan.imageName}`,
     credentials,
     push: true,
     signal,
@@ -118,21 +101,103 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
     monolithicLimitBytes: options.upload?.monolithicLimitBytes,
     uploadChunkBytes: options.upload?.chunkBytes,
   });
-
   const progress: PushProgress = {
     phase: "compressing",
     processedBytes: 0,
-    totalBytes: diskSize,
+    totalBytes: plan.diskSize,
     uploadedBytes: 0,
     uploadedBlobs: 0,
     skippedBlobs: 0,
   };
   const report = () => options.onProgress?.({ ...progress });
   report();
+  const run: PushRun = {
+    plan,
+    options,
+    signal,
+    stop,
+    progress,
+    report,
+    upload: blobUploader(client, progress, report),
+    workDir: join(options.vmDir, PUSH_WORK_DIR),
+  };
+  await rm(run.workDir, { recursive: true, force: true });
+  await makeDirectory(run.workDir);
+  try {
+    const [config, nvram] = await uploadSmallBlobs(run);
+    const layers = await uploadDisk(run);
+    progress.phase = "manifest";
+    report();
+    const manifestDigest = await publish(client, plan, config, [nvram, ...layers]);
+    progress.phase = "done";
+    report();
+    return {
+      manifestDigest,
+      tags: plan.tags,
+      diskSize: plan.diskSize,
+      parts: plan.parts,
+      uploadedBlobs: progress.uploadedBlobs,
+      skippedBlobs: progress.skippedBlobs,
+      uploadedBytes: progress.uploadedBytes,
+    };
+  } catch (error) {
+    if (options.signal?.aborted) throw cancelled(options.signal);
+    throw error;
+  } finally {
+    await rm(run.workDir, { recursive: true, force: true });
+  }
+}
 
-  // One upload per distinct digest, however many layers share it.
+type PushPlan = Awaited<ReturnType<typeof planPush>>;
+
+/** Checks the request and reads what is pushed: the config, the disk's size and the UEFI variables. */
+async function planPush(options: PushOptions) {
+  const imageName = checkImageName(options.imageName);
+  if (options.tags.length === 0) throw new HostError("invalid_params", "At least one tag is required");
+  const tags = [...new Set(options.tags.map(checkTag))];
+  const organization = checkOrganization(options.organization ?? DEFAULT_ORGANIZATION);
+  const chunkSizeMb = options.chunkSizeMb ?? 512;
+  if (!Number.isInteger(chunkSizeMb) || chunkSizeMb < 1 || chunkSizeMb > 16384) {
+    throw new HostError(
+      "invalid_params",
+      `chunkSizeMb must be a whole number from 1 to 16384 (got ${chunkSizeMb})`,
+    );
+  }
+  const singleLayer = options.singleLayer ?? false;
+  const config = await readVmConfig(options.vmDir);
+  const diskPath = join(options.vmDir, DISK_FILE);
+  const diskSize = (await stat(diskPath).catch(() => missing(diskPath))).size;
+  if (diskSize === 0) throw new HostError("failed", `${diskPath} is empty`);
+  const chunkBytes = singleLayer ? diskSize : chunkSizeMb * 1024 * 1024;
+  const nvram = await readFile(join(options.vmDir, NVRAM_FILE)).catch(() =>
+    missing(join(options.vmDir, NVRAM_FILE)),
+  );
+  const parts = Math.ceil(diskSize / chunkBytes);
+  return { imageName, tags, organization, singleLayer, config, diskPath, diskSize, chunkBytes, parts, nvram };
+}
+
+/** What the steps of one push share. */
+interface PushRun {
+  plan: PushPlan;
+  options: PushOptions;
+  signal: AbortSignal;
+  stop: AbortController;
+  progress: PushProgress;
+  report(): void;
+  upload: BlobUpload;
+  workDir: string;
+}
+
+type BlobUpload = (
+  digest: string,
+  size: number,
+  open: (start: number, end: number) => Readable,
+) => Promise<void>;
+
+/** Uploads blobs, each distinct digest once however many layers share it, counting what is sent. */
+function blobUploader(client: RegistryClient, progress: PushProgress, report: () => void): BlobUpload {
   const uploads = new Map<string, Promise<void>>();
-  const upload = (digest: string, size: number, open: (start: number, end: number) => Readable) => {
+  return (digest, size, open) => {
     let pending = uploads.get(digest);
     if (!pending) {
       let sent = 0;
@@ -162,140 +227,118 @@ export async function pushVm(options: PushOptions): Promise<PushResult> {
     }
     return pending;
   };
-  const bufferBlob = (data: Buffer, mediaType: string, title: string): Descriptor => ({
-    mediaType,
-    digest: `sha256:${createHash("sha256").update(data).digest("hex")}`,
-    size: data.length,
-    annotations: { [ANNOTATION.title]: title },
-  });
+}
 
-  const configBytes = configBlob(config);
-  const configDescriptor = bufferBlob(configBytes, MEDIA_TYPE.config, "config.json");
-  const nvramDescriptor = bufferBlob(nvram, MEDIA_TYPE.nvram, "nvram.bin");
-  const workDir = join(options.vmDir, PUSH_WORK_DIR);
-  await rm(workDir, { recursive: true, force: true });
-  await mkdir(workDir, { recursive: true });
-  let disk: FileHandle | undefined;
+/** The config and the UEFI variables, from memory; returns their descriptors. */
+async function uploadSmallBlobs({ plan, upload }: PushRun): Promise<[Descriptor, Descriptor]> {
+  const bufferBlob = (data: Buffer, mediaType: string, title: string) => {
+    const descriptor: Descriptor = {
+      mediaType,
+      digest: `sha256:${createHash("sha256").update(data).digest("hex")}`,
+      size: data.length,
+      annotations: { [ANNOTATION.title]: title },
+    };
+    const sent = upload(descriptor.digest, data.length, (s, e) => Readable.from([data.subarray(s, e)]));
+    return sent.then(() => descriptor);
+  };
+  return Promise.all([
+    bufferBlob(configBlob(plan.config), MEDIA_TYPE.config, CONFIG_FILE),
+    bufferBlob(plan.nvram, MEDIA_TYPE.nvram, NVRAM_FILE),
+  ]);
+}
+
+/**
+ * The disk, cut into pieces: each gzipped into a spool file of the work directory (all-zero pieces
+ * of one length share one blob), uploaded, and described as a layer with lume's annotations.
+ */
+async function uploadDisk(run: PushRun): Promise<Descriptor[]> {
+  const { plan, options, signal, progress, report, upload, workDir } = run;
+  const disk = await open(plan.diskPath, "r");
   try {
-    await Promise.all([
-      upload(configDescriptor.digest, configBytes.length, (s, e) =>
-        Readable.from([configBytes.subarray(s, e)]),
-      ),
-      upload(nvramDescriptor.digest, nvram.length, (s, e) => Readable.from([nvram.subarray(s, e)])),
-    ]);
-
-    disk = await open(diskPath, "r");
-    const count = Math.ceil(diskSize / chunkBytes);
     const compressConcurrency = options.concurrency ?? Math.min(4, Math.max(2, availableParallelism()));
-    const uploadConcurrency = options.uploadConcurrency ?? 2;
     const compress = limiter(compressConcurrency);
-    const inFlight = limiter(compressConcurrency + uploadConcurrency);
+    const inFlight = limiter(compressConcurrency + (options.uploadConcurrency ?? 2));
     const zeroPieces = new Map<number, Promise<PackedPiece>>();
     const spoolOf = (piece: PackedPiece) => (s: number, e: number) =>
       createReadStream(piece.path, { start: s, end: e - 1, highWaterMark: 1024 * 1024 });
-    const openDisk = disk;
-
-    const layers = await allOrFirstError(
-      Array.from({ length: count }, (_, part) =>
+    const onBytes = (n: number) => {
+      progress.processedBytes += n;
+      report();
+    };
+    const pack = async (part: number, offset: number, length: number) => {
+      if (!(await isZeroRange(disk, offset, length, signal))) {
+        return gzipPiece(disk, offset, length, join(workDir, `part-${part}.gz`), { signal, onBytes });
+      }
+      let shared = zeroPieces.get(length);
+      if (!shared) {
+        shared = gzipPiece(null, 0, length, join(workDir, `zero-${length}.gz`), { signal });
+        zeroPieces.set(length, shared);
+      }
+      const packed = await shared;
+      onBytes(length);
+      return packed;
+    };
+    return await allOrFirstError(
+      Array.from({ length: plan.parts }, (_, part) =>
         inFlight(async (): Promise<Descriptor> => {
-          const offset = part * chunkBytes;
-          const length = Math.min(chunkBytes, diskSize - offset);
-          const onBytes = (n: number) => {
-            progress.processedBytes += n;
-            report();
-          };
-          const piece = await compress(async () => {
-            if (await isZeroRange(openDisk, offset, length, signal)) {
-              let shared = zeroPieces.get(length);
-              if (!shared) {
-                shared = gzipPiece(null, 0, length, join(workDir, `zero-${length}.gz`), {
-                  signal,
-                });
-                zeroPieces.set(length, shared);
-              }
-              const packed = await shared;
-              onBytes(length);
-              return packed;
-            }
-            return gzipPiece(openDisk, offset, length, join(workDir, `part-${part}.gz`), {
-              signal,
-              onBytes,
-            });
-          });
+          const offset = part * plan.chunkBytes;
+          const length = Math.min(plan.chunkBytes, plan.diskSize - offset);
+          const piece = await compress(() => pack(part, offset, length));
           await upload(piece.digest, piece.size, spoolOf(piece));
           if (!piece.path.includes("zero-")) await rm(piece.path, { force: true });
-          return {
-            mediaType: MEDIA_TYPE.disk,
-            digest: piece.digest,
-            size: piece.size,
-            annotations: {
-              [ANNOTATION.title]: singleLayer ? "disk.img" : `disk.img.part.${part}`,
-              [ANNOTATION.uncompressedSize]: String(piece.uncompressedSize),
-              [ANNOTATION.uncompressedDigest]: piece.uncompressedDigest,
-              ...(!singleLayer && {
-                [ANNOTATION.partNumber]: String(part),
-                [ANNOTATION.partTotal]: String(count),
-                [ANNOTATION.partOffset]: String(offset),
-                [ANNOTATION.chunkSize]: String(piece.uncompressedSize),
-              }),
-            },
-          };
+          return diskLayer(plan, piece, part, offset);
         }),
       ),
-      stop,
+      run.stop,
     );
-
-    progress.phase = "manifest";
-    report();
-    const manifest: Manifest = {
-      schemaVersion: 2,
-      mediaType: MEDIA_TYPE.manifest,
-      config: configDescriptor,
-      layers: [nvramDescriptor, ...layers],
-      annotations: {
-        [ANNOTATION.uploadTime]: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
-        ...(!singleLayer && { [ANNOTATION.totalUncompressedSize]: String(diskSize) }),
-        ...configAnnotations(config),
-      },
-    };
-    const body = Buffer.from(JSON.stringify(manifest));
-    let manifestDigest = "";
-    for (const tag of tags) manifestDigest = await client.putManifest(tag, body);
-    progress.phase = "done";
-    report();
-    return {
-      manifestDigest,
-      tags,
-      diskSize,
-      parts: count,
-      uploadedBlobs: progress.uploadedBlobs,
-      skippedBlobs: progress.skippedBlobs,
-      uploadedBytes: progress.uploadedBytes,
-    };
-  } catch (error) {
-    if (options.signal?.aborted) throw cancelled(options.signal);
-    throw error;
   } finally {
-    await disk?.close().catch(() => undefined);
-    await rm(workDir, { recursive: true, force: true });
+    await disk.close().catch(() => undefined);
   }
 }
 
-async function readVmConfig(vmDir: string): Promise<VmConfigJson> {
-  const path = join(vmDir, "config.json");
-  const text = await readFile(path, "utf8").catch(() => missing(path));
-  let config: VmConfigJson;
-  try {
-    config = JSON.parse(text) as VmConfigJson;
-  } catch {
-    throw new CommandError("failed", `${path} is not valid JSON`);
-  }
-  if (!config || typeof config !== "object" || typeof config.os !== "string") {
-    throw new CommandError("failed", `${path} has no "os" field`);
-  }
-  return { ...config, display: typeof config.display === "string" ? config.display : "1024x768" };
+function diskLayer(plan: PushPlan, piece: PackedPiece, part: number, offset: number): Descriptor {
+  return {
+    mediaType: MEDIA_TYPE.disk,
+    digest: piece.digest,
+    size: piece.size,
+    annotations: {
+      [ANNOTATION.title]: plan.singleLayer ? DISK_FILE : `${DISK_FILE}.part.${part}`,
+      [ANNOTATION.uncompressedSize]: String(piece.uncompressedSize),
+      [ANNOTATION.uncompressedDigest]: piece.uncompressedDigest,
+      ...(!plan.singleLayer && {
+        [ANNOTATION.partNumber]: String(part),
+        [ANNOTATION.partTotal]: String(plan.parts),
+        [ANNOTATION.partOffset]: String(offset),
+        [ANNOTATION.chunkSize]: String(piece.uncompressedSize),
+      }),
+    },
+  };
+}
+
+/** One manifest per tag, with lume's annotations; returns the manifest's digest. */
+async function publish(
+  client: RegistryClient,
+  plan: PushPlan,
+  config: Descriptor,
+  layers: Descriptor[],
+): Promise<string> {
+  const manifest: Manifest = {
+    schemaVersion: 2,
+    mediaType: MEDIA_TYPE.manifest,
+    config,
+    layers,
+    annotations: {
+      [ANNOTATION.uploadTime]: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
+      ...(!plan.singleLayer && { [ANNOTATION.totalUncompressedSize]: String(plan.diskSize) }),
+      ...configAnnotations(plan.config),
+    },
+  };
+  const body = Buffer.from(JSON.stringify(manifest));
+  let manifestDigest = "";
+  for (const tag of plan.tags) manifestDigest = await client.putManifest(tag, body);
+  return manifestDigest;
 }
 
 function missing(path: string): never {
-  throw new CommandError("not_found", `The VM has no ${path.split("/").pop()} (${path})`);
+  throw new HostError("not_found", `The VM has no ${path.split("/").pop()} (${path})`);
 }

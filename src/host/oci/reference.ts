@@ -1,7 +1,7 @@
 /**
  * Names of images, repositories and registries, validated before they reach a URL or a path.
  */
-import { CommandError } from "../../common/errors.js";
+import { HostError } from "../errors.js";
 
 export const DEFAULT_REGISTRY = "ghcr.io";
 export const DEFAULT_ORGANIZATION = "trycua";
@@ -17,8 +17,8 @@ export interface ImageReference {
   tag: string;
 }
 
-function invalid(message: string): CommandError {
-  return new CommandError("invalid_params", message);
+function invalid(message: string): HostError {
+  return new HostError("invalid_params", message);
 }
 
 /** Parses lume's `name:tag` (exactly one colon, no registry host, no organization). */

@@ -1,6 +1,6 @@
 /** Retries with exponential backoff and jitter, for network errors and a registry's 5xx/429. */
 import { setTimeout as sleep } from "node:timers/promises";
-import { CommandError } from "../../common/errors.js";
+import { HostError } from "../errors.js";
 
 export interface RetryOptions {
   /** Attempts in all, the first included (default 5). */
@@ -27,7 +27,7 @@ export class TransientError extends Error {
 /** Network failures from fetch or a socket, and TransientError, are retried; nothing else. */
 export function isTransient(error: unknown): boolean {
   if (error instanceof TransientError) return true;
-  if (error instanceof CommandError) return false;
+  if (error instanceof HostError) return false;
   const e = error as { name?: string; code?: string; cause?: { code?: string } };
   if (e?.name === "AbortError") return false;
   const code = e?.code ?? e?.cause?.code;
@@ -63,8 +63,8 @@ export async function withRetry<T>(
   }
 }
 
-export function cancelled(signal?: AbortSignal): CommandError {
+export function cancelled(signal?: AbortSignal): HostError {
   const reason = signal?.reason;
-  if (reason instanceof CommandError) return reason;
-  return new CommandError("cancelled", "The transfer was cancelled");
+  if (reason instanceof HostError) return reason;
+  return new HostError("cancelled", "The transfer was cancelled");
 }

@@ -1,11 +1,10 @@
 /** The QEMU command line of one VM, built from its config and the run's choices (no side effects). */
 import { join } from "node:path";
 import type { VmConfig } from "../vm-config.js";
-import { DISK_FILE, NVRAM_FILE } from "../vm-config.js";
+import { DISK_FILE, NVRAM_FILE, PID_FILE, SERIAL_LOG } from "../vm-config.js";
 import type { Accelerator } from "./accel.js";
 import { qemuValue } from "./escape.js";
 import type { Firmware } from "./firmware.js";
-import { PID_FILE } from "./session.js";
 
 export interface SharedDirectory {
   hostPath: string;
@@ -83,7 +82,7 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
   else args.push("-display", "none");
   args.push(
     "-serial",
-    `file:${qemuValue(join(launch.dir, "serial.log"))}`,
+    `file:${qemuValue(join(launch.dir, SERIAL_LOG))}`,
     "-qmp",
     `unix:${qemuValue(launch.qmpSocket)},server=on,wait=off`,
     "-pidfile",

@@ -8,14 +8,22 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { processRunning } from "../../os/pid.js";
 import type { VmConfig } from "../vm-config.js";
-import { parseDisplay } from "../vm-config.js";
+import { PID_FILE, parseDisplay } from "../vm-config.js";
 import { detectAccelerator, qemuBinary } from "./accel.js";
 import { buildQemuArgs, type SharedDirectory } from "./args.js";
 import { findFirmware } from "./firmware.js";
 import { pickForwarding, sshCandidates } from "./loopback.js";
 import { QmpClient } from "./qmp.js";
-import { clearSession, isQemuFor, PID_FILE, qmpSocketPath, type Session, writeSession } from "./session.js";
+import {
+  clearSession,
+  LAUNCH_TIMEOUT_MS,
+  qmpSocketPath,
+  readSession,
+  type Session,
+  writeSession,
+} from "./session.js";
 
 /** The computer server inside the guest. */
 export const COMPUTER_SERVER_PORT = 8000;
@@ -50,6 +58,18 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       22: await sshCandidates(),
     }));
     await clearSession(options.dir);
+    // The session is on disk before QEMU starts: a service killed from here on finds the VM again,
+    // and completes what only the running QEMU can tell (its pid, its VNC port) at start-up.
+    await writeSession(options.dir, {
+      pid: null,
+      qmpSocket,
+      accelerator,
+      ipAddress,
+      forwardedPorts,
+      vnc: options.vnc ? { host: "127.0.0.1", port: null, password: vncPassword() } : null,
+      sharedDirectories,
+      startedAt: new Date().toISOString(),
+    });
     const args = buildQemuArgs({
       name: options.name,
       dir: options.dir,
@@ -67,23 +87,30 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       await launchDaemon(qemuBinary(), args);
       break;
     } catch (err) {
+      await clearSession(options.dir);
       if (attempt >= 3 || !/host forwarding/i.test((err as Error).message)) throw err;
       taken.add(ipAddress);
     }
   }
+  const session = await readSession(options.dir);
+  if (!session) throw new Error(`The session of ${options.name} vanished while QEMU started`);
+  return completeSession(options.dir, session);
+}
 
-  const pid = await readPid(options.dir);
-  let vnc: Session["vnc"] = null;
-  const qmp = await QmpClient.connect(qmpSocket);
+/**
+ * Fills in what only the running QEMU knows: its pid (from its pid file), and for VNC the password
+ * set over QMP and the port it listens on. Used right after a start, and at start-up for a VM whose
+ * service was killed before it got that far. A QEMU that cannot be completed is quit.
+ */
+export async function completeSession(dir: string, session: Session): Promise<Session & { pid: number }> {
+  const pid = session.pid ?? (await readPid(dir));
+  let vnc = session.vnc;
+  const qmp = await QmpClient.connect(session.qmpSocket);
   try {
-    if (options.vnc) {
-      const password = Array.from(
-        randomBytes(8),
-        (b) => VNC_PASSWORD_ALPHABET[b % VNC_PASSWORD_ALPHABET.length],
-      ).join("");
-      await qmp.execute("set_password", { protocol: "vnc", password });
+    if (vnc) {
+      await qmp.execute("set_password", { protocol: "vnc", password: vnc.password });
       const info = await qmp.execute<{ host?: string; service?: string }>("query-vnc");
-      vnc = { host: "127.0.0.1", port: info.service ? Number(info.service) : null, password };
+      vnc = { ...vnc, port: info.service ? Number(info.service) : null };
     }
   } catch (err) {
     await qmp.execute("quit").catch(() => undefined);
@@ -91,33 +118,47 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
   } finally {
     qmp.close();
   }
-  const session = {
-    pid,
-    qmpSocket,
-    accelerator,
-    ipAddress,
-    forwardedPorts,
-    vnc,
-    sharedDirectories,
-    startedAt: new Date().toISOString(),
-  };
-  await writeSession(options.dir, session);
-  return session;
+  const complete = { ...session, pid, vnc };
+  await writeSession(dir, complete);
+  return complete;
 }
 
-/** Powers the VM down: ACPI power button, `graceMs` to comply, then `quit`, then SIGKILL. */
-export async function stopQemu(dir: string, session: Session & { pid: number }, graceMs: number) {
-  const gone = () => isQemuFor(session.pid, session.qmpSocket).then((alive) => !alive);
+/** True when the session still lacks what completeSession adds. */
+export function isIncomplete(session: Session): boolean {
+  return session.pid === null || (session.vnc !== null && session.vnc.port === null);
+}
+
+function vncPassword(): string {
+  return Array.from(randomBytes(8), (b) => VNC_PASSWORD_ALPHABET[b % VNC_PASSWORD_ALPHABET.length]).join("");
+}
+
+/** How a stop ended: the guest powered down, QEMU quit, or QEMU had to be killed. */
+export type StopOutcome = "powered down" | "quit" | "killed";
+
+/**
+ * Powers the VM down: ACPI power button, `graceMs` for the guest to comply (none: straight to
+ * `quit`), then `quit`, then SIGKILL. Resolves once the process has ended, not merely once it let
+ * go of its command line (an exiting QEMU frees its memory for a second or more).
+ */
+export async function stopQemu(
+  dir: string,
+  session: Session & { pid: number },
+  graceMs: number,
+): Promise<StopOutcome> {
+  const gone = async () => !processRunning(session.pid);
+  let outcome: StopOutcome = "quit";
   const qmp = await QmpClient.connect(session.qmpSocket).catch(() => undefined);
   try {
-    if (qmp) {
+    if (qmp && graceMs > 0) {
       await qmp.execute("system_powerdown").catch(() => undefined);
-      if (!(await waitFor(gone, graceMs))) await qmp.execute("quit").catch(() => undefined);
+      if (await waitFor(gone, graceMs)) outcome = "powered down";
     }
+    if (qmp && outcome !== "powered down") await qmp.execute("quit").catch(() => undefined);
   } finally {
     qmp?.close();
   }
   if (!(await waitFor(gone, 5000))) {
+    outcome = "killed";
     try {
       process.kill(session.pid, "SIGKILL");
     } catch {
@@ -126,6 +167,7 @@ export async function stopQemu(dir: string, session: Session & { pid: number }, 
     await waitFor(gone, 5000);
   }
   await clearSession(dir, session);
+  return outcome;
 }
 
 function launchDaemon(binary: string, args: string[]): Promise<void> {
@@ -138,7 +180,7 @@ function launchDaemon(binary: string, args: string[]): Promise<void> {
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
       output += chunk;
     });
-    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    const timer = setTimeout(() => child.kill("SIGKILL"), LAUNCH_TIMEOUT_MS);
     child.on("error", (err) => {
       clearTimeout(timer);
       reject(new Error(`Cannot start ${binary}: ${(err as NodeJS.ErrnoException).code ?? err.message}`));

@@ -10,10 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../common/atomic-write.js";
-import { processExists } from "../vm-store.js";
-
-export const SESSION_FILE = "session.json";
-export const PID_FILE = "qemu.pid";
+import { processRunning } from "../../os/pid.js";
+import { PID_FILE, QMP_SOCKET, SESSION_FILE } from "../vm-config.js";
 
 const sessionSchema = z.object({
   pid: z.number().int().nullable(),
@@ -31,7 +29,7 @@ export type Session = z.infer<typeof sessionSchema>;
 
 /** `<vm>/qmp.sock`, or a short path in the temp dir when that would pass the Unix socket limit. */
 export function qmpSocketPath(dir: string): string {
-  const inside = join(dir, "qmp.sock");
+  const inside = join(dir, QMP_SOCKET);
   if (Buffer.byteLength(inside) <= 100) return inside;
   const digest = createHash("sha256").update(dir).digest("hex").slice(0, 16);
   return join(tmpdir(), `hangar-qmp-${digest}.sock`);
@@ -59,12 +57,10 @@ async function sessionPid(dir: string, session: Session): Promise<number | undef
 
 /** True when `pid` is alive and is the QEMU that serves `qmpSocket` (not a reused pid). */
 export async function isQemuFor(pid: number, qmpSocket: string): Promise<boolean> {
-  if (!processExists(pid)) return false;
+  if (!processRunning(pid)) return false;
   if (process.platform !== "linux") return true;
   const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => undefined);
   if (cmdline === undefined) return false;
-  const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
-  if (/\) Z /.test(stat)) return false; // a zombie is not running
   return cmdline.split("\0").some((arg) => arg.includes(qmpSocket));
 }
 
@@ -86,9 +82,15 @@ export async function liveSession(dir: string): Promise<(Session & { pid: number
   };
   const pid = await sessionPid(dir, session);
   if (pid && (await isQemuFor(pid, session.qmpSocket))) return { ...session, pid };
-  if (pid || session.startedAt) await clearSession(dir, session);
+  // A session without a pid yet is a start in progress (its QEMU may still be daemonizing) until
+  // the launch could no longer be running.
+  const launching = !pid && Date.now() - Date.parse(session.startedAt) < LAUNCH_TIMEOUT_MS;
+  if ((pid || session.startedAt) && !launching) await clearSession(dir, session);
   return undefined;
 }
+
+/** The longest a QEMU launch may take before it is given up. */
+export const LAUNCH_TIMEOUT_MS = 30_000;
 
 export async function clearSession(dir: string, session?: Session) {
   await rm(join(dir, SESSION_FILE), { force: true });

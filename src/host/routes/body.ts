@@ -5,7 +5,7 @@
  */
 import type { Context } from "hono";
 import { z } from "zod";
-import { CommandError } from "../../common/errors.js";
+import { HostError } from "../errors.js";
 
 export async function jsonBody<T extends z.ZodType>(
   c: Context,
@@ -19,18 +19,18 @@ export async function jsonBody<T extends z.ZodType>(
     try {
       value = JSON.parse(text);
     } catch {
-      throw new CommandError("invalid_params", `${label}: it is not valid JSON`);
+      throw new HostError("invalid_params", `${label}: it is not valid JSON`);
     }
   } else if (options.required) {
-    throw new CommandError("invalid_params", `${label}: a JSON object is required`);
+    throw new HostError("invalid_params", `${label}: a JSON object is required`);
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new CommandError("invalid_params", `${label}: expected a JSON object`);
+    throw new HostError("invalid_params", `${label}: expected a JSON object`);
   }
   const withoutNulls = Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null));
   const parsed = schema.safeParse(withoutNulls);
   if (!parsed.success) {
-    throw new CommandError("invalid_params", `${label}: ${describeIssues(parsed.error, withoutNulls)}`);
+    throw new HostError("invalid_params", `${label}: ${describeIssues(parsed.error, withoutNulls)}`);
   }
   return parsed.data;
 }
@@ -57,7 +57,7 @@ function valueAt(input: unknown, path: PropertyKey[]): unknown {
 export function queryParam<T extends z.ZodType>(c: Context, name: string, schema: T): z.infer<T> {
   const parsed = schema.safeParse(c.req.query(name));
   if (!parsed.success) {
-    throw new CommandError(
+    throw new HostError(
       "invalid_params",
       `Invalid query parameter ${name}: ${parsed.error.issues[0]?.message}`,
     );

@@ -1,17 +1,8 @@
 /** Settings routes: /svc/config and the storage locations under /svc/config/locations. */
 import type { Hono } from "hono";
-import { z } from "zod";
+import { configSchema, locationSchema } from "../requests.js";
 import type { HostServices } from "../services.js";
 import { jsonBody } from "./body.js";
-
-const configSchema = z.object({
-  homeDirectory: z.string().optional(),
-  cacheDirectory: z.string().optional(),
-  cachingEnabled: z.boolean().optional(),
-  ipswCatalogUrl: z.url({ protocol: /^https?$/ }).optional(),
-});
-
-const locationSchema = z.object({ name: z.string(), path: z.string() });
 
 export function configRoutes(app: Hono, { settings }: HostServices) {
   app.get("/svc/config", async (c) => {

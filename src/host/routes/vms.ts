@@ -1,55 +1,9 @@
 /** The VM routes: /svc/vms (list, create), /svc/vms/:name (get, update, delete), clone, run, stop. */
 import type { Context, Hono } from "hono";
-import { z } from "zod";
 import { needsMacHost } from "../macos.js";
+import { cloneSchema, createSchema, runSchema, stopSchema, updateSchema } from "../requests.js";
 import type { HostServices } from "../services.js";
 import { jsonBody, storageOf } from "./body.js";
-
-const createSchema = z.object({
-  name: z.string(),
-  os: z.string(),
-  cpu: z.number().int(),
-  memory: z.string(),
-  diskSize: z.string(),
-  display: z.string(),
-  ipsw: z.string().optional(),
-  storage: z.string().optional(),
-  network: z.string().optional(),
-});
-
-const cloneSchema = z.object({
-  name: z.string(),
-  newName: z.string(),
-  sourceLocation: z.string().optional(),
-  destLocation: z.string().optional(),
-});
-
-const updateSchema = z.object({
-  cpu: z.number().int().optional(),
-  memory: z.string().optional(),
-  diskSize: z.string().optional(),
-  display: z.string().optional(),
-  storage: z.string().optional(),
-});
-
-const runSchema = z.object({
-  noDisplay: z.boolean().optional(),
-  sharedDirectories: z
-    .array(z.object({ hostPath: z.string().min(1), readOnly: z.boolean().optional() }))
-    .max(16)
-    .optional(),
-  recoveryMode: z.boolean().optional(),
-  storage: z.string().optional(),
-  network: z.string().optional(),
-  vnc: z
-    .string()
-    .refine((v) => v === "enabled" || v === "disabled", {
-      error: (issue) => `Invalid vnc policy '${issue.input}'. Expected 'enabled' or 'disabled'.`,
-    })
-    .optional(),
-});
-
-const storageSchema = z.object({ storage: z.string().optional() });
 
 export function vmRoutes(app: Hono, { vms }: HostServices) {
   app.get("/svc/vms", async (c) => c.json(await vms.list(storageOf(c))));
@@ -94,8 +48,9 @@ export function vmRoutes(app: Hono, { vms }: HostServices) {
   });
 
   app.post("/svc/vms/:name/stop", async (c) => {
-    const body = await jsonBody(c, storageSchema).catch(() => ({}) as { storage?: string });
-    await vms.stop(c.req.param("name"), storageOf(c, body));
-    return c.json({ message: "VM stopped successfully" });
+    const body = await jsonBody(c, stopSchema);
+    const outcome = await vms.stop(c.req.param("name"), { ...body, storage: storageOf(c, body) });
+    // `outcome`: "powered down" (the guest complied), "quit" (it did not, or was not asked), "killed".
+    return c.json({ message: "VM stopped successfully", outcome });
   });
 }

@@ -1,0 +1,34 @@
+/**
+ * The host service's own failure: what went wrong, in words a client can act on, and its kind.
+ * Everything under src/host throws it; app.ts turns it into an HTTP answer, in one place.
+ */
+export type HostErrorKind =
+  | "invalid_params"
+  | "not_found"
+  | "failed"
+  | "not_supported"
+  | "unavailable"
+  | "cancelled";
+
+/**
+ * The HTTP status of each kind. lume answers every failure of a request with 400 and
+ * `{"message"}`, and its clients expect that, so every kind is a 400 today; a change is made here.
+ */
+export const HTTP_STATUS: Record<HostErrorKind, 400> = {
+  invalid_params: 400,
+  not_found: 400,
+  failed: 400,
+  not_supported: 400,
+  unavailable: 400,
+  cancelled: 400,
+};
+
+export class HostError extends Error {
+  constructor(
+    readonly kind: HostErrorKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = "HostError";
+  }
+}
