@@ -132,16 +132,19 @@ export const mouseUp = buttonCommand("mouse_up", "up", "Releases a mouse button,
 
 const DRAG_STEPS = 10;
 
+/** Holds `button` along the points; an aborted `signal` stops it at the next step (and releases). */
 async function dragAlong(
   desktop: DesktopBackend,
   points: readonly { x: number; y: number }[],
   button: MouseButton,
+  signal: AbortSignal,
 ) {
   await desktop.mouseButton(button, "down");
   try {
     let from = points[0];
     for (const to of points.slice(1)) {
       for (let step = 1; step <= DRAG_STEPS; step++) {
+        signal.throwIfAborted();
         await desktop.moveCursor({
           x: from.x + ((to.x - from.x) * step) / DRAG_STEPS,
           y: from.y + ((to.y - from.y) * step) / DRAG_STEPS,
@@ -173,7 +176,7 @@ export const dragTo = defineCommand({
   handler: async ({ x, y, button }, ctx) => {
     const desktop = await ctx.desktop();
     const start = await desktop.cursorPosition();
-    await dragAlong(desktop, [start, { x, y }], button);
+    await dragAlong(desktop, [start, { x, y }], button, ctx.signal);
     return {};
   },
 });
@@ -200,7 +203,7 @@ export const drag = defineCommand({
     const desktop = await ctx.desktop();
     const points = path.map(([x, y]) => ({ x, y }));
     await desktop.moveCursor(points[0]);
-    await dragAlong(desktop, points, button);
+    await dragAlong(desktop, points, button, ctx.signal);
     return {};
   },
 });
@@ -274,7 +277,7 @@ export const typeText = defineCommand({
   result: empty,
   deadlineMs: ({ text }) => 30_000 + text.length * 10,
   handler: async ({ text }, ctx) => {
-    await (await ctx.desktop()).typeText(text);
+    await (await ctx.desktop()).typeText(text, ctx.signal);
     return {};
   },
 });

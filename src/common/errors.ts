@@ -29,6 +29,13 @@ export class CommandError extends Error {
   }
 }
 
+const RESOURCE_NAMES: Record<string, string> = {
+  EMFILE: "too many open files in the server",
+  ENFILE: "too many open files in the system",
+  ENOMEM: "not enough memory",
+  EAGAIN: "too many processes",
+};
+
 /** Maps Node's file-system error codes to messages that name the path and the reason. */
 export function describeOsError(err: unknown, path?: string): CommandError {
   const e = err as NodeJS.ErrnoException;
@@ -49,6 +56,16 @@ export function describeOsError(err: unknown, path?: string): CommandError {
       return new CommandError("failed", `Directory not empty${where}`);
     case "ENOSPC":
       return new CommandError("failed", `No space left on device${where}`);
+    case "EMFILE":
+    case "ENFILE":
+    case "ENOMEM":
+    case "EAGAIN":
+      return new CommandError(
+        "unavailable",
+        `The system is out of resources (${e.code}: ${RESOURCE_NAMES[e.code]})${where}; try again later`,
+      );
+    case "E2BIG":
+      return new CommandError("invalid_params", `Invalid params: too long for the system (E2BIG)${where}`);
     default:
       if (err instanceof CommandError) return err;
       return new CommandError("failed", `${e?.message ?? String(err)}`);

@@ -13,6 +13,8 @@ import { CommandError } from "../../common/errors.js";
 import { keysymOf, keysymOfCharacter } from "../keys.js";
 import type { XConnection, XExtension } from "./connection.js";
 
+/** Characters sent to the X server between two looks at the cancellation signal. */
+const TYPING_STEP = 64;
 const KEY_PRESS = 2;
 const KEY_RELEASE = 3;
 const SHIFT_L = 0xffe1;
@@ -85,12 +87,14 @@ export class Keyboard {
   }
 
   /** Types text exactly, character by character (`\n` is Enter and `\t` Tab). */
-  async typeText(text: string): Promise<void> {
+  /** Types in steps of at most `TYPING_STEP` characters; an aborted `signal` stops it between steps. */
+  async typeText(text: string, signal?: AbortSignal): Promise<void> {
     await this.refresh();
     const keysyms = textToKeysyms(text);
     let start = 0;
     while (start < keysyms.length) {
-      const end = this.chunkEnd(keysyms, start);
+      signal?.throwIfAborted();
+      const end = Math.min(this.chunkEnd(keysyms, start), start + TYPING_STEP);
       const chunk = keysyms.slice(start, end);
       const places = await this.placesFor(chunk);
       let level = 0;
