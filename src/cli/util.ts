@@ -1,5 +1,6 @@
 /** Small helpers the CLI commands share. */
 import { InvalidArgumentError } from "commander";
+import type { Logger } from "../common/logger.js";
 
 export function parsePort(value: string): number {
   const port = Number(value);
@@ -23,4 +24,14 @@ export function onShutdown(cleanup: () => Promise<void>) {
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
+}
+
+/**
+ * A long-running server must not die of one stray error: an 'error' event or a rejection that no
+ * code handles (a library's socket, say) is logged and the server goes on. The causes are fixed
+ * where they are found; this is the net under them.
+ */
+export function keepServingThroughStrayErrors(log: Logger) {
+  process.on("uncaughtException", (err) => log.error({ err }, "uncaught error; still serving"));
+  process.on("unhandledRejection", (err) => log.error({ err }, "unhandled rejection; still serving"));
 }

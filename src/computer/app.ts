@@ -8,8 +8,7 @@ import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { cors } from "hono/cors";
 import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
-import { formatBytes } from "../common/sizes.js";
-import { BodyTooLargeError, readBody } from "./body.js";
+import { readJsonBody } from "./body.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
 import { mcpOpenApiPaths } from "./mcp-openapi.js";
 import { cmdEventBytes } from "./outcome.js";
@@ -65,19 +64,15 @@ export function createComputerApp(options: ComputerAppOptions) {
   app.get("/openapi.json", (c) => c.json(openApiDocument(registry, extraPaths)));
 
   app.post("/cmd", async (c) => {
-    let body: unknown;
-    try {
-      body = JSON.parse((await readBody(c.env.incoming, limit)).toString("utf8"));
-    } catch (err) {
-      if (err instanceof BodyTooLargeError) {
+    const read = await readJsonBody(c.env.incoming, limit);
+    if (!read.ok) {
+      if (read.status === 413) {
         c.header("connection", "close");
-        return c.json(
-          { detail: `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)` },
-          413,
-        );
+        return c.json({ detail: `${read.detail} (--body-limit)` }, 413);
       }
-      return c.json({ detail: `Invalid JSON body: ${(err as Error).message}` }, 400);
+      return c.json({ detail: read.detail }, 400);
     }
+    const body = read.value;
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
       return c.json(
         { detail: 'Invalid JSON body: expected an object {"command": ..., "params": {...}}' },
@@ -92,7 +87,7 @@ export function createComputerApp(options: ComputerAppOptions) {
     return runAsEventStream(c, registry, command, params, spread, log);
   });
 
-  if (options.pty) app.route("/pty", ptyRoutes(options.pty, log));
+  if (options.pty) app.route("/pty", ptyRoutes(options.pty, log, limit));
   // The MCP SDK is loaded at the first /mcp request: it is a quarter of the server's idle memory.
   let mcp: Promise<(c: Context) => Promise<Response>> | undefined;
   app.all("/mcp", async (c) => {

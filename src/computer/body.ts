@@ -3,6 +3,7 @@
  * megabytes), refusing more than `limit` bytes.
  */
 import type { IncomingMessage } from "node:http";
+import { formatBytes } from "../common/sizes.js";
 
 export class BodyTooLargeError extends Error {}
 
@@ -39,4 +40,32 @@ export function readBody(incoming: IncomingMessage, limit: number): Promise<Buff
     incoming.on("end", onEnd);
     incoming.on("error", onError);
   });
+}
+
+export type JsonBody = { ok: true; value: unknown } | { ok: false; status: 400 | 413; detail: string };
+
+/**
+ * Reads and parses a JSON body of at most `limit` bytes (counted while it streams in, never
+ * buffered beyond). An empty body is `empty`. Failures say what was wrong and which status fits.
+ */
+export async function readJsonBody(
+  incoming: IncomingMessage,
+  limit: number,
+  empty: unknown = undefined,
+): Promise<JsonBody> {
+  let text: string;
+  try {
+    text = (await readBody(incoming, limit)).toString("utf8");
+  } catch (err) {
+    if (err instanceof BodyTooLargeError) {
+      return { ok: false, status: 413, detail: `Request body too large: the limit is ${formatBytes(limit)}` };
+    }
+    return { ok: false, status: 400, detail: `Could not read the request body: ${(err as Error).message}` };
+  }
+  if (text.trim() === "" && empty !== undefined) return { ok: true, value: empty };
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch (err) {
+    return { ok: false, status: 400, detail: `Invalid JSON body: ${(err as Error).message}` };
+  }
 }
