@@ -3,7 +3,7 @@ import { constants } from "node:fs";
 import { type FileHandle, mkdir, open, readdir, rmdir, stat, unlink } from "node:fs/promises";
 import { z } from "zod";
 import { appendFileAllOrNothing, writeFileAtomic } from "../src/common/atomic-write.js";
-import { CommandError, describeOsError } from "../src/common/errors.js";
+import { CommandError, describeOsError, fileKind, notRegularFile } from "../src/common/errors.js";
 import { Base64Bytes, base64Field } from "../src/computer/bytes.js";
 import { defineCommand } from "../src/computer/command.js";
 import { expandPath } from "../src/os/paths.js";
@@ -36,22 +36,12 @@ async function openRegularFile(abs: string, path: string): Promise<{ handle: Fil
   try {
     const info = await handle.stat();
     if (info.isDirectory()) throw Object.assign(new Error(), { code: "EISDIR" });
-    if (!info.isFile()) {
-      throw new CommandError("failed", `Not a regular file (${fileKind(info)}): ${path}; only files can be read`);
-    }
+    if (!info.isFile()) throw notRegularFile(fileKind(info), path);
     return { handle, size: info.size };
   } catch (err) {
     await handle.close().catch(() => undefined);
     throw err;
   }
-}
-
-function fileKind(info: { isFIFO(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean; isSocket(): boolean }) {
-  if (info.isFIFO()) return "a FIFO";
-  if (info.isCharacterDevice()) return "a character device";
-  if (info.isBlockDevice()) return "a block device";
-  if (info.isSocket()) return "a socket";
-  return "not a file";
 }
 
 const isKind = (kind: "file" | "directory") => (path: string) =>
@@ -184,7 +174,12 @@ async function readInto(handle: FileHandle, buffer: Buffer, wanted: number, offs
 }
 
 /** Reads a file of unknown size (`stat` says 0) a buffer at a time, up to `wanted` bytes; returns a copy. */
-async function readToEnd(handle: FileHandle, buffer: Buffer, wanted: number, offset: number): Promise<Buffer> {
+async function readToEnd(
+  handle: FileHandle,
+  buffer: Buffer,
+  wanted: number,
+  offset: number,
+): Promise<Buffer> {
   const parts: Buffer[] = [];
   let total = 0;
   while (total < wanted) {

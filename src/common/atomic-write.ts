@@ -12,6 +12,7 @@ import { constants } from "node:fs";
 import { lstat, mkdir, open, readdir, readlink, rename, stat, symlink, unlink } from "node:fs/promises";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+import { fileKind, notRegularFile } from "./errors.js";
 
 /** Links followed before giving up, as the kernel's ELOOP limit. */
 const MAX_LINKS = 40;
@@ -53,10 +54,14 @@ export async function writeFileAtomic(
  * files (a FIFO would block the write until someone reads it).
  */
 export async function appendFileAllOrNothing(path: string, data: Uint8Array) {
-  const handle = await open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK);
+  const flags = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK;
+  const handle = await open(path, flags).catch((err: NodeJS.ErrnoException) => {
+    // A FIFO that nobody reads cannot be opened for writing without blocking.
+    throw err.code === "ENXIO" ? notRegularFile("a FIFO", path) : err;
+  });
   try {
     const info = await handle.stat();
-    if (!info.isFile()) throw Object.assign(new Error(`Not a regular file: ${path}`), { code: "ENOTREGULAR" });
+    if (!info.isFile()) throw notRegularFile(fileKind(info), path);
     try {
       await handle.writeFile(data);
     } catch (err) {

@@ -36,6 +36,30 @@ const RESOURCE_NAMES: Record<string, string> = {
   EAGAIN: "too many processes",
 };
 
+/** What kind of thing a path is, for messages (`a FIFO`, `a character device`, …). */
+export function fileKind(info: {
+  isFIFO(): boolean;
+  isCharacterDevice(): boolean;
+  isBlockDevice(): boolean;
+  isSocket(): boolean;
+  isDirectory(): boolean;
+}): string {
+  if (info.isFIFO()) return "a FIFO";
+  if (info.isCharacterDevice()) return "a character device";
+  if (info.isBlockDevice()) return "a block device";
+  if (info.isSocket()) return "a socket";
+  if (info.isDirectory()) return "a directory";
+  return "not a file";
+}
+
+/** Refuses what is not a regular file where one is needed: reading a FIFO or a device could wait forever. */
+export function notRegularFile(kind: string, path: string): CommandError {
+  return new CommandError(
+    "failed",
+    `Not a regular file (${kind}): ${path}; only regular files can be read or appended to`,
+  );
+}
+
 /** Maps Node's file-system error codes to messages that name the path and the reason. */
 export function describeOsError(err: unknown, path?: string): CommandError {
   const e = err as NodeJS.ErrnoException;

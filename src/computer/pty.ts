@@ -51,7 +51,11 @@ export function eventJson(event: PtyEvent): string {
 /**
  * @param bodyLimitBytes the largest request body (counted while it streams in); default 64 MiB
  */
-export function ptyRoutes(sessions: PtySessions, log: Logger = silentLogger, bodyLimitBytes = 64 * 1024 * 1024) {
+export function ptyRoutes(
+  sessions: PtySessions,
+  log: Logger = silentLogger,
+  bodyLimitBytes = 64 * 1024 * 1024,
+) {
   const routes = new Hono<ComputerEnv>();
   const notFound = (c: Context, pid: string) => c.json({ detail: `PTY session ${pid} not found` }, 404);
   const lookup = (c: Context): PtySession | undefined => {

@@ -4,11 +4,11 @@
  * It has the shape @hono/node-server asks of a WebSocket server (`WebSocketServerLike`).
  */
 import { EventEmitter } from "node:events";
-import type { HttpBindings } from "@hono/node-server";
-import type { Context } from "hono";
 import type { IncomingMessage } from "node:http";
 import { createRequire } from "node:module";
 import type { Duplex } from "node:stream";
+import type { HttpBindings } from "@hono/node-server";
+import type { Context } from "hono";
 import type * as Ws from "ws";
 
 /**

@@ -9,16 +9,17 @@
  * `{"command": "authenticate", "params": {"api_key", "container_name"}}` within a deadline, else the
  * socket is closed; in local mode the frame is simply answered with success.
  */
+
+import type { Duplex } from "node:stream";
 import { upgradeWebSocket } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
-import type { Duplex } from "node:stream";
 import type { WebSocket } from "ws";
 import { type Logger, silentLogger } from "../common/logger.js";
 import type { ComputerEnv } from "./app.js";
 import { AUTH_MESSAGES, type Authenticator, clientAddress } from "./auth/index.js";
 import { jsonBytes, wsEnvelope } from "./outcome.js";
-import { refuseHalfUpgrade } from "./ws-server.js";
 import type { CommandRegistry } from "./registry.js";
+import { refuseHalfUpgrade } from "./ws-server.js";
 
 export interface WsTransportOptions {
   registry: CommandRegistry;

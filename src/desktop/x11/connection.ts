@@ -77,7 +77,9 @@ export class XConnection {
         clearTimeout(timer);
         stream?.destroy();
         const message = `Cannot connect to X display ${display}: ${describe(err)}`;
-        reject(nothingListening(err) ? new DisplayAbsentError(message) : new CommandError("unavailable", message));
+        reject(
+          nothingListening(err) ? new DisplayAbsentError(message) : new CommandError("unavailable", message),
+        );
       };
       const timer = setTimeout(() => fail(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
       try {
