@@ -75,3 +75,16 @@ export function shmSegments(pid: number): number {
   }
   return count;
 }
+
+/**
+ * The pid of the server itself: `hangar serve` started with `HANGAR_API_KEYS` runs the server in a
+ * child of its own (see serve-cloud.ts), otherwise it is the process that was started.
+ */
+export function serverPid(serve: ServeProcess): number {
+  const pid = serve.child.pid!;
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean);
+  return children.length > 0 ? Number(children[0]) : pid;
+}
