@@ -16,6 +16,20 @@ import { freeDisplayNumber, killXvfb, startXvfb } from "../support/xvfb.js";
 import { shmSegments } from "./support.js";
 
 const execFileAsync = promisify(execFile);
+
+/** The value of `read` once it has stayed the same for half a second (what arrives has stopped arriving). */
+async function settled(read: () => string, timeoutMs = 15_000): Promise<string> {
+  let last = read();
+  let since = Date.now();
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const now = read();
+    if (now !== last) [last, since] = [now, Date.now()];
+    else if (Date.now() - since >= 500) return now;
+  }
+  throw new Error("still changing");
+}
 const fds = () => readdirSync("/proc/self/fd").length;
 
 describe("the desktop while the X server is absent or dies", () => {
@@ -68,23 +82,30 @@ describe("the desktop while the X server is absent or dies", () => {
     }
   });
 
-  it("connects to an X server that resets when its last client leaves (no -noreset)", async () => {
+  it("connects to an X server that resets whenever its last client leaves (no -noreset)", async () => {
     const n = freeDisplayNumber();
     const xvfb = await startXvfb(n, { reset: true });
+    // Short-lived clients, one after another: each leaving makes the server reset.
+    let probing = true;
+    const probes = (async () => {
+      while (probing) await execFileAsync("xdpyinfo", ["-display", `:${n}`]).catch(() => undefined);
+    })();
     try {
-      for (let i = 0; i < 8; i++) {
-        // The probe's connection closing makes the server reset; the command comes right after.
-        await eventually(() => execFileAsync("xdpyinfo", ["-display", `:${n}`]).then(() => true));
+      const failures: string[] = [];
+      for (let i = 0; i < 30; i++) {
         const manager = new DesktopManager({ display: `:${n}` });
-        const server = await startTestServer({ desktop: manager.provider });
         try {
-          expect((await server.cmd("get_screen_size")).event).toMatchObject({ success: true });
+          await (await manager.get()).screenSize();
+        } catch (err) {
+          failures.push((err as Error).message);
         } finally {
-          await server.close();
           await manager.close();
         }
       }
+      expect(failures).toEqual([]);
     } finally {
+      probing = false;
+      await probes;
       await killXvfb(xvfb, n);
     }
   });
@@ -129,22 +150,20 @@ describe("cancelled input stops and holds the input queue until it has", () => {
   afterAll(() => desk?.stop());
 
   it("type_text stops typing when its client goes away; the next text is not interleaved", async () => {
-    // Thousands of distinct characters outside the keymap: typed in many small steps.
-    const text = Array.from({ length: 3000 }, (_, i) => String.fromCodePoint(0x4e00 + i)).join("");
+    // Hundreds of distinct characters outside the keymap: typed in many small steps (seconds).
+    const text = Array.from({ length: 300 }, (_, i) => String.fromCodePoint(0x4e00 + i)).join("");
     const client = new AbortController();
     const typing = desk.server.cmd("type_text", { text }, { signal: client.signal }).catch(() => undefined);
     await eventually(() => desk.read("raw.bin").length > 0, 10_000);
     client.abort();
     await typing;
+    const stopped = [...(await settled(() => desk.read("raw.bin")))].length;
+    expect(stopped).toBeLessThan(150);
     expect((await desk.server.cmd("type_text", { text: "END" })).event.success).toBe(true);
     expect((await desk.server.cmd("type_text", { text: "!" })).event.success).toBe(true);
-    const typed = await eventually(() => {
-      const now = desk.read("raw.bin");
-      return now.endsWith("END!") ? now : null;
-    }, 10_000);
-    expect(typed.indexOf("END")).toBe(typed.length - 4);
-    expect([...typed.slice(0, -4)].every((c) => c.codePointAt(0)! >= 0x4e00)).toBe(true);
-    expect([...typed].length).toBeLessThan(2000);
+    const typed = await settled(() => desk.read("raw.bin"));
+    expect(typed.endsWith("END!")).toBe(true);
+    expect([...typed].length).toBe(stopped + 4);
   });
 
   it("drag stops moving when its client goes away; the next move is not undone", async () => {

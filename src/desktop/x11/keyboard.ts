@@ -96,7 +96,7 @@ export class Keyboard {
       signal?.throwIfAborted();
       const end = Math.min(this.chunkEnd(keysyms, start), start + TYPING_STEP);
       const chunk = keysyms.slice(start, end);
-      const places = await this.placesFor(chunk);
+      const places = await this.placesFor(chunk, signal);
       let level = 0;
       for (const place of places) {
         if (place.level !== level) {
@@ -158,14 +158,14 @@ export class Keyboard {
   }
 
   /** Where each keysym is typed from, remapping spare keycodes for the ones on no key. */
-  private async placesFor(keysyms: readonly number[]): Promise<KeyPlace[]> {
+  private async placesFor(keysyms: readonly number[], signal?: AbortSignal): Promise<KeyPlace[]> {
     const missing = new Set<number>();
     for (const sym of keysyms) {
       const place = this.places.get(sym);
       const usable = place && (place.level < 2 || this.levelThreeKeycode() !== undefined);
       if (!usable && !this.spares.some((s) => s.keysym === sym)) missing.add(sym);
     }
-    if (missing.size > 0) await this.assignSpares([...missing], new Set(keysyms));
+    if (missing.size > 0) await this.assignSpares([...missing], new Set(keysyms), signal);
     return keysyms.map((sym) => {
       const place = this.places.get(sym);
       if (place && (place.level < 2 || this.levelThreeKeycode() !== undefined)) return place;
@@ -175,7 +175,7 @@ export class Keyboard {
     });
   }
 
-  private async assignSpares(keysyms: number[], keep: Set<number>) {
+  private async assignSpares(keysyms: number[], keep: Set<number>, signal?: AbortSignal) {
     const free = this.spares.filter((s) => !keep.has(s.keysym)).sort((a, b) => a.lastUsed - b.lastUsed);
     if (free.length < keysyms.length) {
       throw new CommandError("failed", "The keymap has no spare keycodes left to type these characters");
@@ -184,7 +184,7 @@ export class Keyboard {
     const newestUse = Math.max(...chosen.map((s) => s.lastUsed));
     const guard = REUSE_GUARD_MS + REUSE_GUARD_PER_REMAP_MS * this.lastRemapSize;
     const wait = newestUse + guard - performance.now();
-    if (wait > 0) await sleep(wait);
+    if (wait > 0) await sleep(wait, undefined, { signal });
     this.lastRemapSize = chosen.length;
     chosen.forEach((spare, i) => {
       spare.keysym = keysyms[i];
