@@ -48,18 +48,20 @@ describe("file commands under faults", () => {
     const fifos = [1, 2, 3, 4].map((i) => join(dir, `fifo-${i}`));
     for (const fifo of fifos) execFileSync("mkfifo", [fifo]);
     const started = Date.now();
+    // A hang fails here within seconds instead of timing out the suite.
+    const init = () => ({ signal: AbortSignal.timeout(5000) });
     const reads = await Promise.all([
-      ...fifos.map((path) => server.cmd("read_text", { path })),
-      server.cmd("read_bytes", { path: fifos[0], length: 10 }),
-      server.cmd("write_bytes", { path: fifos[1], content_b64: b64("x"), append: true }),
+      ...fifos.map((path) => server.cmd("read_text", { path }, init())),
+      server.cmd("read_bytes", { path: fifos[0], length: 10 }, init()),
+      server.cmd("write_bytes", { path: fifos[1], content_b64: b64("x"), append: true }, init()),
     ]);
     for (const { event } of reads) {
       expect(event).toMatchObject({ success: false, code: "failed" });
       expect(event.error).toMatch(/^Not a regular file \(a FIFO\)/);
     }
     const [exists, shot] = await Promise.all([
-      server.cmd("file_exists", { path: fifos[0] }),
-      server.cmd("screenshot"),
+      server.cmd("file_exists", { path: fifos[0] }, init()),
+      server.cmd("screenshot", undefined, init()),
     ]);
     expect(exists.event).toMatchObject({ success: true, exists: false });
     expect(shot.event).toMatchObject({ success: true, width: 640, height: 480 });
