@@ -9,34 +9,24 @@
  * What counts as an error: a transport failure, a 5xx, or a failed command other than `unavailable`
  * (the answer while the X server is down) and `cancelled` (the clients that leave on purpose).
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { once } from "node:events";
-import {
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { promisify } from "node:util";
 import WebSocket from "ws";
+import { freeDisplayNumber, killXvfb, startXvfb } from "../test/support/xvfb.js";
 import { spawnHangar } from "./support.js";
 
-const execFileAsync = promisify(execFile);
 const MINUTES = Number(process.env.HANGAR_SOAK_MINUTES ?? 5);
 const REPORT_MS = Number(process.env.HANGAR_SOAK_REPORT_SECONDS ?? 60) * 1000;
 /** The X server dies this often, and is back 2 s later. */
 const X_DEATH_EVERY_MS = 20_000;
 const CLIENTS = 4;
 
-const display = freeDisplay();
+const display = freeDisplayNumber();
 const dir = mkdtempSync(join(tmpdir(), "hangar-soak-"));
-let xvfb = await startXvfb();
+let xvfb = await startXvfb(display);
 const server = await spawnHangar(["serve", "--no-virtual-display"], { DISPLAY: `:${display}` });
 const pid = server.child.pid!;
 writeFileSync(join(dir, "f0"), "soak");
@@ -118,10 +108,10 @@ const workers = Array.from({ length: CLIENTS }, async () => {
 const killer = (async () => {
   while (Date.now() + X_DEATH_EVERY_MS < end) {
     await sleep(X_DEATH_EVERY_MS);
-    await stopXvfb();
+    await killXvfb(xvfb, display);
     deaths++;
     await sleep(2000);
-    xvfb = await startXvfb();
+    xvfb = await startXvfb(display);
   }
 })();
 
@@ -150,7 +140,7 @@ console.log(
 if (errorSamples.size > 0) console.log(`errors, first few: ${[...errorSamples].join(" | ")}`);
 
 await server.stop();
-await stopXvfb();
+await killXvfb(xvfb, display);
 rmSync(dir, { recursive: true, force: true });
 
 function rss(): number {
@@ -170,37 +160,4 @@ function shmSegments(): number {
       return false;
     }
   }).length;
-}
-
-function freeDisplay(): number {
-  for (let n = 700; n < 900; n++)
-    if (!existsSync(`/tmp/.X11-unix/X${n}`) && !existsSync(`/tmp/.X${n}-lock`)) return n;
-  throw new Error("no free display number");
-}
-
-async function startXvfb(): Promise<ChildProcess> {
-  const child = spawn("Xvfb", [`:${display}`, "-screen", "0", "640x480x24", "-nolisten", "tcp", "-noreset"], {
-    stdio: "ignore",
-  });
-  for (let i = 0; i < 200; i++) {
-    if (
-      await execFileAsync("xdpyinfo", ["-display", `:${display}`]).then(
-        () => true,
-        () => false,
-      )
-    )
-      return child;
-    await sleep(25);
-  }
-  throw new Error("Xvfb did not start");
-}
-
-async function stopXvfb() {
-  if (xvfb.exitCode === null && xvfb.signalCode === null) {
-    const exited = once(xvfb, "exit");
-    xvfb.kill("SIGKILL");
-    await exited;
-  }
-  rmSync(`/tmp/.X11-unix/X${display}`, { force: true });
-  rmSync(`/tmp/.X${display}-lock`, { force: true });
 }

@@ -6,11 +6,16 @@
  */
 import { execFile } from "node:child_process";
 import { readdirSync } from "node:fs";
-import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DesktopManager } from "../../src/desktop/manager.js";
-import { APPS, type DesktopServer, eventually, PYTHON, startDesktopServer } from "../support/desktop.js";
+import {
+  type DesktopServer,
+  eventually,
+  focusWindow,
+  startDesktopServer,
+  startRecorderTerminal,
+} from "../support/desktop.js";
 import { startTestServer } from "../support/server.js";
 import { freeDisplayNumber, killXvfb, startXvfb } from "../support/xvfb.js";
 import { shmSegments } from "./support.js";
@@ -127,25 +132,9 @@ describe("the desktop while the X server is absent or dies", () => {
 
 describe("cancelled input stops and holds the input queue until it has", () => {
   let desk: DesktopServer;
-  let xterm: number;
   beforeAll(async () => {
     desk = await startDesktopServer({ width: 1024, height: 768 });
-    desk.spawn("xterm", [
-      "-u8",
-      "-title",
-      "rawrec",
-      "-e",
-      PYTHON,
-      join(APPS, "recorder.py"),
-      join(desk.dir, "raw.bin"),
-    ]);
-    xterm = await desk.waitForWindow("rawrec");
-    await eventually(async () => {
-      if ((await desk.run("xdotool", ["getactivewindow"]).catch(() => "")).trim() === String(xterm))
-        return true;
-      await desk.run("xdotool", ["windowactivate", String(xterm)]).catch(() => undefined);
-      return false;
-    }, 15_000);
+    await focusWindow(desk, await startRecorderTerminal(desk));
   });
   afterAll(() => desk?.stop());
 

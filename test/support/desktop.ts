@@ -124,3 +124,28 @@ export async function eventually<T>(
   }
   throw last;
 }
+
+/** An xterm running the raw-mode byte recorder (`apps/recorder.py`): what is typed into it lands in `<dir>/raw.bin`. */
+export async function startRecorderTerminal(desk: DesktopServer): Promise<number> {
+  desk.spawn("xterm", [
+    "-u8",
+    "-title",
+    "rawrec",
+    "-xrm",
+    "XTerm*metaSendsEscape: true",
+    "-e",
+    PYTHON,
+    join(APPS, "recorder.py"),
+    join(desk.dir, "raw.bin"),
+  ]);
+  return desk.waitForWindow("rawrec");
+}
+
+/** Activates a window and waits until it has the focus. */
+export async function focusWindow(desk: DesktopServer, id: number) {
+  await eventually(async () => {
+    if ((await desk.run("xdotool", ["getactivewindow"]).catch(() => "")).trim() === String(id)) return true;
+    await desk.run("xdotool", ["windowactivate", String(id)]).catch(() => undefined);
+    return false;
+  }, 15_000);
+}
