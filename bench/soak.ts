@@ -27,7 +27,10 @@ const CLIENTS = 4;
 const display = freeDisplayNumber();
 const dir = mkdtempSync(join(tmpdir(), "hangar-soak-"));
 let xvfb = await startXvfb(display);
-const server = await spawnHangar(["serve", "--no-virtual-display"], { DISPLAY: `:${display}` });
+const server = await spawnHangar(["serve", "--no-virtual-display"], {
+  DISPLAY: `:${display}`,
+  HANGAR_LOG_LEVEL: "error",
+});
 const pid = server.child.pid!;
 writeFileSync(join(dir, "f0"), "soak");
 
