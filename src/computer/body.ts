@@ -9,7 +9,10 @@ export class BodyTooLargeError extends Error {}
 
 export function readBody(incoming: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(incoming.headers["content-length"]);
-  if (declared > limit) return Promise.reject(new BodyTooLargeError());
+  if (declared > limit) {
+    dropTheRest(incoming);
+    return Promise.reject(new BodyTooLargeError());
+  }
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -17,7 +20,7 @@ export function readBody(incoming: IncomingMessage, limit: number): Promise<Buff
       size += chunk.length;
       if (size > limit) {
         cleanup();
-        incoming.pause();
+        dropTheRest(incoming);
         reject(new BodyTooLargeError());
         return;
       }
@@ -40,6 +43,21 @@ export function readBody(incoming: IncomingMessage, limit: number): Promise<Buff
     incoming.on("end", onEnd);
     incoming.on("error", onError);
   });
+}
+
+/** How long a refused body is read (and dropped) for, so that the client sees the answer. */
+const DROP_GRACE_MS = 2000;
+
+/**
+ * After refusing a body: reads and drops what keeps arriving, for a moment, then closes. Closing a
+ * connection with unread data makes the kernel reset it, and the client then loses the answer.
+ */
+function dropTheRest(incoming: IncomingMessage) {
+  incoming.resume();
+  const socket = incoming.socket;
+  const timer = setTimeout(() => socket.destroy(), DROP_GRACE_MS);
+  timer.unref();
+  socket.once("close", () => clearTimeout(timer));
 }
 
 export type JsonBody = { ok: true; value: unknown } | { ok: false; status: 400 | 413; detail: string };
