@@ -33,6 +33,8 @@ const DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024;
  * (`sleep 30 &`) holds the pipes open: the reply does not wait for it.
  */
 const DRAIN_AFTER_EXIT_MS = 100;
+/** How often a finished command's process group is looked at while its timeout still runs. */
+const LEFTOVER_CHECK_MS = 1000;
 
 /**
  * Runs the command line. Rejects with a `CommandError` when the shell cannot be started: resource
@@ -97,9 +99,9 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
       if (timedOut || cancelled) {
         clearTimeout(timer);
         killGroup();
-      } else {
+      } else if (timer) {
         // With a timeout, what the command left running still dies when it passes.
-        timer?.unref();
+        watchLeftovers(timer);
       }
       resolve({ stdout: out.text(), stderr: err.text(), returnCode: code ?? -1, timedOut, cancelled });
     };
@@ -113,6 +115,29 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
       reject(describeOsError(error));
     };
     let drain: NodeJS.Timeout | undefined;
+    /**
+     * Keeps the timeout while the group has members; once it is empty its id may be reused by an
+     * unrelated process group, which the timeout must then not kill.
+     */
+    const watchLeftovers = (deadline: NodeJS.Timeout) => {
+      deadline.unref();
+      const check = () => {
+        if (groupAlive()) return;
+        clearTimeout(deadline);
+        clearInterval(watch);
+      };
+      const watch = setInterval(check, LEFTOVER_CHECK_MS).unref();
+      check();
+    };
+    const groupAlive = () => {
+      if (process.platform === "win32") return false;
+      try {
+        process.kill(-child.pid!, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
 
     child.on("error", fail);
     if (!child.stdout || !child.stderr) {
