@@ -66,10 +66,7 @@ export function createComputerApp(options: ComputerAppOptions) {
   app.post("/cmd", async (c) => {
     const read = await readJsonBody(c.env.incoming, limit);
     if (!read.ok) {
-      if (read.status === 413) {
-        c.header("connection", "close");
-        return c.json({ detail: `${read.detail} (--body-limit)` }, 413);
-      }
+      if (read.status === 413) return c.json({ detail: `${read.detail} (--body-limit)` }, 413);
       return c.json({ detail: read.detail }, 400);
     }
     const body = read.value;

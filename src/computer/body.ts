@@ -49,15 +49,18 @@ export function readBody(incoming: IncomingMessage, limit: number): Promise<Buff
 const DROP_GRACE_MS = 2000;
 
 /**
- * After refusing a body: reads and drops what keeps arriving, for a moment, then closes. Closing a
- * connection with unread data makes the kernel reset it, and the client then loses the answer.
+ * After refusing a body: reads and drops the rest of it, for a moment, then closes the connection
+ * if it is still coming. Closing at once, with unread data, makes the kernel reset the connection,
+ * and the client then loses the answer.
  */
 function dropTheRest(incoming: IncomingMessage) {
   incoming.resume();
   const socket = incoming.socket;
   const timer = setTimeout(() => socket.destroy(), DROP_GRACE_MS);
   timer.unref();
-  socket.once("close", () => clearTimeout(timer));
+  const done = () => clearTimeout(timer);
+  incoming.once("end", done);
+  socket.once("close", done);
 }
 
 export type JsonBody = { ok: true; value: unknown } | { ok: false; status: 400 | 413; detail: string };

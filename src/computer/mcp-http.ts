@@ -99,7 +99,6 @@ export function mcpHandler(registry: CommandRegistry, options: McpHttpOptions = 
       // Counted while it streams in: a body over the limit is refused before it is buffered.
       const read = await readJsonBody(c.env.incoming, limit);
       if (!read.ok) {
-        if (read.status === 413) c.header("connection", "close");
         return c.json(rpcError(read.status === 413 ? -32600 : -32700, read.detail), read.status);
       }
       body = read.value;

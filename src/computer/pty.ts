@@ -69,7 +69,6 @@ export function ptyRoutes(
   ): Promise<{ params: z.output<T> } | { refusal: Response }> => {
     const read = await readJsonBody(c.env.incoming, bodyLimitBytes, {});
     if (!read.ok) {
-      if (read.status === 413) c.header("connection", "close");
       return { refusal: c.json({ detail: read.detail }, read.status) };
     }
     const parsed = schema.safeParse(read.value);
