@@ -53,10 +53,11 @@ describe("pointer commands (X11)", () => {
   async function newButtons(action: () => Promise<unknown>, expected: number): Promise<ButtonEvent[]> {
     const before = buttons().length;
     await action();
+    // Generous: on a loaded machine xev can be seconds behind.
     return eventually(() => {
       const all = buttons();
       return all.length >= before + expected ? all.slice(before) : null;
-    });
+    }, 15_000);
   }
 
   it("moves the pointer where asked, and reports where it is", async () => {
