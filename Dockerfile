@@ -3,8 +3,11 @@
 #
 #   docker build -t hangar .
 #   docker run --rm -p 8000:8000 hangar
-#   docker run --rm -p 8443:8443 -e CONTAINER_NAME=my-desktop -e HANGAR_API_KEYS=… \
-#     -v "$PWD/tls:/run/secrets/hangar/tls:ro" hangar          # tls.crt + tls.key → HTTPS on 8443
+#   docker run --rm -p 8443:8443 -e CONTAINER_NAME=my-desktop \
+#     -v "$PWD/tls:/run/secrets/hangar/tls:ro" \
+#     -v "$PWD/keys:/run/secrets/hangar/api-keys:ro" hangar    # tls.crt + tls.key → HTTPS on 8443
+#   API keys go in a mounted file (keys/keys), not in -e HANGAR_API_KEYS: any process of the
+#   container's user, the commands agents run included, can read /proc/1/environ (docs/deploy.md).
 #   (or the certificate and key as PEM text in HANGAR_TLS_CERT and HANGAR_TLS_KEY)
 #
 # Arguments after the image name go to `hangar serve` (e.g. --cloud, --api-key-file, --log-level).

@@ -1,8 +1,9 @@
 /** File commands (reference §9.8): paths get `~` expanded and are made absolute. */
-import { mkdir, open, readdir, readFile, rmdir, stat, unlink } from "node:fs/promises";
+import { constants } from "node:fs";
+import { type FileHandle, mkdir, open, readdir, rmdir, stat, unlink } from "node:fs/promises";
 import { z } from "zod";
 import { appendFileAllOrNothing, writeFileAtomic } from "../src/common/atomic-write.js";
-import { CommandError, describeOsError } from "../src/common/errors.js";
+import { CommandError, describeOsError, fileKind, notRegularFile } from "../src/common/errors.js";
 import { Base64Bytes, base64Field } from "../src/computer/bytes.js";
 import { defineCommand } from "../src/computer/command.js";
 import { expandPath } from "../src/os/paths.js";
@@ -22,6 +23,24 @@ async function onPath<T>(path: string, fn: (abs: string) => Promise<T>): Promise
     return await fn(abs);
   } catch (err) {
     throw describeOsError(err, path);
+  }
+}
+
+/**
+ * Opens a regular file for reading, and only that: the open never waits (`O_NONBLOCK`, so a FIFO
+ * without a writer cannot hold a thread of the pool), and a FIFO, device or socket is refused, since
+ * reading one could wait forever. The caller closes the handle.
+ */
+async function openRegularFile(abs: string, path: string): Promise<{ handle: FileHandle; size: number }> {
+  const handle = await open(abs, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const info = await handle.stat();
+    if (info.isDirectory()) throw Object.assign(new Error(), { code: "EISDIR" });
+    if (!info.isFile()) throw notRegularFile(fileKind(info), path);
+    return { handle, size: info.size };
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    throw err;
   }
 }
 
@@ -66,15 +85,15 @@ export const readText = defineCommand({
   result: z.string(),
   handler: ({ path }) =>
     onPath(path, async (abs) => {
-      const info = await stat(abs);
-      if (info.isDirectory()) throw Object.assign(new Error(), { code: "EISDIR" });
-      if (info.size > MAX_WHOLE_READ) {
-        throw new CommandError(
-          "failed",
-          `File is too large for read_text (${info.size} bytes): use read_bytes`,
-        );
+      const { handle, size } = await openRegularFile(abs, path);
+      try {
+        if (size > MAX_WHOLE_READ) {
+          throw new CommandError("failed", `File is too large for read_text (${size} bytes): use read_bytes`);
+        }
+        return await handle.readFile("utf8");
+      } finally {
+        await handle.close().catch(() => undefined);
       }
-      return readFile(abs, "utf8");
     }),
 });
 
@@ -118,23 +137,22 @@ export const readBytes = defineCommand({
   result: z.object({ content_b64: base64Field("the bytes read, base64") }),
   handler: ({ path, offset, length }) =>
     onPath(path, async (abs) => {
-      const handle = await open(abs, "r");
+      const { handle, size } = await openRegularFile(abs, path);
       try {
-        const { size } = await handle.stat();
-        const available = Math.max(0, size - offset);
+        // Files of /proc and /sys say they are empty: read them up to the length asked (or to their end).
+        const available = size === 0 ? MAX_WHOLE_READ : Math.max(0, size - offset);
         const wanted = Math.min(length ?? available, available);
         if (wanted > MAX_WHOLE_READ) {
           throw new CommandError("failed", `Too much to read at once (${wanted} bytes): pass a length`);
         }
-        const buffer = takeReadBuffer(wanted);
+        const buffer = takeReadBuffer(Math.min(wanted, size === 0 ? READ_BUFFER_SIZE : wanted));
         try {
-          let read = 0;
-          while (read < wanted) {
-            const { bytesRead } = await handle.read(buffer, read, wanted - read, offset + read);
-            if (bytesRead === 0) break;
-            read += bytesRead;
-          }
-          return { content_b64: new Base64Bytes(buffer.subarray(0, read)) };
+          const read = size === 0 ? null : await readInto(handle, buffer, wanted, offset);
+          return {
+            content_b64: new Base64Bytes(
+              read === null ? await readToEnd(handle, buffer, wanted, offset) : buffer.subarray(0, read),
+            ),
+          };
         } finally {
           giveBackReadBuffer(buffer);
         }
@@ -143,6 +161,35 @@ export const readBytes = defineCommand({
       }
     }),
 });
+
+/** Reads up to `wanted` bytes at `offset` into `buffer`; returns how many were read (fewer at the end). */
+async function readInto(handle: FileHandle, buffer: Buffer, wanted: number, offset: number): Promise<number> {
+  let read = 0;
+  while (read < wanted) {
+    const { bytesRead } = await handle.read(buffer, read, wanted - read, offset + read);
+    if (bytesRead === 0) break;
+    read += bytesRead;
+  }
+  return read;
+}
+
+/** Reads a file of unknown size (`stat` says 0) a buffer at a time, up to `wanted` bytes; returns a copy. */
+async function readToEnd(
+  handle: FileHandle,
+  buffer: Buffer,
+  wanted: number,
+  offset: number,
+): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let total = 0;
+  while (total < wanted) {
+    const read = await readInto(handle, buffer, Math.min(buffer.length, wanted - total), offset + total);
+    if (read === 0) break;
+    parts.push(Buffer.from(buffer.subarray(0, read)));
+    total += read;
+  }
+  return Buffer.concat(parts, total);
+}
 
 /** Decodes standard base64, or returns null when the text is not exactly that (checked natively). */
 function decodeBase64(text: string): Buffer | null {

@@ -192,18 +192,35 @@ export const mouseDown = buttonCommand(
 );
 export const mouseUp = buttonCommand("mouse_up", "up", "Releases a mouse button, at x,y when given.");
 
+/** Motion steps per segment of a drag: the target sees the pointer travel, not jump. */
 const DRAG_STEPS = 10;
+/** The least pause between two steps: with none, openbox lost the drag's motion 13 times in 25. */
+const DRAG_STEP_GAP_MS = 4;
 
+/**
+ * Holds `button` along the points, taking `durationS` seconds over it (spread over the steps, at
+ * least a few milliseconds between two); an aborted `signal` stops it at the next step (and releases).
+ */
 async function dragAlong(
   desktop: DesktopBackend,
   points: readonly { x: number; y: number }[],
   button: MouseButton,
+  durationS: number,
+  signal: AbortSignal,
 ) {
+  const segments = Math.max(1, points.length - 1);
+  const stepMs = Math.max(DRAG_STEP_GAP_MS, (durationS * 1000) / (segments * DRAG_STEPS));
+  const started = performance.now();
+  let steps = 0;
   await desktop.mouseButton(button, "down");
   try {
     let from = points[0];
     for (const to of points.slice(1)) {
       for (let step = 1; step <= DRAG_STEPS; step++) {
+        // Paced against the start, so that the time the moves take themselves is not added.
+        const due = started + ++steps * stepMs - performance.now();
+        if (due > 0) await sleep(due, undefined, { signal });
+        signal.throwIfAborted();
         await desktop.moveCursor({
           x: from.x + ((to.x - from.x) * step) / DRAG_STEPS,
           y: from.y + ((to.y - from.y) * step) / DRAG_STEPS,
@@ -216,6 +233,13 @@ async function dragAlong(
   }
 }
 
+const durationParam = z
+  .number()
+  .min(0)
+  .max(60)
+  .default(0.5)
+  .describe("Seconds the move takes (cua's default 0.5); the pointer passes through points on the way");
+
 export const dragTo = defineCommand({
   name: "drag_to",
   description: "Presses a button where the pointer is, moves to x,y and releases it.",
@@ -224,18 +248,14 @@ export const dragTo = defineCommand({
     x: coordinate,
     y: coordinate,
     button: buttonParam,
-    duration: z
-      .number()
-      .min(0)
-      .max(60)
-      .default(0.5)
-      .describe("Accepted for compatibility; the move is immediate"),
+    duration: durationParam,
   }),
   result: empty,
-  handler: async ({ x, y, button }, ctx) => {
+  deadlineMs: ({ duration }) => duration * 1000 + 30_000,
+  handler: async ({ x, y, button, duration }, ctx) => {
     const desktop = await ctx.desktop();
     const start = await desktop.cursorPosition();
-    await dragAlong(desktop, [start, { x, y }], button);
+    await dragAlong(desktop, [start, { x, y }], button, duration, ctx.signal);
     return {};
   },
 });
@@ -250,19 +270,15 @@ export const drag = defineCommand({
       .min(1, "Path is empty")
       .max(10_000),
     button: buttonParam,
-    duration: z
-      .number()
-      .min(0)
-      .max(60)
-      .default(0.5)
-      .describe("Accepted for compatibility; the move is immediate"),
+    duration: durationParam,
   }),
   result: empty,
-  handler: async ({ path, button }, ctx) => {
+  deadlineMs: ({ duration }) => duration * 1000 + 30_000,
+  handler: async ({ path, button, duration }, ctx) => {
     const desktop = await ctx.desktop();
     const points = path.map(([x, y]) => ({ x, y }));
     await desktop.moveCursor(points[0]);
-    await dragAlong(desktop, points, button);
+    await dragAlong(desktop, points, button, duration, ctx.signal);
     return {};
   },
 });
@@ -336,7 +352,7 @@ export const typeText = defineCommand({
   result: empty,
   deadlineMs: ({ text }) => 30_000 + text.length * 10,
   handler: async ({ text }, ctx) => {
-    await (await ctx.desktop()).typeText(text);
+    await (await ctx.desktop()).typeText(text, ctx.signal);
     return {};
   },
 });

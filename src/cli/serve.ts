@@ -3,11 +3,18 @@ import { setFlagsFromString } from "node:v8";
 import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import { parseBytes } from "../common/sizes.js";
-import { startComputerServer } from "../computer/server.js";
+import { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, startComputerServer } from "../computer/server.js";
 import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
 import { type DesktopSession, parseDisplaySize, startDesktopSession } from "../desktop/session.js";
-import { cloudServeOptions } from "./serve-cloud.js";
-import { browserAccess, browserAccessOptions, logLevelOption, onShutdown, parsePort } from "./util.js";
+import { cloudServeOptions, relaunchWithoutKeysInEnvironment } from "./serve-cloud.js";
+import {
+  browserAccess,
+  browserAccessOptions,
+  keepServingThroughStrayErrors,
+  logLevelOption,
+  onShutdown,
+  parsePort,
+} from "./util.js";
 
 export function registerServe(program: Command) {
   const serve = program
@@ -17,6 +24,12 @@ export function registerServe(program: Command) {
     .option("--port <port>", "port to listen on (default 8000, or 8443 with TLS)", parsePort)
     .addOption(logLevelOption(process.env.HANGAR_LOG_LEVEL ?? "info"))
     .option("--body-limit <size>", "largest request body, e.g. 64MiB", "64MiB")
+    .option(
+      "--keep-alive-timeout <seconds>",
+      "close idle keep-alive connections after this long; keep it above the idle timeout of a load balancer in front (60 s is common)",
+      parseSeconds,
+      DEFAULT_KEEP_ALIVE_TIMEOUT_MS / 1000,
+    )
     .option("--no-spread", "on /cmd, send results in `content` only (no copy of their fields beside it)")
     .option(
       "--virtual-display [WxH]",
@@ -64,8 +77,10 @@ export function registerServe(program: Command) {
       defaultBackend(),
     );
   browserAccessOptions(serve).action(async (opts) => {
+    if (await relaunchWithoutKeysInEnvironment()) return;
     growHeapInLargerSteps();
     const log = createLogger({ level: opts.logLevel, name: "computer" });
+    keepServingThroughStrayErrors(log);
     const bodyLimitBytes = parseBytes(opts.bodyLimit);
     const cloud = await cloudServeOptions(opts, log);
     const access = browserAccess(opts);
@@ -90,6 +105,7 @@ export function registerServe(program: Command) {
       spreadResult: opts.spread,
       bodyLimitBytes,
       collectGarbageWhenIdle: true,
+      keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,
     }).catch(async (err) => {
       await desktop.stop();
       throw err;
@@ -102,6 +118,14 @@ export function registerServe(program: Command) {
       await desktop.stop();
     });
   });
+}
+
+function parseSeconds(value: string): number {
+  const seconds = Number(value);
+  if (!Number.isFinite(seconds) || seconds <= 0 || seconds > 24 * 3600) {
+    throw new InvalidArgumentError("expected a number of seconds, above 0 and at most 86400");
+  }
+  return seconds;
 }
 
 function parseBackend(value: string): BackendName {

@@ -1,5 +1,6 @@
 /** Small helpers the CLI commands share. */
 import { type Command, InvalidArgumentError, Option } from "commander";
+import type { Logger } from "../common/logger.js";
 import { listFrom, normalizeHostName, normalizeOrigin } from "../common/origin-policy.js";
 
 /** A command line that cannot be run as written: `hangar` says why and exits 2, as for commander's own. */
@@ -77,4 +78,14 @@ export function logLevelOption(defaultLevel: string): Option {
   return new Option("--log-level <level>", "how much to log")
     .choices(["trace", "debug", "info", "warn", "error", "fatal", "silent"])
     .default(defaultLevel);
+}
+
+/**
+ * A long-running server must not die of one stray error: an 'error' event or a rejection that no
+ * code handles (a library's socket, say) is logged and the server goes on. The causes are fixed
+ * where they are found; this is the net under them.
+ */
+export function keepServingThroughStrayErrors(log: Logger) {
+  process.on("uncaughtException", (err) => log.error({ err }, "uncaught error; still serving"));
+  process.on("unhandledRejection", (err) => log.error({ err }, "unhandled rejection; still serving"));
 }

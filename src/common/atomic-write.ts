@@ -1,46 +1,144 @@
 /**
  * Writes a file so that readers see either the old content or the new one, never a half-written
  * file: the data goes to a temporary file beside it, is flushed, then renamed over the target.
+ * Writing through a symbolic link writes the file it points to and keeps the link, as an editor does.
+ *
+ * A write that a crash interrupts leaves its temporary file behind. Each write notes its temporary
+ * file in a journal (a symbolic link per write under the state directory) until it is renamed; the
+ * first write of a process, and `sweepInterruptedWrites()`, remove those of processes that are gone.
  */
 import { randomBytes } from "node:crypto";
-import { open, rename, stat, unlink } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { constants } from "node:fs";
+import { lstat, mkdir, open, readdir, readlink, rename, stat, symlink, unlink } from "node:fs/promises";
+import { homedir } from "node:os";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+import { fileKind, notRegularFile } from "./errors.js";
+
+/** Links followed before giving up, as the kernel's ELOOP limit. */
+const MAX_LINKS = 40;
 
 export async function writeFileAtomic(
   path: string,
   data: string | Uint8Array,
   options: { mode?: number } = {},
 ) {
-  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  const target = await followLinks(path);
+  const temp = join(dirname(target), `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`);
   const mode =
     options.mode ??
-    (await stat(path).then(
+    (await stat(target).then(
       (s) => s.mode & 0o7777,
       () => 0o644,
     ));
-  const handle = await open(temp, "wx", mode);
+  const note = await journal.note(temp);
   try {
-    await handle.writeFile(data);
-    await handle.sync();
-    await handle.close();
-    await rename(temp, path);
-  } catch (err) {
-    await handle.close().catch(() => undefined);
-    await unlink(temp).catch(() => undefined);
-    throw err;
+    const handle = await open(temp, "wx", mode);
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+      await handle.close();
+      await rename(temp, target);
+    } catch (err) {
+      await handle.close().catch(() => undefined);
+      await unlink(temp).catch(() => undefined);
+      throw err;
+    }
+  } finally {
+    await note.done();
   }
 }
 
-/** Appends all of `data` or nothing: on a failure the file is cut back to its old length. */
+/**
+ * Appends all of `data` or nothing: on a failure the file is cut back to its old length. Not
+ * crash-safe: if the process dies in the middle, part of `data` may stay appended. Only regular
+ * files (a FIFO would block the write until someone reads it).
+ */
 export async function appendFileAllOrNothing(path: string, data: Uint8Array) {
-  const handle = await open(path, "a");
-  const { size } = await handle.stat();
+  const flags = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK;
+  const handle = await open(path, flags).catch((err: NodeJS.ErrnoException) => {
+    // A FIFO that nobody reads cannot be opened for writing without blocking.
+    throw err.code === "ENXIO" ? notRegularFile("a FIFO", path) : err;
+  });
   try {
-    await handle.writeFile(data);
-    await handle.close();
-  } catch (err) {
-    await handle.truncate(size).catch(() => undefined);
+    const info = await handle.stat();
+    if (!info.isFile()) throw notRegularFile(fileKind(info), path);
+    try {
+      await handle.writeFile(data);
+    } catch (err) {
+      await handle.truncate(info.size).catch(() => undefined);
+      throw err;
+    }
+  } finally {
     await handle.close().catch(() => undefined);
-    throw err;
+  }
+}
+
+/** The path a write to `path` lands on: the end of its chain of symbolic links (which may not exist yet). */
+async function followLinks(path: string): Promise<string> {
+  let current = path;
+  for (let hops = 0; hops < MAX_LINKS; hops++) {
+    const info = await lstat(current).catch(() => null);
+    if (!info?.isSymbolicLink()) return current;
+    const next = await readlink(current);
+    current = isAbsolute(next) ? next : resolve(dirname(current), next);
+  }
+  throw Object.assign(new Error(`Too many levels of symbolic links: ${path}`), { code: "ELOOP" });
+}
+
+/** Removes the temporary files of writes whose process is gone (run at start; also before the first write). */
+export function sweepInterruptedWrites(): Promise<void> {
+  return journal.sweep();
+}
+
+/**
+ * The journal of writes in progress: `<dir>/<pid>.<random>` → the temporary file. Best effort: where
+ * the state directory cannot be written, writes go on without it.
+ */
+class WriteJournal {
+  private swept: Promise<void> | undefined;
+
+  private get dir(): string {
+    const state = process.env.XDG_STATE_HOME || join(homedir(), ".local", "state");
+    return join(state, "hangar", "writes");
+  }
+
+  async note(temp: string): Promise<{ done(): Promise<void> }> {
+    await this.sweep();
+    const entry = join(this.dir, `${process.pid}.${randomBytes(6).toString("hex")}`);
+    const noted = await symlink(temp, entry).then(
+      () => true,
+      () => false,
+    );
+    return { done: async () => (noted ? unlink(entry).catch(() => undefined) : undefined) };
+  }
+
+  sweep(): Promise<void> {
+    this.swept ??= this.sweepOnce().catch(() => undefined);
+    return this.swept;
+  }
+
+  private async sweepOnce() {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    for (const name of await readdir(this.dir)) {
+      const pid = Number(name.split(".")[0]);
+      // This process has written nothing yet: an entry with its pid is from an earlier life of it.
+      if (pid !== process.pid && isRunning(pid)) continue;
+      const entry = join(this.dir, name);
+      const temp = await readlink(entry).catch(() => null);
+      if (temp && /\.tmp$/.test(temp)) await unlink(temp).catch(() => undefined);
+      await unlink(entry).catch(() => undefined);
+    }
+  }
+}
+
+const journal = new WriteJournal();
+
+function isRunning(pid: number): boolean {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
   }
 }

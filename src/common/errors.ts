@@ -29,6 +29,37 @@ export class CommandError extends Error {
   }
 }
 
+const RESOURCE_NAMES: Record<string, string> = {
+  EMFILE: "too many open files in the server",
+  ENFILE: "too many open files in the system",
+  ENOMEM: "not enough memory",
+  EAGAIN: "too many processes",
+};
+
+/** What kind of thing a path is, for messages (`a FIFO`, `a character device`, …). */
+export function fileKind(info: {
+  isFIFO(): boolean;
+  isCharacterDevice(): boolean;
+  isBlockDevice(): boolean;
+  isSocket(): boolean;
+  isDirectory(): boolean;
+}): string {
+  if (info.isFIFO()) return "a FIFO";
+  if (info.isCharacterDevice()) return "a character device";
+  if (info.isBlockDevice()) return "a block device";
+  if (info.isSocket()) return "a socket";
+  if (info.isDirectory()) return "a directory";
+  return "not a file";
+}
+
+/** Refuses what is not a regular file where one is needed: reading a FIFO or a device could wait forever. */
+export function notRegularFile(kind: string, path: string): CommandError {
+  return new CommandError(
+    "failed",
+    `Not a regular file (${kind}): ${path}; only regular files can be read or appended to`,
+  );
+}
+
 /** Maps Node's file-system error codes to messages that name the path and the reason. */
 export function describeOsError(err: unknown, path?: string): CommandError {
   const e = err as NodeJS.ErrnoException;
@@ -49,6 +80,16 @@ export function describeOsError(err: unknown, path?: string): CommandError {
       return new CommandError("failed", `Directory not empty${where}`);
     case "ENOSPC":
       return new CommandError("failed", `No space left on device${where}`);
+    case "EMFILE":
+    case "ENFILE":
+    case "ENOMEM":
+    case "EAGAIN":
+      return new CommandError(
+        "unavailable",
+        `The system is out of resources (${e.code}: ${RESOURCE_NAMES[e.code]})${where}; try again later`,
+      );
+    case "E2BIG":
+      return new CommandError("invalid_params", `Invalid params: too long for the system (E2BIG)${where}`);
     default:
       if (err instanceof CommandError) return err;
       return new CommandError("failed", `${e?.message ?? String(err)}`);

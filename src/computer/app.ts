@@ -8,7 +8,7 @@ import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
 import { formatBytes } from "../common/sizes.js";
-import { BodyTooLargeError, readBody } from "./body.js";
+import { readJsonBody } from "./body.js";
 import { preparedHeaders, sentByHand } from "./by-hand.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
 import { fileRoutes } from "./files-http.js";
@@ -127,7 +127,7 @@ export function createComputerApp(options: ComputerAppOptions) {
   );
 
   app.route("/files", fileRoutes({ bodyLimitBytes: limit, log }));
-  if (options.pty) app.route("/pty", ptyRoutes(options.pty, log));
+  if (options.pty) app.route("/pty", ptyRoutes(options.pty, log, limit));
   // The MCP SDK is loaded at the first /mcp request: it is a quarter of the server's idle memory.
   let mcp: Promise<(c: Context) => Promise<Response>> | undefined;
   app.all("/mcp", async (c) => {
@@ -207,19 +207,12 @@ async function readCommandFrame(
   c: Context<ComputerEnv>,
   limit: number,
 ): Promise<{ command: string; params: unknown } | Response> {
-  let body: unknown;
-  try {
-    body = JSON.parse((await readBody(c.env.incoming, limit)).toString("utf8"));
-  } catch (err) {
-    if (err instanceof BodyTooLargeError) {
-      c.header("connection", "close");
-      return c.json(
-        { detail: `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)` },
-        413,
-      );
-    }
-    return c.json({ detail: `Invalid JSON body: ${(err as Error).message}` }, 400);
+  const read = await readJsonBody(c.env.incoming, limit);
+  if (!read.ok) {
+    if (read.status === 413) return c.json({ detail: `${read.detail} (--body-limit)` }, 413);
+    return c.json({ detail: read.detail }, 400);
   }
+  const body = read.value;
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     return c.json({ detail: 'Invalid JSON body: expected an object {"command": ..., "params": {...}}' }, 400);
   }

@@ -3,12 +3,16 @@
  * megabytes), refusing more than `limit` bytes.
  */
 import type { IncomingMessage } from "node:http";
+import { formatBytes } from "../common/sizes.js";
 
 export class BodyTooLargeError extends Error {}
 
 export function readBody(incoming: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(incoming.headers["content-length"]);
-  if (declared > limit) return Promise.reject(new BodyTooLargeError());
+  if (declared > limit) {
+    dropTheRest(incoming);
+    return Promise.reject(new BodyTooLargeError());
+  }
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -16,7 +20,7 @@ export function readBody(incoming: IncomingMessage, limit: number): Promise<Buff
       size += chunk.length;
       if (size > limit) {
         cleanup();
-        incoming.pause();
+        dropTheRest(incoming);
         reject(new BodyTooLargeError());
         return;
       }
@@ -39,4 +43,50 @@ export function readBody(incoming: IncomingMessage, limit: number): Promise<Buff
     incoming.on("end", onEnd);
     incoming.on("error", onError);
   });
+}
+
+/** How long a refused body is read (and dropped) for, so that the client sees the answer. */
+const DROP_GRACE_MS = 2000;
+
+/**
+ * After refusing a body: reads and drops the rest of it, for a moment, then closes the connection
+ * if it is still coming. Closing at once, with unread data, makes the kernel reset the connection,
+ * and the client then loses the answer.
+ */
+function dropTheRest(incoming: IncomingMessage) {
+  incoming.resume();
+  const socket = incoming.socket;
+  const timer = setTimeout(() => socket.destroy(), DROP_GRACE_MS);
+  timer.unref();
+  const done = () => clearTimeout(timer);
+  incoming.once("end", done);
+  socket.once("close", done);
+}
+
+export type JsonBody = { ok: true; value: unknown } | { ok: false; status: 400 | 413; detail: string };
+
+/**
+ * Reads and parses a JSON body of at most `limit` bytes (counted while it streams in, never
+ * buffered beyond). An empty body is `empty`. Failures say what was wrong and which status fits.
+ */
+export async function readJsonBody(
+  incoming: IncomingMessage,
+  limit: number,
+  empty: unknown = undefined,
+): Promise<JsonBody> {
+  let text: string;
+  try {
+    text = (await readBody(incoming, limit)).toString("utf8");
+  } catch (err) {
+    if (err instanceof BodyTooLargeError) {
+      return { ok: false, status: 413, detail: `Request body too large: the limit is ${formatBytes(limit)}` };
+    }
+    return { ok: false, status: 400, detail: `Could not read the request body: ${(err as Error).message}` };
+  }
+  if (text.trim() === "" && empty !== undefined) return { ok: true, value: empty };
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch (err) {
+    return { ok: false, status: 400, detail: `Invalid JSON body: ${(err as Error).message}` };
+  }
 }

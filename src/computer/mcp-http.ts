@@ -12,7 +12,8 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import { isInitializeRequest, isJSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { Context } from "hono";
 import { type Logger, silentLogger } from "../common/logger.js";
-import { formatBytes } from "../common/sizes.js";
+import type { ComputerEnv } from "./app.js";
+import { readJsonBody } from "./body.js";
 import { createMcpServer } from "./mcp.js";
 import type { CommandRegistry } from "./registry.js";
 
@@ -92,18 +93,15 @@ export function mcpHandler(registry: CommandRegistry, options: McpHttpOptions = 
     }
   };
 
-  return async (c: Context) => {
+  return async (c: Context<ComputerEnv>) => {
     let body: unknown;
     if (c.req.method === "POST") {
-      const text = await c.req.text();
-      if (Buffer.byteLength(text) > limit) {
-        return c.json(rpcError(-32600, `Request body too large: the limit is ${formatBytes(limit)}`), 413);
+      // Counted while it streams in: a body over the limit is refused before it is buffered.
+      const read = await readJsonBody(c.env.incoming, limit);
+      if (!read.ok) {
+        return c.json(rpcError(read.status === 413 ? -32600 : -32700, read.detail), read.status);
       }
-      try {
-        body = JSON.parse(text);
-      } catch (err) {
-        return c.json(rpcError(-32700, `Parse error: ${(err as Error).message}`), 400);
-      }
+      body = read.value;
     }
 
     const sessionId = c.req.header("mcp-session-id");

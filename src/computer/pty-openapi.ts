@@ -38,7 +38,10 @@ export const ptyOpenApiPaths = {
     delete: {
       summary: "Kill a session",
       parameters: pidParameters,
-      responses: { 200: { description: "`{killed}`: false for an unknown pid" } },
+      responses: {
+        200: { description: "`{killed: true}`" },
+        404: { description: "no session with that pid" },
+      },
     },
   },
   "/pty/{pid}/stdin": { post: onSession("Write bytes (base64) to the terminal", okReply, bodyOf(stdinBody)) },

@@ -36,7 +36,7 @@ export interface PtySessionsOptions {
   scrollbackBytes?: number;
   /** A session without subscribers and without requests for this long is killed (default 15 min). */
   idleMs?: number;
-  /** Sessions that may exist at once (default 64). */
+  /** Running sessions that may exist at once (default 64); as many exited ones are kept for their output. */
   maxSessions?: number;
 }
 
@@ -196,7 +196,8 @@ export class PtySessions {
 
   /** Starts a session; throws with a message a person can act on when the limit is reached. */
   start(options: PtyStart): PtySession {
-    if (this.sessions.size >= this.maxSessions) {
+    this.forgetExited();
+    if (this.running() >= this.maxSessions) {
       throw new Error(
         `Too many terminal sessions (${this.maxSessions}); DELETE /pty/{pid} the ones not needed`,
       );
@@ -228,6 +229,22 @@ export class PtySessions {
     session.kill();
     this.sessions.delete(pid);
     return true;
+  }
+
+  /** Sessions whose process has not exited: only these count toward `maxSessions`. */
+  private running(): number {
+    let count = 0;
+    for (const session of this.sessions.values()) if (!session.exited) count++;
+    return count;
+  }
+
+  /** Keeps at most `maxSessions` exited sessions (for their exit code and output), forgetting the oldest. */
+  private forgetExited() {
+    const exited = [...this.sessions.values()].filter((s) => s.exited);
+    exited.sort((a, b) => a.lastUsed - b.lastUsed);
+    for (const session of exited.slice(0, Math.max(0, exited.length - this.maxSessions + 1))) {
+      this.sessions.delete(session.pid);
+    }
   }
 
   /** Kills sessions nobody has subscribed to or asked about for `idleMs`. */

@@ -13,8 +13,10 @@ import { z } from "zod";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { expandPath } from "../os/paths.js";
 import type { ComputerEnv } from "./app.js";
+import { readJsonBody } from "./body.js";
 import type { PtyEvent, PtySession, PtySessions } from "./pty-sessions.js";
 import { describeZodError } from "./registry.js";
+import { refuseHalfUpgrade } from "./ws-server.js";
 
 const size = z.number().int().min(1).max(1000);
 export const startBody = z.object({
@@ -46,25 +48,38 @@ export function eventJson(event: PtyEvent): string {
   );
 }
 
-export function ptyRoutes(sessions: PtySessions, log: Logger = silentLogger) {
+/**
+ * @param bodyLimitBytes the largest request body (counted while it streams in); default 64 MiB
+ */
+export function ptyRoutes(
+  sessions: PtySessions,
+  log: Logger = silentLogger,
+  bodyLimitBytes = 64 * 1024 * 1024,
+) {
   const routes = new Hono<ComputerEnv>();
   const notFound = (c: Context, pid: string) => c.json({ detail: `PTY session ${pid} not found` }, 404);
   const lookup = (c: Context): PtySession | undefined => {
     const pid = Number(c.req.param("pid"));
     return Number.isSafeInteger(pid) ? sessions.get(pid) : undefined;
   };
-  const readJson = async (c: Context) => {
-    try {
-      return JSON.parse(await c.req.text());
-    } catch {
-      return {};
+  /** The JSON body parsed by `schema` (an empty body is `{}`), or the 400/413 reply that refuses it. */
+  const readParams = async <T extends z.ZodTypeAny>(
+    c: Context<ComputerEnv>,
+    schema: T,
+  ): Promise<{ params: z.output<T> } | { refusal: Response }> => {
+    const read = await readJsonBody(c.env.incoming, bodyLimitBytes, {});
+    if (!read.ok) {
+      return { refusal: c.json({ detail: read.detail }, read.status) };
     }
+    const parsed = schema.safeParse(read.value);
+    if (!parsed.success) return { refusal: c.json({ detail: describeZodError(parsed.error) }, 400) };
+    return { params: parsed.data };
   };
 
   routes.post("/", async (c) => {
-    const parsed = startBody.safeParse(await readJson(c));
-    if (!parsed.success) return c.json({ detail: describeZodError(parsed.error) }, 400);
-    const p = parsed.data;
+    const read = await readParams(c, startBody);
+    if ("refusal" in read) return read.refusal;
+    const p = read.params;
     const cwd = p.cwd ? expandPath(p.cwd) : undefined;
     if (cwd && !(existsSync(cwd) && statSync(cwd).isDirectory())) {
       return c.json({ detail: `Working directory does not exist: ${p.cwd}` }, 400);
@@ -91,25 +106,26 @@ export function ptyRoutes(sessions: PtySessions, log: Logger = silentLogger) {
 
   routes.delete("/:pid", (c) => {
     const pid = Number(c.req.param("pid"));
-    return c.json({ killed: Number.isSafeInteger(pid) && sessions.kill(pid) });
+    if (!Number.isSafeInteger(pid) || !sessions.kill(pid)) return notFound(c, c.req.param("pid"));
+    return c.json({ killed: true });
   });
 
   routes.post("/:pid/stdin", async (c) => {
     const session = lookup(c);
     if (!session) return notFound(c, c.req.param("pid"));
-    const parsed = stdinBody.safeParse(await readJson(c));
-    if (!parsed.success) return c.json({ detail: describeZodError(parsed.error) }, 400);
+    const read = await readParams(c, stdinBody);
+    if ("refusal" in read) return read.refusal;
     if (session.exited) return c.json({ detail: `PTY session ${session.pid} has exited` }, 409);
-    session.write(Buffer.from(parsed.data.data, "base64"));
+    session.write(Buffer.from(read.params.data, "base64"));
     return c.json({ ok: true });
   });
 
   routes.post("/:pid/resize", async (c) => {
     const session = lookup(c);
     if (!session) return notFound(c, c.req.param("pid"));
-    const parsed = resizeBody.safeParse(await readJson(c));
-    if (!parsed.success) return c.json({ detail: describeZodError(parsed.error) }, 400);
-    session.resize(parsed.data.cols, parsed.data.rows);
+    const read = await readParams(c, resizeBody);
+    if ("refusal" in read) return read.refusal;
+    session.resize(read.params.cols, read.params.rows);
     return c.json({ ok: true });
   });
 
@@ -146,7 +162,7 @@ export function ptyRoutes(sessions: PtySessions, log: Logger = silentLogger) {
 
   routes.get(
     "/:pid/ws",
-    async (c, next) => (lookup(c) ? next() : notFound(c, c.req.param("pid"))),
+    async (c, next) => refuseHalfUpgrade(c) ?? (lookup(c) ? next() : notFound(c, c.req.param("pid"))),
     upgradeWebSocket((c) => {
       const session = lookup(c)!;
       let unsubscribe = () => {};

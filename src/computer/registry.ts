@@ -138,30 +138,50 @@ export class CommandRegistry {
       log: this.log,
     };
 
-    const call = () =>
-      raceAbort(
-        Promise.resolve().then(() => def.handler(params, ctx)),
-        signal,
-        deadline,
-        deadlineMs,
-      );
+    const work = () => Promise.resolve().then(() => def.handler(params, ctx));
     try {
-      const result = def.input ? await this.enqueueInput(call, signal) : await call();
+      const running = def.input ? this.enqueueInput(work, signal) : work();
+      const result = await raceAbort(running, signal, deadline, deadlineMs);
       return { success: true, result };
     } catch (err) {
       return toFailure(err, def.name, this.log);
     }
   }
 
-  /** Runs pointer and keyboard work one at a time, in arrival order. */
+  /**
+   * Runs pointer and keyboard work one at a time, in arrival order. The next task starts when this
+   * one has really stopped (a cancelled handler stops at its next step), not when its caller got
+   * its answer; a handler that ignores its signal holds the queue at most `INPUT_STOP_GRACE_MS`.
+   */
   private enqueueInput<T>(task: () => Promise<T>, signal: AbortSignal): Promise<T> {
     const next = this.inputQueue.then(() => {
       if (signal.aborted) throw abortError(signal);
       return task();
     });
-    this.inputQueue = next.catch(() => undefined);
+    this.inputQueue = stoppedOrGivenUp(next, signal);
     return next;
   }
+}
+
+/** How long a cancelled input command may go on holding the input queue. */
+const INPUT_STOP_GRACE_MS = 5000;
+
+/** Settles when `work` does, or `INPUT_STOP_GRACE_MS` after `signal` aborts, whichever is first. */
+function stoppedOrGivenUp(work: Promise<unknown>, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    let grace: NodeJS.Timeout | undefined;
+    const onAbort = () => {
+      grace = setTimeout(resolve, INPUT_STOP_GRACE_MS);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) onAbort();
+    const stopped = () => {
+      signal.removeEventListener("abort", onAbort);
+      clearTimeout(grace);
+      resolve();
+    };
+    work.then(stopped, stopped);
+  });
 }
 
 function parseParams(def: AnyCommand, raw: unknown) {

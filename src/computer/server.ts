@@ -2,10 +2,12 @@
  * Starts the computer server: builds the registry from every command definition, the HTTP app,
  * and listens. Used by `hangar serve` and by the tests (on port 0).
  */
+import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
 import { type BrowserOptions, BrowserSession } from "../browser/session.js";
+import { sweepInterruptedWrites } from "../common/atomic-write.js";
 import { collectGarbage, IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy } from "../common/origin-policy.js";
@@ -50,7 +52,14 @@ export interface ComputerServerOptions {
   wsAuthDeadlineMs?: number;
   /** Collect garbage after a few seconds without requests, so that memory goes back to the system. */
   collectGarbageWhenIdle?: boolean;
+  /**
+   * An idle keep-alive connection is closed after this long (default 65 s: above the 60 s idle
+   * timeout of common load balancers, so that they never reuse a connection the server has just closed).
+   */
+  keepAliveTimeoutMs?: number;
 }
+
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 export interface RunningComputerServer {
   readonly url: string;
@@ -108,6 +117,11 @@ export async function startComputerServer(
     websocket: { server: sockets },
     ...tls,
   });
+  const http1 = server as HttpServer;
+  http1.keepAliveTimeout = options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS;
+  // The time to receive a request's headers must exceed it, or Node cuts reused connections short.
+  http1.headersTimeout = http1.keepAliveTimeout + 5000;
+  void sweepInterruptedWrites();
   await new Promise<void>((resolve, reject) => {
     server.once("listening", resolve);
     server.once("error", reject);

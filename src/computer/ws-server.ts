@@ -7,7 +7,19 @@ import { EventEmitter } from "node:events";
 import type { IncomingMessage } from "node:http";
 import { createRequire } from "node:module";
 import type { Duplex } from "node:stream";
+import type { HttpBindings } from "@hono/node-server";
+import type { Context } from "hono";
 import type * as Ws from "ws";
+
+/**
+ * A 400 for a request that says `Upgrade: websocket` without `Connection: Upgrade`: Node serves it as
+ * an ordinary request, which the WebSocket routes cannot answer. Undefined for any other request.
+ */
+export function refuseHalfUpgrade(c: Context<{ Bindings: HttpBindings }>): Response | undefined {
+  if (c.req.header("upgrade")?.toLowerCase() !== "websocket") return undefined;
+  if (/(^|,)\s*upgrade\s*(,|$)/i.test(c.req.header("connection") ?? "")) return undefined;
+  return c.json({ detail: "WebSocket upgrade needs the header Connection: Upgrade" }, 400);
+}
 
 export class LazyWebSocketServer extends EventEmitter {
   readonly options = { noServer: true } as const;

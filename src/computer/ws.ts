@@ -9,6 +9,8 @@
  * `{"command": "authenticate", "params": {"api_key", "container_name"}}` within a deadline, else the
  * socket is closed; in local mode the frame is simply answered with success.
  */
+
+import type { Duplex } from "node:stream";
 import { upgradeWebSocket } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
 import type { WebSocket } from "ws";
@@ -17,6 +19,7 @@ import type { ComputerEnv } from "./app.js";
 import { AUTH_MESSAGES, type Authenticator, clientAddress } from "./auth/index.js";
 import { jsonBytes, wsEnvelope } from "./outcome.js";
 import type { CommandRegistry } from "./registry.js";
+import { refuseHalfUpgrade } from "./ws-server.js";
 
 export interface WsTransportOptions {
   registry: CommandRegistry;
@@ -38,18 +41,20 @@ const NORMAL_CLOSURE = 1000;
 const POLICY_VIOLATION = 1008;
 
 export function wsTransport(options: WsTransportOptions): MiddlewareHandler<ComputerEnv> {
-  return upgradeWebSocket((c) => {
+  const upgrade = upgradeWebSocket((c) => {
     let session: WsSession | undefined;
     const address = clientAddress(c);
+    const connection = c.env.incoming.socket;
     return {
       onOpen: (_event, ws) => {
-        session = new WsSession(ws.raw as WebSocket, address, options);
+        session = new WsSession(ws.raw as WebSocket, connection, address, options);
       },
       onMessage: (event) => session?.receive(event.data as string | ArrayBuffer),
       onClose: () => session?.end(),
       onError: () => session?.end(),
     };
   }) as MiddlewareHandler<ComputerEnv>;
+  return async (c, next) => refuseHalfUpgrade(c) ?? upgrade(c, next);
 }
 
 class WsSession {
@@ -60,17 +65,23 @@ class WsSession {
   private alive = true;
   private readonly gone = new AbortController();
   private deadline?: NodeJS.Timeout;
+  private stopCounting = () => {};
   private readonly ping: NodeJS.Timeout;
   private readonly log: Logger;
 
   constructor(
     private readonly socket: WebSocket,
+    connection: Duplex,
     private readonly address: string,
     private readonly options: WsTransportOptions,
   ) {
     this.log = options.log ?? silentLogger;
     this.authenticated = !options.authenticator;
     if (!this.authenticated) {
+      this.stopCounting = limitUnauthenticatedBytes(connection, () => {
+        this.log.warn({ address }, "websocket closed: too much data before authentication");
+        this.end();
+      });
       const ms = options.authDeadlineMs ?? 10_000;
       this.deadline = setTimeout(() => {
         if (this.authenticated || this.ended) return;
@@ -108,6 +119,7 @@ class WsSession {
     if (this.ended) return;
     this.ended = true;
     clearTimeout(this.deadline);
+    this.stopCounting();
     clearInterval(this.ping);
     this.gone.abort();
   }
@@ -136,6 +148,7 @@ class WsSession {
     const result = await this.authenticate(frame.params);
     if (!result.ok) return;
     clearTimeout(this.deadline);
+    this.stopCounting();
     this.authenticated = true;
     await this.send(AUTH_SUCCESS);
   }
@@ -197,6 +210,26 @@ class WsSession {
     this.end();
     this.socket.close(code);
   }
+}
+
+/**
+ * Bytes a peer may send before it has authenticated (its `authenticate` frame is far smaller): the
+ * message limit of authenticated sockets (64 MiB) must not let strangers make the server buffer that.
+ */
+export const UNAUTHENTICATED_BYTES = 16 * 1024;
+
+/** Destroys `connection` once more than `UNAUTHENTICATED_BYTES` have arrived; returns the function that stops counting. */
+function limitUnauthenticatedBytes(connection: Duplex, onExceeded: () => void): () => void {
+  let received = 0;
+  const count = (chunk: Buffer) => {
+    received += chunk.length;
+    if (received <= UNAUTHENTICATED_BYTES) return;
+    connection.off("data", count);
+    onExceeded();
+    connection.destroy();
+  };
+  connection.on("data", count);
+  return () => connection.off("data", count);
 }
 
 type Frame = { command: string; params: unknown } | { error: string };

@@ -64,8 +64,8 @@ export interface DesktopBackend {
    * (`enter`, `ctrl`, `f5`) or a single character, which gets Shift/AltGr as its layout needs.
    */
   key(key: string, action: "down" | "up"): Promise<void>;
-  /** Types any Unicode text exactly, whatever the keyboard layout. */
-  typeText(text: string): Promise<void>;
+  /** Types any Unicode text exactly, whatever the keyboard layout; stops soon after `signal` aborts. */
+  typeText(text: string, signal?: AbortSignal): Promise<void>;
 
   // clipboard
   readClipboard(): Promise<string>;

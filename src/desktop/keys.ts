@@ -264,11 +264,11 @@ function squash(name: string): string {
 /** The canonical name of a key, or `undefined` when it is not a key name or a single character. */
 export function lookupKey(input: string): string | undefined {
   const chars = [...input];
-  if (chars.length === 1) return CHARACTER_NAMES[input] ?? input;
+  if (chars.length === 1) return own(CHARACTER_NAMES, input) ?? input;
   const squashed = squash(input.trim());
   if (squashed.length === 0) return undefined;
   if ([...squashed].length === 1 && input.trim().length === 1) return lookupKey(input.trim());
-  return BY_SQUASHED_NAME.get(squashed) ?? CHARACTER_SPELLINGS[squashed] ?? xKeysym(input.trim())?.name;
+  return BY_SQUASHED_NAME.get(squashed) ?? own(CHARACTER_SPELLINGS, squashed) ?? xKeysym(input.trim())?.name;
 }
 
 interface XKeysym {
@@ -331,6 +331,11 @@ export function parseKeySequence(input: string): string[][] {
   });
 }
 
+/** `table[key]` for the table's own entries only: `constructor` or `__proto__` are not keys. */
+function own<T>(table: Record<string, T>, key: string): T | undefined {
+  return Object.hasOwn(table, key) ? table[key] : undefined;
+}
+
 /**
  * The canonical name of a key; an unknown name is an `invalid_params` failure that names it.
  * @param what how the failure message calls the key (`key`, `key in hotkey`)
@@ -378,7 +383,7 @@ export function keysymOf(name: string): number {
 /** Latin-1 characters are their own keysym; every other code point is `0x01000000 + cp`. */
 export function keysymOfCharacter(codePoint: number): number {
   if ((codePoint >= 0x20 && codePoint <= 0x7e) || (codePoint >= 0xa0 && codePoint <= 0xff)) return codePoint;
-  const named = CHARACTER_NAMES[String.fromCodePoint(codePoint)];
+  const named = own(CHARACTER_NAMES, String.fromCodePoint(codePoint));
   if (named && isNamedKey(named)) return NAMED_KEYSYMS[named];
   return 0x01000000 + codePoint;
 }

@@ -8,6 +8,7 @@
  * const desktop = new DesktopManager({ display: process.env.DISPLAY });
  * await startComputerServer({ desktop: desktop.provider });
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import type { DesktopBackend, DesktopProvider } from "./backend.js";
@@ -17,6 +18,19 @@ export interface ConnectedBackend extends DesktopBackend {
   readonly alive: boolean;
   onClose(listener: (reason: string) => void): void;
 }
+
+/** Nothing listens on the display: trying again at once would not help (no retry). */
+export class DisplayAbsentError extends CommandError {
+  constructor(message: string) {
+    super("unavailable", message);
+  }
+}
+
+/**
+ * Pauses between connection attempts before a command is answered `unavailable`: an X server that
+ * is resetting (its last client just left) drops new connections for a moment.
+ */
+const RETRY_DELAYS_MS = [50, 150, 300];
 
 export interface DesktopManagerOptions {
   /** The X display (`:N`); default `$DISPLAY` at the time of each connection attempt. */
@@ -71,7 +85,7 @@ export class DesktopManager {
           "(hangar serve --virtual-display 1280x800)",
       );
     }
-    const backend = await this.connectTo(display);
+    const backend = await this.connectWithRetries(display);
     if (this.closed) {
       await backend.close();
       throw new CommandError("unavailable", "The desktop has been shut down");
@@ -84,5 +98,20 @@ export class DesktopManager {
     });
     this.backend = backend;
     return backend;
+  }
+
+  private async connectWithRetries(display: string): Promise<ConnectedBackend> {
+    const started = Date.now();
+    for (const delay of RETRY_DELAYS_MS) {
+      try {
+        return await this.connectTo(display);
+      } catch (err) {
+        // A display that does not answer at all has used its time already.
+        if (err instanceof DisplayAbsentError || this.closed || Date.now() - started > 1000) throw err;
+        this.log.debug({ display, err: (err as Error).message }, "desktop connection failed; trying again");
+        await sleep(delay);
+      }
+    }
+    return this.connectTo(display);
   }
 }

@@ -2,7 +2,8 @@
  * Runs a shell command line in its own process group, collects its output (bounded) and kills the
  * whole group on timeout or cancellation.
  */
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
+import { describeOsError } from "../common/errors.js";
 
 export interface ShellRun {
   command: string;
@@ -27,27 +28,47 @@ export interface ShellResult {
 }
 
 const DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024;
+/**
+ * Once the shell has exited, output still in the pipes is read for this long. A background child
+ * (`sleep 30 &`) holds the pipes open: the reply does not wait for it.
+ */
+const DRAIN_AFTER_EXIT_MS = 100;
+/** How often a finished command's process group is looked at while its timeout still runs. */
+const LEFTOVER_CHECK_MS = 1000;
 
+/**
+ * Runs the command line. Rejects with a `CommandError` when the shell cannot be started: resource
+ * exhaustion (EMFILE, EAGAIN, ENOMEM) is `unavailable`, a command line too long for the system
+ * (E2BIG) is `invalid_params`.
+ */
 export function runShell(options: ShellRun): Promise<ShellResult> {
   const shell = process.platform === "win32" ? "cmd.exe" : "/bin/sh";
   const args = process.platform === "win32" ? ["/d", "/s", "/c", options.command] : ["-c", options.command];
   const limit = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
 
   return new Promise((resolve, reject) => {
-    const child = spawn(shell, args, {
-      cwd: options.cwd,
-      env: options.env ? { ...process.env, ...options.env } : process.env,
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: process.platform !== "win32",
-      windowsHide: true,
-    });
+    let child: ChildProcess;
+    try {
+      child = spawn(shell, args, {
+        cwd: options.cwd,
+        env: options.env ? { ...process.env, ...options.env } : process.env,
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: process.platform !== "win32",
+        windowsHide: true,
+      });
+    } catch (err) {
+      reject(describeOsError(err));
+      return;
+    }
     const out = collector(limit);
     const err = collector(limit);
     let timedOut = false;
     let cancelled = false;
+    let settled = false;
 
+    /** Kills the process group, background children included, even after the shell has exited. */
     const killGroup = () => {
-      if (child.pid === undefined || child.exitCode !== null) return;
+      if (child.pid === undefined) return;
       try {
         process.kill(process.platform === "win32" ? child.pid : -child.pid, "SIGKILL");
       } catch {
@@ -57,44 +78,87 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
     const timer =
       options.timeoutSeconds !== undefined
         ? setTimeout(() => {
-            timedOut = true;
+            timedOut = !settled;
             killGroup();
           }, options.timeoutSeconds * 1000)
         : undefined;
     const onAbort = () => {
+      if (settled) return;
       cancelled = true;
       killGroup();
     };
     options.signal?.addEventListener("abort", onAbort, { once: true });
 
-    child.stdout.setEncoding("utf8");
-    child.stderr.setEncoding("utf8");
-    child.stdout.on("data", (chunk: string) => {
-      out.add(chunk);
-      options.onOutput?.("stdout", chunk);
-    });
-    child.stderr.on("data", (chunk: string) => {
-      err.add(chunk);
-      options.onOutput?.("stderr", chunk);
-    });
-    child.on("error", (error) => {
+    const streams = [child.stdout, child.stderr];
+    const finish = (code: number | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(drain);
+      options.signal?.removeEventListener("abort", onAbort);
+      for (const stream of streams) stream?.destroy();
+      if (timedOut || cancelled) {
+        clearTimeout(timer);
+        killGroup();
+      } else if (timer) {
+        // With a timeout, what the command left running still dies when it passes.
+        watchLeftovers(timer);
+      }
+      resolve({ stdout: out.text(), stderr: err.text(), returnCode: code ?? -1, timedOut, cancelled });
+    };
+    const fail = (error: Error) => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
       options.signal?.removeEventListener("abort", onAbort);
-      reject(error);
-    });
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      options.signal?.removeEventListener("abort", onAbort);
-      // Kill anything the command left running in its group (e.g. `sleep 100 &`) on timeout/cancel.
-      if (timedOut || cancelled) killGroup();
-      resolve({
-        stdout: out.text(),
-        stderr: err.text(),
-        returnCode: code ?? -1,
-        timedOut,
-        cancelled,
+      for (const stream of streams) stream?.destroy();
+      killGroup();
+      reject(describeOsError(error));
+    };
+    let drain: NodeJS.Timeout | undefined;
+    /**
+     * Keeps the timeout while the group has members; once it is empty its id may be reused by an
+     * unrelated process group, which the timeout must then not kill.
+     */
+    const watchLeftovers = (deadline: NodeJS.Timeout) => {
+      deadline.unref();
+      const check = () => {
+        if (groupAlive()) return;
+        clearTimeout(deadline);
+        clearInterval(watch);
+      };
+      const watch = setInterval(check, LEFTOVER_CHECK_MS).unref();
+      check();
+    };
+    const groupAlive = () => {
+      if (process.platform === "win32") return false;
+      try {
+        process.kill(-child.pid!, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+
+    child.on("error", fail);
+    if (!child.stdout || !child.stderr) {
+      fail(Object.assign(new Error("the shell's output pipes could not be made"), { code: "EMFILE" }));
+      return;
+    }
+    for (const [stream, name, kept] of [
+      [child.stdout, "stdout", out],
+      [child.stderr, "stderr", err],
+    ] as const) {
+      stream.on("error", () => undefined);
+      stream.setEncoding("utf8");
+      stream.on("data", (chunk: string) => {
+        kept.add(chunk);
+        options.onOutput?.(name, chunk);
       });
+    }
+    child.on("exit", (code) => {
+      drain = setTimeout(() => finish(code), DRAIN_AFTER_EXIT_MS);
     });
+    child.on("close", (code) => finish(code));
     if (options.signal?.aborted) onAbort();
   });
 }

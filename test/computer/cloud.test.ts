@@ -99,13 +99,14 @@ describe("cloud mode over HTTPS", () => {
     expect(good.status).toBe(400);
   });
 
-  it("guards other WebSocket routes too, with query credentials accepted", async () => {
-    const url = `${server.url.replace("https", "wss")}/commands`;
-    await expect(TestSocket.open(url, { ca: cert.cert })).rejects.toThrow(/401/);
-    const withQuery = `${url}?container_name=${NAME}&api_key=${KEY}`;
-    await expect(TestSocket.open(withQuery, { ca: cert.cert })).rejects.toThrow(
-      /Unexpected server response: (404|200)/,
-    );
+  it("guards other WebSocket routes too; query credentials only on the PTY socket", async () => {
+    const base = server.url.replace("https", "wss");
+    const query = `?container_name=${NAME}&api_key=${KEY}`;
+    await expect(TestSocket.open(`${base}/pty/1/ws`, { ca: cert.cert })).rejects.toThrow(/401/);
+    // Past authentication: no such session.
+    await expect(TestSocket.open(`${base}/pty/1/ws${query}`, { ca: cert.cert })).rejects.toThrow(/404/);
+    // Anywhere else a key in the query is not looked at (query strings end up in logs).
+    await expect(TestSocket.open(`${base}/commands${query}`, { ca: cert.cert })).rejects.toThrow(/401/);
   });
 });
 

@@ -129,7 +129,10 @@ describe("PTY sessions over HTTP", () => {
     expect((await api("DELETE", `/pty/${pid}`)).json).toEqual({ killed: true });
     expect(await stream.exit()).toBe(-1);
     expect(await waitUntilGone(pid)).toBe(true);
-    expect((await api("DELETE", `/pty/${pid}`)).json).toEqual({ killed: false });
+    expect(await api("DELETE", `/pty/${pid}`)).toEqual({
+      status: 404,
+      json: { detail: `PTY session ${pid} not found` },
+    });
   });
 
   it("answers 404 with a clear detail for an unknown pid on every route", async () => {

@@ -3,9 +3,7 @@
  * `unavailable` and say why, other commands keep working, and the desktop comes back by itself once
  * the X server is there again. Also `hangar serve`'s own virtual display.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { once } from "node:events";
-import { existsSync, rmSync } from "node:fs";
+import { execFile } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
@@ -13,46 +11,9 @@ import { silentLogger } from "../../src/common/logger.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import { parseDisplaySize, startDesktopSession } from "../../src/desktop/session.js";
 import { startTestServer } from "../support/server.js";
+import { freeDisplayNumber, killXvfb, startXvfb } from "../support/xvfb.js";
 
 const execFileAsync = promisify(execFile);
-
-/** A display number nobody uses (no socket, no lock file). */
-function freeDisplayNumber(): number {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const n = 300 + Math.floor(Math.random() * 600);
-    if (!existsSync(`/tmp/.X11-unix/X${n}`) && !existsSync(`/tmp/.X${n}-lock`)) return n;
-  }
-  throw new Error("no free display number");
-}
-
-/** Starts Xvfb on a chosen display number and waits until it accepts connections. */
-async function startXvfb(n: number): Promise<ChildProcess> {
-  const xvfb = spawn("Xvfb", [`:${n}`, "-screen", "0", "640x480x24", "-nolisten", "tcp"], {
-    stdio: "ignore",
-  });
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    if (xvfb.exitCode !== null) throw new Error(`Xvfb :${n} exited with ${xvfb.exitCode}`);
-    const ok = await execFileAsync("xdpyinfo", ["-display", `:${n}`]).then(
-      () => true,
-      () => false,
-    );
-    if (ok) return xvfb;
-    await sleep(50);
-  }
-  throw new Error(`Xvfb :${n} did not start`);
-}
-
-async function killXvfb(xvfb: ChildProcess, n: number) {
-  if (xvfb.exitCode === null && xvfb.signalCode === null) {
-    const exited = once(xvfb, "exit");
-    xvfb.kill("SIGKILL");
-    await exited;
-  }
-  // A killed server leaves its socket and lock behind.
-  rmSync(`/tmp/.X11-unix/X${n}`, { force: true });
-  rmSync(`/tmp/.X${n}-lock`, { force: true });
-}
 
 describe("desktop availability", () => {
   const cleanups: (() => Promise<void>)[] = [];

@@ -42,10 +42,13 @@ describe("nut-js window and clipboard API (NativeServices) on X11", () => {
   });
 
   it("names the focused window, moves and resizes it, and cannot minimize it", async () => {
+    // Under load the window may not be managed yet when it is first activated: activate it again.
     const active = await eventually(async () => {
       const window = await services.activeWindow();
-      return window?.title === "nativeterm" ? window : null;
-    });
+      if (window?.title === "nativeterm") return window;
+      await run("xdotool", ["search", "--name", "^nativeterm$", "windowactivate"]).catch(() => undefined);
+      return null;
+    }, 15_000);
     await services.setWindowBounds(active.id, { x: 200, y: 150, width: 400, height: 300 });
     const geometry = await eventually(async () => {
       const out = await run("xwininfo", ["-name", "nativeterm"]);

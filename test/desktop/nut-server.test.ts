@@ -131,7 +131,7 @@ describe("nut-js backend without a display", () => {
         message: expect.stringContaining(display.display),
       });
 
-      again = spawn("Xvfb", [display.display, "-screen", "0", "800x600x24", "-nolisten", "tcp"], {
+      again = spawn("Xvfb", [display.display, "-screen", "0", "800x600x24", "-nolisten", "tcp", "-noreset"], {
         stdio: "ignore",
       });
       const size = await eventually(() => nut.screenSize(), 15_000);

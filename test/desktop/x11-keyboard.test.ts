@@ -4,7 +4,15 @@
  */
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { APPS, type DesktopServer, eventually, PYTHON, startDesktopServer } from "../support/desktop.js";
+import {
+  APPS,
+  type DesktopServer,
+  eventually,
+  focusWindow,
+  PYTHON,
+  startDesktopServer,
+  startRecorderTerminal,
+} from "../support/desktop.js";
 
 const SYMBOLS = "~`!@#$%^&*()_+-={}[]|\\:;\"'<>,.?/";
 const UNICODE = "héllo wörld ñ ç ß É — «» ✓ 日本語 中文 한국어 😀🎉";
@@ -15,28 +23,11 @@ describe("keyboard commands (X11)", () => {
 
   beforeAll(async () => {
     desk = await startDesktopServer({ width: 1024, height: 768 });
-    desk.spawn("xterm", [
-      "-u8",
-      "-title",
-      "rawrec",
-      "-xrm",
-      "XTerm*metaSendsEscape: true",
-      "-e",
-      PYTHON,
-      join(APPS, "recorder.py"),
-      join(desk.dir, "raw.bin"),
-    ]);
-    xterm = await desk.waitForWindow("rawrec");
+    xterm = await startRecorderTerminal(desk);
   });
   afterAll(() => desk?.stop());
 
-  async function focus(id: number) {
-    await eventually(async () => {
-      if ((await desk.run("xdotool", ["getactivewindow"]).catch(() => "")).trim() === String(id)) return true;
-      await desk.run("xdotool", ["windowactivate", String(id)]).catch(() => undefined);
-      return false;
-    }, 15_000);
-  }
+  const focus = (id: number) => focusWindow(desk, id);
 
   /** What the recorder receives while `action` runs (waits until `expected` bytes arrived). */
   async function received(action: () => Promise<unknown>, expected: string): Promise<string> {

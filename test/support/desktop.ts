@@ -58,7 +58,7 @@ export async function startDesktopServer(
       return { x: Number(match?.[1]), y: Number(match?.[2]) };
     },
     /** Waits for a mapped window whose title matches exactly; returns its id. */
-    async waitForWindow(title: string, timeoutMs = 15_000): Promise<number> {
+    async waitForWindow(title: string, timeoutMs = 30_000): Promise<number> {
       const deadline = Date.now() + timeoutMs;
       while (Date.now() < deadline) {
         const out = await run("xdotool", ["search", "--onlyvisible", "--name", `^${title}$`]).catch(() => "");
@@ -105,10 +105,13 @@ export async function startDesktopServer(
 
 export type DesktopServer = Awaited<ReturnType<typeof startDesktopServer>>;
 
-/** Polls until `check` returns a truthy value (or throws its last error after the timeout). */
+/**
+ * Polls until `check` returns a truthy value (or throws its last error after the timeout). The
+ * default timeout is generous: on a loaded machine, X clients can be seconds behind.
+ */
 export async function eventually<T>(
   check: () => T | null | undefined | false | Promise<T | null | undefined | false>,
-  timeoutMs = 5000,
+  timeoutMs = 15_000,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
@@ -123,4 +126,29 @@ export async function eventually<T>(
     await sleep(30);
   }
   throw last;
+}
+
+/** An xterm running the raw-mode byte recorder (`apps/recorder.py`): what is typed into it lands in `<dir>/raw.bin`. */
+export async function startRecorderTerminal(desk: DesktopServer): Promise<number> {
+  desk.spawn("xterm", [
+    "-u8",
+    "-title",
+    "rawrec",
+    "-xrm",
+    "XTerm*metaSendsEscape: true",
+    "-e",
+    PYTHON,
+    join(APPS, "recorder.py"),
+    join(desk.dir, "raw.bin"),
+  ]);
+  return desk.waitForWindow("rawrec");
+}
+
+/** Activates a window and waits until it has the focus. */
+export async function focusWindow(desk: DesktopServer, id: number) {
+  await eventually(async () => {
+    if ((await desk.run("xdotool", ["getactivewindow"]).catch(() => "")).trim() === String(id)) return true;
+    await desk.run("xdotool", ["windowactivate", String(id)]).catch(() => undefined);
+    return false;
+  }, 15_000);
 }

@@ -3,6 +3,7 @@
  * to check keys (at least one API key, or a remote verifier URL); a container name alone (the
  * `CONTAINER_NAME` that cua images set everywhere) leaves the server in local mode.
  */
+import { closeSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import type { CloudAuthOptions } from "./authenticator.js";
 import { KeyDigests, parseKeyLines, parseKeyList } from "./keys.js";
@@ -20,6 +21,8 @@ export interface CloudSettings {
 
 /** The environment variable holding comma-separated API keys (or `sha256:` digests). */
 export const API_KEYS_ENV = "HANGAR_API_KEYS";
+/** Set by a launcher that hands `HANGAR_API_KEYS` over a pipe: the descriptor to read them from. */
+export const API_KEYS_FD_ENV = "HANGAR_API_KEYS_FD";
 
 /** Returns the cloud auth options, or undefined for local mode; throws on a half-done setup. */
 export async function resolveCloudAuth(settings: CloudSettings): Promise<CloudAuthOptions | undefined> {
@@ -37,6 +40,10 @@ export async function resolveCloudAuth(settings: CloudSettings): Promise<CloudAu
     if (digests.length === 0) throw new Error(`--api-key-file: ${settings.apiKeyFile} holds no key`);
   }
   if (env[API_KEYS_ENV]) digests.push(...parseKeyList(env[API_KEYS_ENV], API_KEYS_ENV));
+  const keysFd = Number(env[API_KEYS_FD_ENV]);
+  if (env[API_KEYS_FD_ENV] && Number.isSafeInteger(keysFd)) {
+    digests.push(...parseKeyList(readAndClose(keysFd), API_KEYS_ENV));
+  }
   const authUrl = settings.authUrl ?? env.HANGAR_AUTH_URL;
 
   if (digests.length > 0 && authUrl) {
@@ -55,4 +62,19 @@ export async function resolveCloudAuth(settings: CloudSettings): Promise<CloudAu
   }
   if (authUrl) return { containerName, verify: remoteVerifier({ baseUrl: authUrl }) };
   return { containerName, keys: new KeyDigests(digests) };
+}
+
+/** The whole content of an inherited descriptor (a pipe from the launcher), which is then closed. */
+function readAndClose(fd: number): string {
+  try {
+    return readFileSync(fd, "utf8");
+  } catch (err) {
+    throw new Error(`${API_KEYS_FD_ENV}: cannot read descriptor ${fd}: ${(err as Error).message}`);
+  } finally {
+    try {
+      closeSync(fd);
+    } catch {
+      // already closed
+    }
+  }
 }

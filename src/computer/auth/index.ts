@@ -3,8 +3,8 @@
  *
  * Every route it guards needs `X-Container-Name` equal to the server's container name and a key in
  * `X-API-Key` (or `Authorization: Bearer <key>`). A WebSocket upgrade on a guarded route (the PTY
- * sockets) may pass `container_name` and `api_key` as query parameters instead, as the reference's
- * clients do. Failures answer 401 `{"detail": "Container name required" | "API key required" |
+ * sockets, `/pty/{pid}/ws`, and no other route) may pass `container_name` and `api_key` as query
+ * parameters instead, as the reference's clients do. Failures answer 401 `{"detail": "Container name required" | "API key required" |
  * "Authentication failed"}`, checked in that order; an address with too many failures gets 429.
  * `/ws` is not guarded here: it authenticates with its first frame (see `../ws.ts`).
  *
@@ -39,14 +39,23 @@ export function cloudAuth(
   };
 }
 
-/** The key from `X-API-Key`, else from `Authorization: Bearer`; header names are case-insensitive. */
+/**
+ * The routes whose WebSocket upgrade may carry the key in the query (the PTY sockets, whose clients
+ * cannot set headers). Nowhere else: query strings end up in proxy and access logs.
+ */
+const QUERY_KEY_ROUTE = /^\/pty\/[^/]+\/ws$/;
+
+/**
+ * The key from `X-API-Key`, else from `Authorization: Bearer`; header names are case-insensitive.
+ * On a WebSocket upgrade of a `QUERY_KEY_ROUTE`, also `api_key` and `container_name` in the query.
+ */
 function credentialsOf(c: Context): Credentials {
   const bearer = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header("authorization") ?? "")?.[1];
   const credentials: Credentials = {
     containerName: c.req.header("x-container-name"),
     apiKey: c.req.header("x-api-key") || bearer,
   };
-  if (c.req.header("upgrade")?.toLowerCase() === "websocket") {
+  if (c.req.header("upgrade")?.toLowerCase() === "websocket" && QUERY_KEY_ROUTE.test(c.req.path)) {
     credentials.containerName ||= c.req.query("container_name");
     credentials.apiKey ||= c.req.query("api_key");
   }

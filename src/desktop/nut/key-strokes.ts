@@ -96,7 +96,7 @@ export function keyForCharacter(char: string): { key: Key; shift: boolean } | un
   if (/^[a-z]$/.test(char)) return { key: Key[char.toUpperCase() as keyof typeof Key], shift: false };
   if (/^[A-Z]$/.test(char)) return { key: Key[char as keyof typeof Key], shift: true };
   if (/^[0-9]$/.test(char)) return { key: Key[`Num${char}` as keyof typeof Key], shift: false };
-  if (char in UNSHIFTED_SYMBOLS) return { key: UNSHIFTED_SYMBOLS[char], shift: false };
+  if (Object.hasOwn(UNSHIFTED_SYMBOLS, char)) return { key: UNSHIFTED_SYMBOLS[char], shift: false };
   const base = SHIFTED_SYMBOLS[char];
   if (base !== undefined) return { key: keyForCharacter(base)!.key, shift: true };
   return undefined;

@@ -133,8 +133,8 @@ export class X11Backend implements DesktopBackend {
     return this.keyboard.key(key, action);
   }
 
-  typeText(text: string): Promise<void> {
-    return this.keyboard.typeText(text);
+  typeText(text: string, signal?: AbortSignal): Promise<void> {
+    return this.keyboard.typeText(text, signal);
   }
 
   readClipboard(): Promise<string> {

@@ -86,6 +86,8 @@ export class ScreenCapture {
     private readonly shm: XExtension | null,
     private readonly damage: XExtension | null,
   ) {
+    // A lost connection gives its shared-memory segment back at once (the X server is gone).
+    conn.onClose(() => this.close());
     if (damage) {
       this.damageId = conn.X.AllocID();
       damage.Create(this.damageId, conn.root, DAMAGE_REPORT_NON_EMPTY);

@@ -2,12 +2,21 @@
  * One persistent connection to an X server through the pure-JavaScript `x11` package, with its
  * callback requests turned into promises that fail (instead of hanging) once the server is gone.
  */
+import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
+import { createConnection } from "node:net";
+import type { Duplex } from "node:stream";
 import { CommandError } from "../../common/errors.js";
+import { DisplayAbsentError } from "../manager.js";
 
 const require = createRequire(import.meta.url);
 // biome-ignore lint/suspicious/noExplicitAny: the x11 package ships no types; XClient is typed at its use
 const x11: any = require("x11");
+/** The x11 package's unix-socket transport that can pass file descriptors (for MIT-SHM). */
+const fdpass: { connect(path: string, options: object): Duplex | null } = require("x11/lib/fdpass.js");
+
+/** A socket this long without closing after `end()` is destroyed (a stopped X server never answers). */
+const CLOSE_GRACE_MS = 1000;
 
 // biome-ignore lint/suspicious/noExplicitAny: the raw request interface of the x11 package
 export type XClient = any;
@@ -54,26 +63,41 @@ export class XConnection {
     X.stream?.on?.("close", () => this.markClosed(`the X server of display ${display} went away`));
   }
 
-  /** Connects to `display` (`:N`); fails with `unavailable` and the reason when it cannot. */
+  /**
+   * Connects to `display` (`:N`); fails with `unavailable` and the reason when it cannot, and then
+   * closes the socket it opened. Nothing listening there is a `DisplayAbsentError`.
+   */
   static open(display: string, options: { shm?: object; timeoutMs?: number } = {}): Promise<XConnection> {
     const timeoutMs = options.timeoutMs ?? 5000;
     return new Promise((resolve, reject) => {
       let settled = false;
+      let stream: Duplex | undefined;
       const fail = (err: Error) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        reject(new CommandError("unavailable", `Cannot connect to X display ${display}: ${describe(err)}`));
+        stream?.destroy();
+        const message = `Cannot connect to X display ${display}: ${describe(err)}`;
+        reject(
+          nothingListening(err) ? new DisplayAbsentError(message) : new CommandError("unavailable", message),
+        );
       };
       const timer = setTimeout(() => fail(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
       try {
+        const local = localDisplay(display);
+        // The socket is made here, not by the x11 package, so that a failed connect can be closed.
+        stream = local?.socket ? openUnixSocket(local.socket) : undefined;
+        stream?.on("error", fail);
         const client = x11.createClient(
-          { display, shm: options.shm },
+          stream
+            ? { display, shm: options.shm, stream, auth: undefined }
+            : { display: local ? `tcp/localhost:${local.number}` : display, shm: options.shm },
           (err: Error | null, info: XDisplayInfo) => {
             if (err) return fail(err);
             if (settled) return client.terminate?.();
             settled = true;
             clearTimeout(timer);
+            stream?.off("error", fail);
             resolve(new XConnection(display, info));
           },
         );
@@ -155,12 +179,12 @@ export class XConnection {
 
   close() {
     if (this.closedReason === null) {
-      this.markClosed("the connection was closed");
       try {
         this.X.terminate();
       } catch {
         // already gone
       }
+      this.markClosed("the connection was closed");
     }
   }
 
@@ -171,6 +195,8 @@ export class XConnection {
   private markClosed(reason: string) {
     if (this.closedReason !== null) return;
     this.closedReason = reason;
+    const stream: Duplex | undefined = this.X.stream;
+    if (stream && !stream.destroyed) setTimeout(() => stream.destroy(), CLOSE_GRACE_MS).unref();
     const err = this.unavailable();
     for (const abort of this.pending) abort(err);
     this.pending.clear();
@@ -178,10 +204,34 @@ export class XConnection {
   }
 }
 
-function describe(err: Error): string {
+function nothingListening(err: Error): boolean {
   const code = (err as NodeJS.ErrnoException).code;
-  if (code === "ENOENT" || code === "ECONNREFUSED") return "no X server is listening there";
-  return err.message;
+  // The fd-passing socket reports a refused connect as libuv's status (111 is ECONNREFUSED).
+  return code === "ENOENT" || code === "ECONNREFUSED" || code === "UV_111";
+}
+
+function describe(err: Error): string {
+  return nothingListening(err) ? "no X server is listening there" : err.message;
+}
+
+/** `:N` (or `:N.S`, `unix:N`): the display's number and its unix socket when that exists. */
+function localDisplay(display: string): { number: string; socket?: string } | undefined {
+  const number = /^(?:unix)?:(\d+)(?:\.\d+)?$/.exec(display)?.[1];
+  if (number === undefined) return undefined;
+  const socket = `/tmp/.X11-unix/X${number}`;
+  return { number, socket: existsSync(socket) ? socket : undefined };
+}
+
+/** A connecting socket to an X server's unix socket, able to pass descriptors where Node allows it. */
+function openUnixSocket(path: string): Duplex {
+  const socket = fdpass.connect(path, {}) as (Duplex & { connecting: boolean }) | null;
+  if (!socket) return createConnection(path);
+  // It reports its connect through 'connect' only; the x11 package waits for that when it sees `connecting`.
+  socket.connecting = true;
+  socket.once("connect", () => {
+    socket.connecting = false;
+  });
+  return socket;
 }
 
 /** The last atom the X protocol predefines (`WM_TRANSIENT_FOR`): 1 to 68 mean the same on every server. */

@@ -13,6 +13,8 @@ import { CommandError } from "../../common/errors.js";
 import { keysymOf, keysymOfCharacter } from "../keys.js";
 import type { XConnection, XExtension } from "./connection.js";
 
+/** Characters sent to the X server between two looks at the cancellation signal. */
+const TYPING_STEP = 64;
 const KEY_PRESS = 2;
 const KEY_RELEASE = 3;
 const SHIFT_L = 0xffe1;
@@ -85,14 +87,16 @@ export class Keyboard {
   }
 
   /** Types text exactly, character by character (`\n` is Enter and `\t` Tab). */
-  async typeText(text: string): Promise<void> {
+  /** Types in steps of at most `TYPING_STEP` characters; an aborted `signal` stops it between steps. */
+  async typeText(text: string, signal?: AbortSignal): Promise<void> {
     await this.refresh();
     const keysyms = textToKeysyms(text);
     let start = 0;
     while (start < keysyms.length) {
-      const end = this.chunkEnd(keysyms, start);
+      signal?.throwIfAborted();
+      const end = Math.min(this.chunkEnd(keysyms, start), start + TYPING_STEP);
       const chunk = keysyms.slice(start, end);
-      const places = await this.placesFor(chunk);
+      const places = await this.placesFor(chunk, signal);
       let level = 0;
       for (const place of places) {
         if (place.level !== level) {
@@ -154,14 +158,14 @@ export class Keyboard {
   }
 
   /** Where each keysym is typed from, remapping spare keycodes for the ones on no key. */
-  private async placesFor(keysyms: readonly number[]): Promise<KeyPlace[]> {
+  private async placesFor(keysyms: readonly number[], signal?: AbortSignal): Promise<KeyPlace[]> {
     const missing = new Set<number>();
     for (const sym of keysyms) {
       const place = this.places.get(sym);
       const usable = place && (place.level < 2 || this.levelThreeKeycode() !== undefined);
       if (!usable && !this.spares.some((s) => s.keysym === sym)) missing.add(sym);
     }
-    if (missing.size > 0) await this.assignSpares([...missing], new Set(keysyms));
+    if (missing.size > 0) await this.assignSpares([...missing], new Set(keysyms), signal);
     return keysyms.map((sym) => {
       const place = this.places.get(sym);
       if (place && (place.level < 2 || this.levelThreeKeycode() !== undefined)) return place;
@@ -171,7 +175,7 @@ export class Keyboard {
     });
   }
 
-  private async assignSpares(keysyms: number[], keep: Set<number>) {
+  private async assignSpares(keysyms: number[], keep: Set<number>, signal?: AbortSignal) {
     const free = this.spares.filter((s) => !keep.has(s.keysym)).sort((a, b) => a.lastUsed - b.lastUsed);
     if (free.length < keysyms.length) {
       throw new CommandError("failed", "The keymap has no spare keycodes left to type these characters");
@@ -180,7 +184,7 @@ export class Keyboard {
     const newestUse = Math.max(...chosen.map((s) => s.lastUsed));
     const guard = REUSE_GUARD_MS + REUSE_GUARD_PER_REMAP_MS * this.lastRemapSize;
     const wait = newestUse + guard - performance.now();
-    if (wait > 0) await sleep(wait);
+    if (wait > 0) await sleep(wait, undefined, { signal });
     this.lastRemapSize = chosen.length;
     chosen.forEach((spare, i) => {
       spare.keysym = keysyms[i];
