@@ -413,7 +413,8 @@ export const hotkey = defineCommand({
   params: z.object({ keys: z.array(keyParam).min(1, "keys is empty").max(16) }),
   result: empty,
   handler: async ({ keys }, ctx) => {
-    await pressCombo(await ctx.desktop(), normalizeCombo(keys));
+    const names = normalizeCombo(keys);
+    await pressCombo(await ctx.desktop(), names);
     return {};
   },
 });

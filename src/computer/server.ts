@@ -129,7 +129,8 @@ export async function startComputerServer(
   const idle = idleTimer(IDLE_RELEASE_MS, collectGarbage);
   if (options.collectGarbageWhenIdle) {
     server.on("request", idle.touch);
-    server.on("upgrade", idle.touch);
+    // Not on "upgrade": a second listener there stops @hono/node-server from answering upgrade
+    // requests to routes that are not WebSockets (they would hang).
   }
   const { port } = server.address() as AddressInfo;
   const shownHost = host.includes(":") ? `[${host}]` : host;

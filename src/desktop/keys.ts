@@ -324,7 +324,8 @@ export function parseKeySequence(input: string): string[][] {
       if (part === "" || lookupKey(part) === undefined) {
         const shown = input.length > 60 ? `${input.slice(0, 60)}…` : input;
         const named = part === "" ? "an empty key" : `'${part.slice(0, 40)}'`;
-        throw new CommandError("invalid_params", `Unknown key: ${named} in '${shown}'; ${KEY_SYNTAX}`);
+        const where = part === input ? "" : ` in '${shown}'`;
+        throw new CommandError("invalid_params", `Unknown key: ${named}${where}; ${KEY_SYNTAX}`);
       }
     }
     return normalizeCombo(parts);

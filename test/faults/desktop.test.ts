@@ -42,10 +42,15 @@ describe("the desktop while the X server is absent or dies", () => {
     const manager = new DesktopManager({ display: `:${freeDisplayNumber()}` });
     const server = await startTestServer({ desktop: manager.provider });
     try {
-      const commands = ["get_cursor_position", "screenshot", "move_cursor", "get_screen_size"];
+      const commands: [string, object][] = [
+        ["get_cursor_position", {}],
+        ["screenshot", {}],
+        ["move_cursor", { x: 1, y: 1 }],
+        ["get_screen_size", {}],
+      ];
       const batch = async (from: number) => {
         const replies = await Promise.all(
-          Array.from({ length: 20 }, (_, j) => server.cmd(commands[(from + j) % 4], { x: 1, y: 1 })),
+          Array.from({ length: 20 }, (_, j) => server.cmd(...commands[(from + j) % 4])),
         );
         for (const { event } of replies) expect(event).toMatchObject({ success: false, code: "unavailable" });
       };
@@ -120,7 +125,8 @@ describe("the desktop while the X server is absent or dies", () => {
     try {
       for (const key of ["constructor", "__proto__", "toString", "hasOwnProperty"]) {
         const { event } = await server.cmd("press_key", { key });
-        expect(event, key).toEqual({ success: false, error: `Unknown key: ${key}`, code: "invalid_params" });
+        expect(event, key).toMatchObject({ success: false, code: "invalid_params" });
+        expect(event.error, key).toMatch(new RegExp(`^Unknown key: '${key}'; keys are names`));
         const combo = await server.cmd("hotkey", { keys: ["ctrl", key] });
         expect(combo.event.code, key).toBe("invalid_params");
       }
