@@ -53,7 +53,7 @@ const DROP_GRACE_MS = 2000;
  * if it is still coming. Closing at once, with unread data, makes the kernel reset the connection,
  * and the client then loses the answer.
  */
-function dropTheRest(incoming: IncomingMessage) {
+export function dropTheRest(incoming: IncomingMessage) {
   incoming.resume();
   const socket = incoming.socket;
   const timer = setTimeout(() => socket.destroy(), DROP_GRACE_MS);

@@ -23,6 +23,7 @@ import { type Logger, silentLogger } from "../common/logger.js";
 import { formatBytes } from "../common/sizes.js";
 import { expandPath } from "../os/paths.js";
 import type { ComputerEnv } from "./app.js";
+import { dropTheRest } from "./body.js";
 import { preparedHeaders, sentByHand } from "./by-hand.js";
 
 export interface FileRoutesOptions {
@@ -208,7 +209,10 @@ export function parseRange(
 async function receiveFile(c: Context<ComputerEnv>, limit: number): Promise<undefined> {
   const { path, abs } = requestedPath(c);
   const incoming = c.env.incoming;
-  if (Number(incoming.headers["content-length"]) > limit) throw tooLarge(limit);
+  if (Number(incoming.headers["content-length"]) > limit) {
+    dropTheRest(incoming);
+    throw tooLarge(limit);
+  }
   const existing: Stats | undefined = await stat(abs).catch(() => undefined);
   if (existing?.isDirectory()) throw new HttpFailure(400, `Is a directory: ${path}`);
   const temp = join(dirname(abs), `.${basename(abs)}.${randomBytes(6).toString("hex")}.tmp`);
@@ -230,14 +234,13 @@ async function receiveFile(c: Context<ComputerEnv>, limit: number): Promise<unde
 }
 
 function tooLarge(limit: number) {
-  return new HttpFailure(413, `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)`, {
-    connection: "close",
-  });
+  return new HttpFailure(413, `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)`);
 }
 
 /**
- * Writes the request body to `fd` and resolves with its size. Past `limit` bytes it stops reading
- * (the connection stays open for the 413 reply, then closes); a client that goes away rejects.
+ * Writes the request body to `fd` and resolves with its size. Past `limit` bytes it stops writing and
+ * drops the rest of the body for a moment (so that the client reads the 413 instead of a reset); a
+ * client that goes away rejects.
  */
 function streamBody(incoming: IncomingMessage, fd: number, limit: number): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -253,8 +256,8 @@ function streamBody(incoming: IncomingMessage, fd: number, limit: number): Promi
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size > limit) {
-        incoming.pause();
         fail(tooLarge(limit));
+        dropTheRest(incoming);
       }
     };
     const onClose = () => {
