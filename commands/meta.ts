@@ -4,7 +4,7 @@ import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
 import { PACKAGE_VERSION, PROTOCOL_VERSION } from "../src/common/version.js";
 import { defineCommand } from "../src/computer/command.js";
-import { wsEnvelope } from "../src/computer/outcome.js";
+import { cuaReply } from "../src/computer/outcome.js";
 
 export const version = defineCommand({
   name: "version",
@@ -39,7 +39,7 @@ export const batch = defineCommand({
         );
       }
       const outcome = await ctx.run(step.command, step.params ?? {});
-      results.push(wsEnvelope(outcome));
+      results.push(cuaReply(outcome));
       if (!outcome.success) {
         throw new CommandError(outcome.code, `Step ${index + 1} (${step.command}) failed: ${outcome.error}`, {
           results,

@@ -2,24 +2,19 @@
  * The computer server's HTTP surface: `/status`, `/commands`, `/openapi.json` and `POST /cmd`.
  * Transports only parse, frame and write; every command goes through `registry.run()`.
  */
-import type { HttpBindings } from "@hono/node-server";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
-import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
-import { formatBytes } from "../common/sizes.js";
-import { readJsonBody } from "./body.js";
-import { preparedHeaders, sentByHand } from "./by-hand.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
+import { cmdRoutes } from "./cmd.js";
+import type { ComputerEnv } from "./env.js";
 import { fileRoutes } from "./files-http.js";
 import { mcpOpenApiPaths } from "./mcp-openapi.js";
-import { cmdEventBytes, wsEnvelope } from "./outcome.js";
+import { playwrightRoutes } from "./playwright.js";
 import { ptyRoutes } from "./pty.js";
 import { ptyOpenApiPaths } from "./pty-openapi.js";
 import type { PtySessions } from "./pty-sessions.js";
 import type { CommandRegistry } from "./registry.js";
-
-export type ComputerEnv = { Bindings: HttpBindings };
 
 export interface ComputerAppOptions {
   registry: CommandRegistry;
@@ -44,11 +39,7 @@ export interface ComputerAppOptions {
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
-/** `/playwright_exec` command `x` is the registry's `browser_x`. */
-const BROWSER_PREFIX = "browser_";
 const UNSUPPORTED = ["diorama_cmd", "/responses"];
-/** A streaming client this far behind (bytes not yet sent) is treated as gone: its command is cancelled. */
-const STREAM_BACKLOG_LIMIT = 64 * 1024 * 1024;
 
 export function osType(): "linux" | "darwin" | "windows" {
   if (process.platform === "win32") return "windows";
@@ -86,33 +77,8 @@ export function createComputerApp(options: ComputerAppOptions) {
   const extraPaths = { ...(options.pty ? ptyOpenApiPaths : {}), ...mcpOpenApiPaths };
   app.get("/openapi.json", (c) => c.json(openApiDocument(registry, extraPaths)));
 
-  app.post("/cmd", async (c) => {
-    const frame = await readCommandFrame(c, limit);
-    if (frame instanceof Response) return frame;
-    if (!registry.resolve(frame.command))
-      return c.json({ detail: registry.unknownCommandMessage(frame.command) }, 400);
-    return runAsEventStream(c, registry, frame.command, frame.params, spread, log);
-  });
-
-  // cua's browser endpoint: its commands are the registry's `browser_*` ones, answered in cua's shape.
-  app.post("/playwright_exec", async (c) => {
-    const frame = await readCommandFrame(c, limit);
-    if (frame instanceof Response) return frame;
-    const name = `${BROWSER_PREFIX}${frame.command}`;
-    if (!registry.resolve(name)) {
-      const known = registry.commands
-        .map((d) => d.name)
-        .filter((n) => n.startsWith(BROWSER_PREFIX))
-        .map((n) => n.slice(BROWSER_PREFIX.length));
-      return c.json(
-        { detail: `Unknown browser command: ${frame.command.slice(0, 80)} (known: ${known.join(", ")})` },
-        400,
-      );
-    }
-    const gone = new AbortController();
-    c.env.outgoing.once("close", () => gone.abort());
-    return c.json(wsEnvelope(await registry.run(name, frame.params, { signal: gone.signal })));
-  });
+  app.route("/cmd", cmdRoutes({ registry, log, spread, bodyLimitBytes: limit }));
+  app.route("/playwright_exec", playwrightRoutes({ registry, bodyLimitBytes: limit }));
 
   // cua's agent proxy runs a Python agent inside its server; Hangar embeds none.
   app.post("/responses", (c) =>
@@ -141,83 +107,4 @@ export function createComputerApp(options: ComputerAppOptions) {
     return c.json({ detail: "Internal server error" }, 500);
   });
   return app;
-}
-
-/**
- * Writes the headers at once, then one `data:` event per intermediate result and one for the final
- * outcome. A client that goes away aborts the command.
- */
-async function runAsEventStream(
-  c: Context<ComputerEnv>,
-  registry: CommandRegistry,
-  command: string,
-  params: unknown,
-  spread: boolean,
-  log: Logger,
-) {
-  const res = c.env.outgoing;
-  const headers: Record<string, string> = {
-    "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-cache",
-    "x-accel-buffering": "no",
-  };
-  Object.assign(headers, preparedHeaders(c));
-  sentByHand(c);
-  res.writeHead(200, headers);
-  res.flushHeaders();
-
-  const gone = new AbortController();
-  const onClose = () => {
-    if (!res.writableFinished) gone.abort();
-  };
-  res.once("close", onClose);
-  const write = (event: unknown) => {
-    if (res.writableEnded || res.destroyed) return;
-    res.write(`data: ${JSON.stringify(event)}\n\n`);
-    if (res.writableLength > STREAM_BACKLOG_LIMIT && !gone.signal.aborted) {
-      gone.abort(new CommandError("cancelled", "Command cancelled: the client stopped reading its output"));
-    }
-  };
-  try {
-    const outcome = await registry.run(command, params, {
-      signal: gone.signal,
-      emit: (content) => write({ success: true, content }),
-    });
-    if (!res.destroyed) {
-      res.cork();
-      // A text piece is base64 (see EventPiece); the encoding does not apply to Buffers.
-      for (const part of cmdEventBytes(outcome, spread)) res.write(part, "latin1");
-      res.end();
-      res.uncork();
-    }
-  } catch (err) {
-    log.error({ err, command }, "writing the reply failed");
-    res.destroy();
-  } finally {
-    res.off("close", onClose);
-  }
-  return sentByHand(c);
-}
-
-/**
- * The `{"command", "params"}` body of `/cmd` and `/playwright_exec`, or the 4xx reply that says what is
- * wrong with it (not JSON, not an object, no command, too large).
- */
-async function readCommandFrame(
-  c: Context<ComputerEnv>,
-  limit: number,
-): Promise<{ command: string; params: unknown } | Response> {
-  const read = await readJsonBody(c.env.incoming, limit);
-  if (!read.ok) {
-    if (read.status === 413) return c.json({ detail: `${read.detail} (--body-limit)` }, 413);
-    return c.json({ detail: read.detail }, 400);
-  }
-  const body = read.value;
-  if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    return c.json({ detail: 'Invalid JSON body: expected an object {"command": ..., "params": {...}}' }, 400);
-  }
-  const { command, params } = body as { command?: unknown; params?: unknown };
-  if (typeof command !== "string" || command.length === 0)
-    return c.json({ detail: "Command is required" }, 400);
-  return { command, params };
 }

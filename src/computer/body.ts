@@ -3,7 +3,10 @@
  * megabytes), refusing more than `limit` bytes.
  */
 import type { IncomingMessage } from "node:http";
+import type { Context } from "hono";
 import { formatBytes } from "../common/sizes.js";
+import type { ComputerEnv } from "./env.js";
+import { type CommandFrame, parseCommandFrame } from "./frame.js";
 
 export class BodyTooLargeError extends Error {}
 
@@ -89,4 +92,21 @@ export async function readJsonBody(
   } catch (err) {
     return { ok: false, status: 400, detail: `Invalid JSON body: ${(err as Error).message}` };
   }
+}
+
+/**
+ * The command frame in the body of `/cmd` or `/playwright_exec`, or the 4xx reply that says what is
+ * wrong with it (too large, not JSON, not a frame).
+ */
+export async function readCommandFrame(
+  c: Context<ComputerEnv>,
+  limit: number,
+): Promise<CommandFrame | Response> {
+  const read = await readJsonBody(c.env.incoming, limit);
+  if (!read.ok) {
+    if (read.status === 413) return c.json({ detail: `${read.detail} (--body-limit)` }, 413);
+    return c.json({ detail: read.detail }, 400);
+  }
+  const frame = parseCommandFrame(read.value, "body");
+  return "error" in frame ? c.json({ detail: frame.error }, 400) : frame;
 }

@@ -22,9 +22,9 @@ import { CommandError, describeOsError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { formatBytes } from "../common/sizes.js";
 import { expandPath } from "../os/paths.js";
-import type { ComputerEnv } from "./app.js";
 import { dropTheRest } from "./body.js";
 import { preparedHeaders, sentByHand } from "./by-hand.js";
+import type { ComputerEnv } from "./env.js";
 
 export interface FileRoutesOptions {
   /** Largest `PUT` body in bytes. */

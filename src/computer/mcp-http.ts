@@ -12,8 +12,8 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import { isInitializeRequest, isJSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { Context } from "hono";
 import { type Logger, silentLogger } from "../common/logger.js";
-import type { ComputerEnv } from "./app.js";
 import { readJsonBody } from "./body.js";
+import type { ComputerEnv } from "./env.js";
 import { createMcpServer } from "./mcp.js";
 import type { CommandRegistry } from "./registry.js";
 

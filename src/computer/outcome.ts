@@ -105,8 +105,11 @@ export function jsonBytes(object: Record<string, unknown>): Buffer {
   );
 }
 
-/** The `/ws` reply: cua's shape `{"success": true, ...result}`; a non-object result becomes `content`. */
-export function wsEnvelope(outcome: Outcome): Record<string, unknown> {
+/**
+ * cua's reply shape `{"success": true, ...result}` (a non-object result becomes `content`): what `/ws`,
+ * `/playwright_exec` and each step of `batch` answer.
+ */
+export function cuaReply(outcome: Outcome): Record<string, unknown> {
   if (!outcome.success) return failureEnvelope(outcome);
   const { result } = outcome;
   if (!isPlainObject(result)) return { success: true, content: result ?? null };

@@ -15,9 +15,10 @@ import { upgradeWebSocket } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
 import type { WebSocket } from "ws";
 import { type Logger, silentLogger } from "../common/logger.js";
-import type { ComputerEnv } from "./app.js";
 import { AUTH_MESSAGES, type Authenticator, clientAddress } from "./auth/index.js";
-import { jsonBytes, wsEnvelope } from "./outcome.js";
+import type { ComputerEnv } from "./env.js";
+import { parseCommandFrame } from "./frame.js";
+import { cuaReply, jsonBytes } from "./outcome.js";
 import type { CommandRegistry } from "./registry.js";
 import { refuseHalfUpgrade } from "./ws-server.js";
 
@@ -167,7 +168,7 @@ class WsSession {
     const outcome = await this.options.registry.run(frame.command, frame.params, {
       signal: this.gone.signal,
     });
-    return wsEnvelope(outcome);
+    return cuaReply(outcome);
   }
 
   /** Checks an authenticate frame's credentials; a refusal is answered and closes the socket. */
@@ -241,12 +242,7 @@ function parseFrame(text: string): Frame {
   } catch (err) {
     return { error: `Invalid JSON: ${(err as Error).message}` };
   }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return { error: 'Invalid message: expected a JSON object {"command": ..., "params": {...}}' };
-  }
-  const { command, params } = value as { command?: unknown; params?: unknown };
-  if (typeof command !== "string" || command.length === 0) return { error: "Command is required" };
-  return { command, params };
+  return parseCommandFrame(value, "message");
 }
 
 function invalid(error: string): Reply {

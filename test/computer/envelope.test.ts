@@ -12,7 +12,7 @@ import {
   eventLength,
   jsonBytes,
   type Outcome,
-  wsEnvelope,
+  cuaReply,
 } from "../../src/computer/outcome.js";
 
 const bytes = randomBytes(3000);
@@ -50,7 +50,7 @@ describe("the /cmd event and the /ws reply", () => {
 
   for (const [name, result] of Object.entries(results)) {
     it(`is the JSON of the /ws reply for ${name}`, () => {
-      const reply = wsEnvelope({ success: true, result });
+      const reply = cuaReply({ success: true, result });
       expect(jsonBytes(reply).toString("utf8")).toBe(JSON.stringify(reply));
     });
   }

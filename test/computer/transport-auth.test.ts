@@ -5,7 +5,8 @@ import type { MiddlewareHandler } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { allCommands } from "../../commands/index.js";
-import { type ComputerEnv, createComputerApp } from "../../src/computer/app.js";
+import { createComputerApp } from "../../src/computer/app.js";
+import type { ComputerEnv } from "../../src/computer/env.js";
 import { PtySessions } from "../../src/computer/pty-sessions.js";
 import { CommandRegistry } from "../../src/computer/registry.js";
 

@@ -1,0 +1,93 @@
+/**
+ * `POST /cmd`: one command per request, answered as Server-Sent Events: the headers at once, one
+ * `data:` event per intermediate result (a streamed `run_command`) and one for the outcome, in cua's
+ * framing (the result in `content` and, unless `--no-spread`, its fields beside it).
+ */
+import { type Context, Hono } from "hono";
+import { CommandError } from "../common/errors.js";
+import type { Logger } from "../common/logger.js";
+import { readCommandFrame } from "./body.js";
+import { preparedHeaders, sentByHand } from "./by-hand.js";
+import type { ComputerEnv } from "./env.js";
+import { cmdEventBytes } from "./outcome.js";
+import type { CommandRegistry } from "./registry.js";
+
+export interface CmdRoutesOptions {
+  registry: CommandRegistry;
+  log: Logger;
+  /** Copy a result's fields beside `content` (cua's clients read them there). */
+  spread: boolean;
+  bodyLimitBytes: number;
+}
+
+/** A streaming client this far behind (bytes not yet sent) is treated as gone: its command is cancelled. */
+const STREAM_BACKLOG_LIMIT = 64 * 1024 * 1024;
+
+export function cmdRoutes({ registry, log, spread, bodyLimitBytes }: CmdRoutesOptions) {
+  const routes = new Hono<ComputerEnv>();
+  routes.post("/", async (c) => {
+    const frame = await readCommandFrame(c, bodyLimitBytes);
+    if (frame instanceof Response) return frame;
+    if (!registry.resolve(frame.command)) {
+      return c.json({ detail: registry.unknownCommandMessage(frame.command) }, 400);
+    }
+    return runAsEventStream(c, registry, frame.command, frame.params, spread, log);
+  });
+  return routes;
+}
+
+/**
+ * Writes the headers at once, then one `data:` event per intermediate result and one for the final
+ * outcome. A client that goes away aborts the command.
+ */
+async function runAsEventStream(
+  c: Context<ComputerEnv>,
+  registry: CommandRegistry,
+  command: string,
+  params: unknown,
+  spread: boolean,
+  log: Logger,
+) {
+  const res = c.env.outgoing;
+  const headers: Record<string, string> = {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache",
+    "x-accel-buffering": "no",
+  };
+  Object.assign(headers, preparedHeaders(c));
+  sentByHand(c);
+  res.writeHead(200, headers);
+  res.flushHeaders();
+
+  const gone = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) gone.abort();
+  };
+  res.once("close", onClose);
+  const write = (event: unknown) => {
+    if (res.writableEnded || res.destroyed) return;
+    res.write(`data: ${JSON.stringify(event)}\n\n`);
+    if (res.writableLength > STREAM_BACKLOG_LIMIT && !gone.signal.aborted) {
+      gone.abort(new CommandError("cancelled", "Command cancelled: the client stopped reading its output"));
+    }
+  };
+  try {
+    const outcome = await registry.run(command, params, {
+      signal: gone.signal,
+      emit: (content) => write({ success: true, content }),
+    });
+    if (!res.destroyed) {
+      res.cork();
+      // A text piece is base64 (see EventPiece); the encoding does not apply to Buffers.
+      for (const part of cmdEventBytes(outcome, spread)) res.write(part, "latin1");
+      res.end();
+      res.uncork();
+    }
+  } catch (err) {
+    log.error({ err, command }, "writing the reply failed");
+    res.destroy();
+  } finally {
+    res.off("close", onClose);
+  }
+  return sentByHand(c);
+}
