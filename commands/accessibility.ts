@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
-import { type CommandContext, defineCommand } from "../src/computer/command.js";
+import { type CommandContext, defineCommand } from "../src/computer/core/command.js";
 import {
   type AccessibleNode,
   type AccessibleTree,

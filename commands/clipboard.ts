@@ -1,6 +1,6 @@
 /** Clipboard commands. `copy_to_clipboard` reads the clipboard (cua's name for it). */
 import { z } from "zod";
-import { defineCommand } from "../src/computer/command.js";
+import { defineCommand } from "../src/computer/core/command.js";
 
 export const copyToClipboard = defineCommand({
   name: "copy_to_clipboard",

@@ -4,8 +4,8 @@ import { type FileHandle, mkdir, open, readdir, rmdir, stat, unlink } from "node
 import { z } from "zod";
 import { appendFileAllOrNothing, writeFileAtomic } from "../src/common/atomic-write.js";
 import { CommandError, describeOsError, fileKind, notRegularFile } from "../src/common/errors.js";
-import { Base64Bytes, base64Field } from "../src/computer/bytes.js";
-import { defineCommand } from "../src/computer/command.js";
+import { Base64Bytes, base64Field } from "../src/computer/core/bytes.js";
+import { defineCommand } from "../src/computer/core/command.js";
 import { expandPath } from "../src/os/paths.js";
 
 const pathParam = z.string().min(1, "must not be empty");

@@ -1,5 +1,5 @@
 /** Every command of the computer server, one module per area. */
-import type { AnyCommand } from "../src/computer/command.js";
+import type { AnyCommand } from "../src/computer/core/command.js";
 import accessibility from "./accessibility.js";
 import browser from "./browser.js";
 import clipboard from "./clipboard.js";

@@ -4,7 +4,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
-import { defineCommand } from "../src/computer/command.js";
+import { defineCommand } from "../src/computer/core/command.js";
 import type { DesktopBackend, MouseButton, Point } from "../src/desktop/backend.js";
 import { normalizeCombo, normalizeKey, parseKeySequence } from "../src/desktop/keys.js";
 

@@ -3,8 +3,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
 import { PACKAGE_VERSION, PROTOCOL_VERSION } from "../src/common/version.js";
-import { defineCommand } from "../src/computer/command.js";
-import { cuaReply } from "../src/computer/outcome.js";
+import { defineCommand } from "../src/computer/core/command.js";
+import { cuaReply } from "../src/computer/core/outcome.js";
 
 export const version = defineCommand({
   name: "version",

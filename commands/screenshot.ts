@@ -1,6 +1,6 @@
 /** Screen commands: `screenshot`, `get_screen_size`, `get_cursor_position`, coordinate mapping. */
 import { z } from "zod";
-import { defineCommand } from "../src/computer/command.js";
+import { defineCommand } from "../src/computer/core/command.js";
 import { takeScreenshot, toScreenCoordinates, toScreenshotCoordinates } from "../src/desktop/screenshot.js";
 
 const formatParam = z

@@ -2,7 +2,7 @@
 import { existsSync, statSync } from "node:fs";
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
-import { defineCommand } from "../src/computer/command.js";
+import { defineCommand } from "../src/computer/core/command.js";
 import { expandPath } from "../src/os/paths.js";
 import { runShell } from "../src/os/process.js";
 

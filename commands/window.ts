@@ -1,7 +1,7 @@
 /** Windows and applications: list, inspect, move, resize, activate, close; launch and open. */
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
-import { type CommandContext, defineCommand } from "../src/computer/command.js";
+import { type CommandContext, defineCommand } from "../src/computer/core/command.js";
 import type { DesktopBackend, WindowInfo } from "../src/desktop/backend.js";
 import { readImageFile, setX11Wallpaper } from "../src/desktop/wallpaper.js";
 import { launchDetached, openWithDefaultApp } from "../src/os/launch.js";

@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import { allCommands } from "../../commands/index.js";
 import { createLogger } from "../common/logger.js";
-import { CommandRegistry } from "../computer/registry.js";
+import { CommandRegistry } from "../computer/core/registry.js";
 import { defaultAccessibility } from "../computer/server.js";
 import { startDesktopSession } from "../desktop/session.js";
 import { logLevelOption, onShutdown } from "./util.js";
@@ -31,7 +31,7 @@ export function registerMcp(program: Command) {
       };
       onShutdown(cleanup);
       try {
-        const { serveMcpStdio } = await import("../computer/mcp.js");
+        const { serveMcpStdio } = await import("../computer/transports/mcp/mcp.js");
         await serveMcpStdio(registry, log);
       } finally {
         await cleanup();

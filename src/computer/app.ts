@@ -5,16 +5,16 @@
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
-import { commandCatalog, openApiDocument } from "./catalog.js";
-import { cmdRoutes } from "./cmd.js";
-import type { ComputerEnv } from "./env.js";
-import { fileRoutes } from "./files-http.js";
-import { mcpOpenApiPaths } from "./mcp-openapi.js";
-import { playwrightRoutes } from "./playwright.js";
-import { ptyRoutes } from "./pty.js";
-import { ptyOpenApiPaths } from "./pty-openapi.js";
-import type { PtySessions } from "./pty-sessions.js";
-import type { CommandRegistry } from "./registry.js";
+import { commandCatalog, openApiDocument } from "./core/catalog.js";
+import type { CommandRegistry } from "./core/registry.js";
+import type { ComputerEnv } from "./http/env.js";
+import { cmdRoutes } from "./transports/cmd/cmd.js";
+import { fileRoutes } from "./transports/files/files-http.js";
+import { mcpOpenApiPaths } from "./transports/mcp/mcp-openapi.js";
+import { playwrightRoutes } from "./transports/playwright/playwright.js";
+import { ptyRoutes } from "./transports/pty/pty.js";
+import { ptyOpenApiPaths } from "./transports/pty/pty-openapi.js";
+import type { PtySessions } from "./transports/pty/pty-sessions.js";
 
 export interface ComputerAppOptions {
   registry: CommandRegistry;
@@ -97,7 +97,9 @@ export function createComputerApp(options: ComputerAppOptions) {
   // The MCP SDK is loaded at the first /mcp request: it is a quarter of the server's idle memory.
   let mcp: Promise<(c: Context) => Promise<Response>> | undefined;
   app.all("/mcp", async (c) => {
-    mcp ??= import("./mcp-http.js").then((m) => m.mcpHandler(registry, { log, bodyLimitBytes: limit }));
+    mcp ??= import("./transports/mcp/mcp-http.js").then((m) =>
+      m.mcpHandler(registry, { log, bodyLimitBytes: limit }),
+    );
     return (await mcp)(c);
   });
 

@@ -16,11 +16,11 @@ import { atspiProvider } from "../desktop/atspi/index.js";
 import type { DesktopProvider } from "../desktop/backend.js";
 import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
-import { PtySessions, type PtySessionsOptions } from "./pty-sessions.js";
-import { CommandRegistry } from "./registry.js";
+import { CommandRegistry } from "./core/registry.js";
 import type { TlsFiles } from "./tls.js";
-import { wsTransport } from "./ws.js";
-import { LazyWebSocketServer } from "./ws-server.js";
+import { PtySessions, type PtySessionsOptions } from "./transports/pty/pty-sessions.js";
+import { wsTransport } from "./transports/ws/ws.js";
+import { LazyWebSocketServer } from "./transports/ws/ws-server.js";
 
 export interface ComputerServerOptions {
   host?: string;

@@ -5,15 +5,15 @@
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { Base64Bytes } from "../../src/computer/bytes.js";
+import { Base64Bytes } from "../../src/computer/core/bytes.js";
 import {
   cmdEnvelope,
   cmdEventBytes,
+  cuaReply,
   eventLength,
   jsonBytes,
   type Outcome,
-  cuaReply,
-} from "../../src/computer/outcome.js";
+} from "../../src/computer/core/outcome.js";
 
 const bytes = randomBytes(3000);
 const asText = (outcome: Outcome, spread: boolean) => {

@@ -4,8 +4,8 @@ import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { allCommands } from "../../commands/index.js";
-import { defineCommand } from "../../src/computer/command.js";
-import { CommandRegistry } from "../../src/computer/registry.js";
+import { defineCommand } from "../../src/computer/core/command.js";
+import { CommandRegistry } from "../../src/computer/core/registry.js";
 
 function capturingLogger() {
   const lines: Record<string, unknown>[] = [];

@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { allCommands } from "../../commands/index.js";
 import { createComputerApp } from "../../src/computer/app.js";
-import type { ComputerEnv } from "../../src/computer/env.js";
-import { PtySessions } from "../../src/computer/pty-sessions.js";
-import { CommandRegistry } from "../../src/computer/registry.js";
+import { CommandRegistry } from "../../src/computer/core/registry.js";
+import type { ComputerEnv } from "../../src/computer/http/env.js";
+import { PtySessions } from "../../src/computer/transports/pty/pty-sessions.js";
 
 // The app's `auth` hook (cloud mode plugs its middleware in there) guards the PTY routes and /mcp
 // like /cmd; PTY WebSockets carry their credentials in the query string.

@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocketServer } from "ws";
 import { allCommands } from "../../commands/index.js";
 import { createComputerApp } from "../../src/computer/app.js";
-import { CommandRegistry } from "../../src/computer/registry.js";
-import { wsTransport } from "../../src/computer/ws.js";
+import { CommandRegistry } from "../../src/computer/core/registry.js";
+import { wsTransport } from "../../src/computer/transports/ws/ws.js";
 import { TestSocket, wsUrl } from "../support/clients.js";
 import { startTestServer } from "../support/server.js";
 

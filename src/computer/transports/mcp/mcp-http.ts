@@ -11,11 +11,11 @@ import { randomUUID } from "node:crypto";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { isInitializeRequest, isJSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { Context } from "hono";
-import { type Logger, silentLogger } from "../common/logger.js";
-import { readJsonBody } from "./body.js";
-import type { ComputerEnv } from "./env.js";
+import { type Logger, silentLogger } from "../../../common/logger.js";
+import type { CommandRegistry } from "../../core/registry.js";
+import { readJsonBody } from "../../http/body.js";
+import type { ComputerEnv } from "../../http/env.js";
 import { createMcpServer } from "./mcp.js";
-import type { CommandRegistry } from "./registry.js";
 
 export interface McpHttpOptions {
   log?: Logger;

@@ -12,10 +12,10 @@
  * });
  */
 import type { z } from "zod";
-import type { BrowserSession } from "../browser/session.js";
-import type { Logger } from "../common/logger.js";
-import type { AccessibilityBackend } from "../desktop/accessibility.js";
-import type { DesktopBackend } from "../desktop/backend.js";
+import type { BrowserSession } from "../../browser/session.js";
+import type { Logger } from "../../common/logger.js";
+import type { AccessibilityBackend } from "../../desktop/accessibility.js";
+import type { DesktopBackend } from "../../desktop/backend.js";
 import type { Outcome } from "./outcome.js";
 
 export interface CommandContext {

@@ -1,5 +1,5 @@
 /** The result of running one command, before a transport frames it. */
-import type { ErrorCode } from "../common/errors.js";
+import type { ErrorCode } from "../../common/errors.js";
 import { Base64Bytes } from "./bytes.js";
 
 export type Outcome =

@@ -4,10 +4,10 @@
  * commands.
  */
 import { Hono } from "hono";
-import { readCommandFrame } from "./body.js";
-import type { ComputerEnv } from "./env.js";
-import { cuaReply } from "./outcome.js";
-import type { CommandRegistry } from "./registry.js";
+import { cuaReply } from "../../core/outcome.js";
+import type { CommandRegistry } from "../../core/registry.js";
+import { readCommandFrame } from "../../http/body.js";
+import type { ComputerEnv } from "../../http/env.js";
 
 /** `/playwright_exec` command `x` is the registry's `browser_x`. */
 const BROWSER_PREFIX = "browser_";

@@ -3,7 +3,7 @@
  * can never disagree with what the server validates.
  */
 import { z } from "zod";
-import { PACKAGE_VERSION } from "../common/version.js";
+import { PACKAGE_VERSION } from "../../common/version.js";
 import type { AnyCommand } from "./command.js";
 import type { CommandRegistry } from "./registry.js";
 

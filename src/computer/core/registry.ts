@@ -4,11 +4,11 @@
  * `run()` and know no command by name.
  */
 import type { z } from "zod";
-import { type BrowserProvider, noBrowser } from "../browser/session.js";
-import { CommandError } from "../common/errors.js";
-import { type Logger, silentLogger } from "../common/logger.js";
-import { type AccessibilityProvider, noAccessibility } from "../desktop/accessibility.js";
-import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
+import { type BrowserProvider, noBrowser } from "../../browser/session.js";
+import { CommandError } from "../../common/errors.js";
+import { type Logger, silentLogger } from "../../common/logger.js";
+import { type AccessibilityProvider, noAccessibility } from "../../desktop/accessibility.js";
+import { type DesktopProvider, noDesktop } from "../../desktop/backend.js";
 import type { AnyCommand, CommandContext } from "./command.js";
 import { failure, type Outcome } from "./outcome.js";
 

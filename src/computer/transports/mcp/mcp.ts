@@ -13,11 +13,11 @@ import {
   type RequestId,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
-import { type Logger, silentLogger } from "../common/logger.js";
-import { PACKAGE_VERSION } from "../common/version.js";
-import { paramsJsonSchema } from "./catalog.js";
-import type { Outcome } from "./outcome.js";
-import type { CommandRegistry } from "./registry.js";
+import { type Logger, silentLogger } from "../../../common/logger.js";
+import { PACKAGE_VERSION } from "../../../common/version.js";
+import { paramsJsonSchema } from "../../core/catalog.js";
+import type { Outcome } from "../../core/outcome.js";
+import type { CommandRegistry } from "../../core/registry.js";
 
 const IMAGE_FORMATS = new Set(["png", "jpeg", "jpg", "webp", "gif"]);
 

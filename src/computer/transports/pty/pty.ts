@@ -10,13 +10,13 @@ import { upgradeWebSocket } from "@hono/node-server";
 import { type Context, Hono } from "hono";
 import type { WSContext } from "hono/ws";
 import { z } from "zod";
-import { type Logger, silentLogger } from "../common/logger.js";
-import { expandPath } from "../os/paths.js";
-import { readJsonBody } from "./body.js";
-import type { ComputerEnv } from "./env.js";
+import { type Logger, silentLogger } from "../../../common/logger.js";
+import { expandPath } from "../../../os/paths.js";
+import { describeZodError } from "../../core/registry.js";
+import { readJsonBody } from "../../http/body.js";
+import type { ComputerEnv } from "../../http/env.js";
+import { refuseHalfUpgrade } from "../ws/ws-server.js";
 import type { PtyEvent, PtySession, PtySessions } from "./pty-sessions.js";
-import { describeZodError } from "./registry.js";
-import { refuseHalfUpgrade } from "./ws-server.js";
 
 const size = z.number().int().min(1).max(1000);
 export const startBody = z.object({

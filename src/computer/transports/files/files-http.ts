@@ -18,13 +18,13 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { basename, dirname, join } from "node:path";
 import { type Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { CommandError, describeOsError } from "../common/errors.js";
-import { type Logger, silentLogger } from "../common/logger.js";
-import { formatBytes } from "../common/sizes.js";
-import { expandPath } from "../os/paths.js";
-import { dropTheRest } from "./body.js";
-import { preparedHeaders, sentByHand } from "./by-hand.js";
-import type { ComputerEnv } from "./env.js";
+import { CommandError, describeOsError } from "../../../common/errors.js";
+import { type Logger, silentLogger } from "../../../common/logger.js";
+import { formatBytes } from "../../../common/sizes.js";
+import { expandPath } from "../../../os/paths.js";
+import { dropTheRest } from "../../http/body.js";
+import { preparedHeaders, sentByHand } from "../../http/by-hand.js";
+import type { ComputerEnv } from "../../http/env.js";
 
 export interface FileRoutesOptions {
   /** Largest `PUT` body in bytes. */

@@ -4,9 +4,9 @@
  */
 import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
-import { formatBytes } from "../common/sizes.js";
+import { formatBytes } from "../../common/sizes.js";
+import { type CommandFrame, parseCommandFrame } from "../core/frame.js";
 import type { ComputerEnv } from "./env.js";
-import { type CommandFrame, parseCommandFrame } from "./frame.js";
 
 export class BodyTooLargeError extends Error {}
 

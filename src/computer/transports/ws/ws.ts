@@ -14,12 +14,12 @@ import type { Duplex } from "node:stream";
 import { upgradeWebSocket } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
 import type { WebSocket } from "ws";
-import { type Logger, silentLogger } from "../common/logger.js";
-import { AUTH_MESSAGES, type Authenticator, clientAddress } from "./auth/index.js";
-import type { ComputerEnv } from "./env.js";
-import { parseCommandFrame } from "./frame.js";
-import { cuaReply, jsonBytes } from "./outcome.js";
-import type { CommandRegistry } from "./registry.js";
+import { type Logger, silentLogger } from "../../../common/logger.js";
+import { AUTH_MESSAGES, type Authenticator, clientAddress } from "../../auth/index.js";
+import { parseCommandFrame } from "../../core/frame.js";
+import { cuaReply, jsonBytes } from "../../core/outcome.js";
+import type { CommandRegistry } from "../../core/registry.js";
+import type { ComputerEnv } from "../../http/env.js";
 import { refuseHalfUpgrade } from "./ws-server.js";
 
 export interface WsTransportOptions {

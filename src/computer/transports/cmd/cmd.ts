@@ -4,13 +4,13 @@
  * framing (the result in `content` and, unless `--no-spread`, its fields beside it).
  */
 import { type Context, Hono } from "hono";
-import { CommandError } from "../common/errors.js";
-import type { Logger } from "../common/logger.js";
-import { readCommandFrame } from "./body.js";
-import { preparedHeaders, sentByHand } from "./by-hand.js";
-import type { ComputerEnv } from "./env.js";
-import { cmdEventBytes } from "./outcome.js";
-import type { CommandRegistry } from "./registry.js";
+import { CommandError } from "../../../common/errors.js";
+import type { Logger } from "../../../common/logger.js";
+import { cmdEventBytes } from "../../core/outcome.js";
+import type { CommandRegistry } from "../../core/registry.js";
+import { readCommandFrame } from "../../http/body.js";
+import { preparedHeaders, sentByHand } from "../../http/by-hand.js";
+import type { ComputerEnv } from "../../http/env.js";
 
 export interface CmdRoutesOptions {
   registry: CommandRegistry;
