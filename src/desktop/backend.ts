@@ -87,6 +87,13 @@ export interface DesktopBackend {
   close(): Promise<void>;
 }
 
+/** Nothing listens on the display: trying again at once would not help (no retry). */
+export class DisplayAbsentError extends CommandError {
+  constructor(message: string) {
+    super("unavailable", message);
+  }
+}
+
 /** Hands out the current backend, connecting or reconnecting as needed. */
 export type DesktopProvider = () => Promise<DesktopBackend>;
 

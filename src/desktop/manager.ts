@@ -11,19 +11,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
-import type { DesktopBackend, DesktopProvider } from "./backend.js";
+import { type DesktopBackend, type DesktopProvider, DisplayAbsentError } from "./backend.js";
 
 /** A backend that can tell when it has lost its display. */
 export interface ConnectedBackend extends DesktopBackend {
   readonly alive: boolean;
   onClose(listener: (reason: string) => void): void;
-}
-
-/** Nothing listens on the display: trying again at once would not help (no retry). */
-export class DisplayAbsentError extends CommandError {
-  constructor(message: string) {
-    super("unavailable", message);
-  }
 }
 
 /**

@@ -7,7 +7,7 @@ import { createRequire } from "node:module";
 import { createConnection } from "node:net";
 import type { Duplex } from "node:stream";
 import { CommandError } from "../../common/errors.js";
-import { DisplayAbsentError } from "../manager.js";
+import { DisplayAbsentError } from "../backend.js";
 
 const require = createRequire(import.meta.url);
 // biome-ignore lint/suspicious/noExplicitAny: the x11 package ships no types; XClient is typed at its use

@@ -1,0 +1,83 @@
+/**
+ * The import graph keeps the rooms of design.md and docs/architecture.md: no cycles, and imports
+ * only go down the layers (commands → the computer's core is the one way between the two halves of
+ * the computer server; transports never import a command; the host service stands apart).
+ */
+import { fileURLToPath } from "node:url";
+import madge from "madge";
+import { beforeAll, describe, expect, it } from "vitest";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+/** Lower layers first; a module may import its own layer and the ones before it. */
+const LAYERS: [layer: string, pattern: RegExp][] = [
+  ["common", /^src\/common\//],
+  ["os", /^src\/os\//],
+  ["desktop and browser", /^src\/(desktop|browser)\//],
+  ["host service", /^src\/host\//],
+  ["computer core", /^src\/computer\/core\//],
+  ["commands", /^commands\//],
+  ["transports", /^src\/computer\/(http|auth|transports)\/|^src\/computer\/tls\.ts$/],
+  ["computer server", /^src\/computer\/(app|server)\.ts$/],
+  ["entry points", /^src\/(cli|container)\//],
+];
+
+/** Imports that the layers would allow but the design does not. */
+const FORBIDDEN: [from: RegExp, to: RegExp, why: string][] = [
+  [/^src\/computer\/(http|auth|transports)\//, /^commands\//, "a transport never knows a command"],
+  [/^src\/host\//, /^(src\/computer|src\/desktop|src\/browser|commands)\//, "the host service stands apart"],
+  [/^src\/(desktop|browser)\//, /^src\/host\//, "desktop backends do not know the host service"],
+];
+
+const layerOf = (file: string) => LAYERS.findIndex(([, pattern]) => pattern.test(file));
+
+let graph: Record<string, string[]>;
+let cycles: string[][];
+beforeAll(async () => {
+  const result = await madge(["src", "commands"], {
+    baseDir: ROOT,
+    fileExtensions: ["ts"],
+    tsConfig: `${ROOT}/tsconfig.json`,
+  });
+  graph = result.obj();
+  cycles = result.circular();
+}, 60_000);
+
+describe("the import graph", () => {
+  it("sees every module of the computer server and the host service", () => {
+    const files = Object.keys(graph);
+    for (const module of [
+      "src/computer/core/registry.ts",
+      "src/computer/transports/ws/ws.ts",
+      "src/host/app.ts",
+    ]) {
+      expect(files).toContain(module);
+    }
+    expect(files.filter((f) => layerOf(f) === -1)).toEqual([]);
+  });
+
+  it("has no cycles", () => {
+    expect(cycles).toEqual([]);
+  });
+
+  it("only imports down the layers", () => {
+    const upward = Object.entries(graph).flatMap(([file, imports]) =>
+      imports
+        .filter((target) => layerOf(target) > layerOf(file))
+        .map(
+          (target) =>
+            `${file} (${LAYERS[layerOf(file)][0]}) imports ${target} (${LAYERS[layerOf(target)][0]})`,
+        ),
+    );
+    expect(upward).toEqual([]);
+  });
+
+  it("keeps transports from commands and the host service apart", () => {
+    const broken = Object.entries(graph).flatMap(([file, imports]) =>
+      FORBIDDEN.flatMap(([from, to, why]) =>
+        from.test(file) ? imports.filter((t) => to.test(t)).map((t) => `${file} imports ${t}: ${why}`) : [],
+      ),
+    );
+    expect(broken).toEqual([]);
+  });
+});
