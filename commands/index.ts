@@ -3,6 +3,7 @@ import type { AnyCommand } from "../src/computer/command.js";
 import accessibility from "./accessibility.js";
 import browser from "./browser.js";
 import clipboard from "./clipboard.js";
+import computerAction from "./computer-action.js";
 import file from "./file.js";
 import input from "./input.js";
 import meta from "./meta.js";
@@ -20,4 +21,5 @@ export const allCommands: readonly AnyCommand[] = [
   ...window,
   ...accessibility,
   ...browser,
+  ...computerAction,
 ];

@@ -53,7 +53,7 @@ function pointOf(p: PointParams): { x: number; y: number } | undefined {
 const buttonParam = z
   .preprocess(
     (value) => (typeof value === "string" ? value.trim().toLowerCase() : value),
-    z.enum(["left", "right", "middle"]),
+    z.enum(["left", "right", "middle", "back", "forward"]),
   )
   .default("left");
 const modifiersParam = z

@@ -11,7 +11,7 @@ import { availableParallelism } from "node:os";
 import type { Sharp, SharpOptions } from "sharp";
 import { CommandError } from "../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
-import type { DesktopBackend, Point, RawImage, Rect } from "./backend.js";
+import type { DesktopBackend, Point, RawImage, Rect, Size } from "./backend.js";
 
 export type ImageFormat = "png" | "jpeg" | "webp";
 
@@ -25,6 +25,8 @@ export interface ScreenshotOptions {
   maxHeight?: number;
   /** Image pixels per screen pixel, (0, 1]; ignored when `maxWidth`/`maxHeight` are given. */
   scale?: number;
+  /** Exactly this output size (stretching if the aspect differs); overrides the other size options. */
+  size?: Size;
 }
 
 export interface Screenshot {
@@ -102,6 +104,8 @@ async function captureAndEncode(backend: DesktopBackend, options: ScreenshotOpti
     options.maxWidth,
     options.maxHeight,
     options.scale,
+    options.size?.width,
+    options.size?.height,
     origin,
   ]);
   let pending = entry.encoded.get(key);
@@ -144,8 +148,12 @@ function sameImage(a: RawImage, b: RawImage): boolean {
   return a.width === b.width && a.height === b.height && a.channels === b.channels && a.data.equals(b.data);
 }
 
-/** The output size: fit within max_width/max_height, else `scale`; never larger than the capture. */
+/**
+ * The output size: exactly `size` when given, else fit within max_width/max_height, else `scale`;
+ * never larger than the capture unless `size` says so.
+ */
 export function targetSize(width: number, height: number, options: ScreenshotOptions) {
+  if (options.size) return { ...options.size, scale: options.size.width / width };
   let scale = 1;
   if (options.maxWidth !== undefined || options.maxHeight !== undefined) {
     scale = Math.min(1, (options.maxWidth ?? width) / width, (options.maxHeight ?? height) / height);
