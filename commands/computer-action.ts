@@ -103,21 +103,28 @@ const imageBlock = z.object({
   type: z.literal("image"),
   source: z.object({ type: z.literal("base64"), media_type: z.literal("image/png"), data: z.string() }),
 });
-const anthropicReply = z.object({
-  vocabulary: z.literal("anthropic"),
+const common = {
   display: sizeSchema,
   is_error: z.boolean(),
-  /** The `content` of the `tool_result` block. */
-  content: z.array(z.union([textBlock, imageBlock])),
+  /** The action's own output (`cursor_position`) or the error sentence, also for the author. */
+  text: z.string().optional(),
+};
+const anthropicReply = z.object({
+  vocabulary: z.literal("anthropic"),
+  ...common,
+  /** The `tool_result` content block to send back in the next user message. */
+  tool_result: z.object({
+    type: z.literal("tool_result"),
+    tool_use_id: z.string().optional(),
+    content: z.array(z.union([textBlock, imageBlock])),
+    is_error: z.boolean().optional(),
+  }),
 });
 const openaiReply = z.object({
   vocabulary: z.literal("openai"),
-  display: sizeSchema,
-  is_error: z.boolean(),
-  /** The action's own output or the error, for the author (the item below carries only an image). */
-  text: z.string().optional(),
-  /** The `computer_call_output` input item to send back. */
-  output: z.object({
+  ...common,
+  /** The `computer_call_output` input item to send back (it carries only an image). */
+  tool_result: z.object({
     type: z.literal("computer_call_output"),
     call_id: z.string().optional(),
     output: z.object({ type: z.literal("input_image"), image_url: z.string() }).optional(),
@@ -437,8 +444,10 @@ function reply(
 ): ComputerActionResult {
   const isError = output.error !== undefined;
   const text = output.error ?? output.text;
+  const head = { display, is_error: isError, ...(text !== undefined ? { text } : {}) };
+  const id = callId ?? undefined;
   if (vocabulary === "anthropic") {
-    const content: z.infer<typeof anthropicReply>["content"] = [];
+    const content: z.infer<typeof anthropicReply>["tool_result"]["content"] = [];
     if (text !== undefined) content.push({ type: "text", text });
     if (output.image !== undefined) {
       content.push({
@@ -446,18 +455,23 @@ function reply(
         source: { type: "base64", media_type: "image/png", data: output.image },
       });
     }
-    return { vocabulary, display, is_error: isError, content };
+    const toolResult = {
+      type: "tool_result" as const,
+      tool_use_id: id,
+      content,
+      ...(isError ? { is_error: true } : {}),
+    };
+    return { vocabulary, ...head, tool_result: toolResult };
   }
+  const image = output.image;
   return {
     vocabulary,
-    display,
-    is_error: isError,
-    ...(text !== undefined ? { text } : {}),
-    output: {
+    ...head,
+    tool_result: {
       type: "computer_call_output",
-      ...(callId ? { call_id: callId } : {}),
-      ...(output.image !== undefined
-        ? { output: { type: "input_image", image_url: `data:image/png;base64,${output.image}` } }
+      call_id: id,
+      ...(image !== undefined
+        ? { output: { type: "input_image", image_url: `data:image/png;base64,${image}` } }
         : {}),
     },
   };
@@ -483,7 +497,11 @@ export const computerAction = defineCommand({
           "screen's aspect, or omitted for the screen's own size",
       ),
     screenshot: z.boolean().default(true).describe("Reply with a screenshot after the action"),
-    call_id: z.string().max(200).nullish().describe("OpenAI's call_id, echoed in the computer_call_output"),
+    call_id: z
+      .string()
+      .max(200)
+      .nullish()
+      .describe("The tool call's id (Anthropic's tool_use id, OpenAI's call_id), echoed in tool_result"),
   }),
   result: computerActionResult,
   deadlineMs: ({ action }) => {
