@@ -11,7 +11,8 @@ import screenshot from "./screenshot.js";
 import shell from "./shell.js";
 import window from "./window.js";
 
-export const allCommands: readonly AnyCommand[] = [
+/** Every definition with its own types: the typed client (`hangar/client`) is derived from it. */
+export const commandDefinitions = [
   ...meta,
   ...shell,
   ...file,
@@ -23,3 +24,9 @@ export const allCommands: readonly AnyCommand[] = [
   ...browser,
   ...computerAction,
 ];
+
+/** The definitions as the registry stores them. */
+export const allCommands: readonly AnyCommand[] = commandDefinitions;
+
+/** The union of every command definition, each with its literal name. */
+export type CommandDefinitions = (typeof commandDefinitions)[number];

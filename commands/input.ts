@@ -94,8 +94,8 @@ async function click(desktop: DesktopBackend, button: MouseButton, count: number
   }
 }
 
-function clickCommand(
-  name: string,
+function clickCommand<N extends string>(
+  name: N,
   button: MouseButton,
   count: number,
   description: string,
@@ -152,7 +152,7 @@ export const moveCursor = defineCommand({
   },
 });
 
-function buttonCommand(name: string, action: "down" | "up", description: string) {
+function buttonCommand<N extends string>(name: N, action: "down" | "up", description: string) {
   return defineCommand({
     name,
     description,
@@ -268,7 +268,7 @@ export const scroll = defineCommand({
 
 const clicksParam = z.number().int().min(1).max(1000).default(1);
 
-function scrollByCommand(name: string, sign: 1 | -1, description: string) {
+function scrollByCommand<N extends string>(name: N, sign: 1 | -1, description: string) {
   return defineCommand({
     name,
     description,
@@ -345,7 +345,7 @@ export const pressKey = defineCommand({
   },
 });
 
-function keyCommand(name: string, action: "down" | "up", description: string) {
+function keyCommand<N extends string>(name: N, action: "down" | "up", description: string) {
   return defineCommand({
     name,
     description,
