@@ -31,11 +31,22 @@ export interface ComputerToolOptions {
   screenshot?: boolean;
 }
 
-function paramsOf(options: ComputerToolOptions) {
-  return {
+/** Runs one tool call through `computer_action` and returns its `tool_result`. */
+async function toolResultOf(
+  hangar: ComputerActionRunner,
+  vocabulary: "anthropic" | "openai",
+  action: unknown,
+  callId: string,
+  options: ComputerToolOptions,
+): Promise<Reply["tool_result"]> {
+  const reply = await hangar.computerAction({
+    action: action as Record<string, unknown>,
+    vocabulary,
+    call_id: callId,
     ...(options.display ? { display: options.display } : {}),
     ...(options.screenshot === false ? { screenshot: false } : {}),
-  };
+  });
+  return reply.tool_result;
 }
 
 /** Anthropic: a `tool_use` block of the `computer` tool → its `tool_result` block. */
@@ -44,13 +55,7 @@ export async function anthropicToolResult(
   toolUse: { id: string; input: unknown },
   options: ComputerToolOptions = {},
 ): Promise<AnthropicToolResult> {
-  const reply = await hangar.computerAction({
-    action: toolUse.input as Record<string, unknown>,
-    vocabulary: "anthropic",
-    call_id: toolUse.id,
-    ...paramsOf(options),
-  });
-  return reply.tool_result as AnthropicToolResult;
+  return (await toolResultOf(hangar, "anthropic", toolUse.input, toolUse.id, options)) as AnthropicToolResult;
 }
 
 /**
@@ -62,15 +67,16 @@ export async function openaiComputerCallOutput(
   call: { call_id: string; action: unknown; pending_safety_checks?: unknown[] },
   options: ComputerToolOptions & { acknowledgeSafetyChecks?: boolean } = {},
 ): Promise<OpenaiComputerCallOutput> {
-  const reply = await hangar.computerAction({
-    action: call.action as Record<string, unknown>,
-    vocabulary: "openai",
-    call_id: call.call_id,
-    ...paramsOf(options),
-  });
+  const output = (await toolResultOf(
+    hangar,
+    "openai",
+    call.action,
+    call.call_id,
+    options,
+  )) as OpenaiComputerCallOutput;
   const checks = options.acknowledgeSafetyChecks ? call.pending_safety_checks : undefined;
   return {
-    ...(reply.tool_result as OpenaiComputerCallOutput),
+    ...output,
     ...(checks?.length ? { acknowledged_safety_checks: checks } : {}),
   };
 }

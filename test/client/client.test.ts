@@ -12,7 +12,7 @@ import {
   Hangar,
   HangarError,
 } from "../../src/client/index.js";
-import { startTestServer } from "../support/server.js";
+import { postCmd, startTestServer } from "../support/server.js";
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
 
@@ -100,6 +100,15 @@ describe("hangar/client", () => {
       if (transport === "cmd") expect(err.fields.status).toBe(401);
       await bad.close();
     }
+  });
+
+  it("computer_action is refused to a page of another origin, and needs credentials in cloud mode", async () => {
+    const body = { command: "computer_action", params: { action: { action: "screenshot" } } };
+    const foreign = await postCmd(server.url, body, { headers: { origin: "http://evil.example" } });
+    expect(foreign.status).toBe(403);
+    expect(foreign.events).toEqual([]);
+    const anonymous = await postCmd(cloud.url, body);
+    expect(anonymous.status).toBe(401);
   });
 
   it("reports a server that is not there as a network error", async () => {
