@@ -14,7 +14,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
 import { type CommandContext, defineCommand } from "../src/computer/command.js";
-import type { Outcome } from "../src/computer/outcome.js";
 import type { DesktopBackend, Point, Rect, Size } from "../src/desktop/backend.js";
 import { normalizeKey } from "../src/desktop/keys.js";
 import { takeScreenshot } from "../src/desktop/screenshot.js";
@@ -227,7 +226,8 @@ class ActionRunner {
         await this.run("type_text", { text: action.text });
         return {};
       case "cursor_position": {
-        const { x, y } = this.mapping.toDisplay(await this.desktop.cursorPosition());
+        const { position } = (await this.run("get_cursor_position", {})) as { position: Point };
+        const { x, y } = this.mapping.toDisplay(position);
         return { text: `X=${x},Y=${y}` };
       }
       case "mouse_move":
@@ -281,9 +281,11 @@ class ActionRunner {
         const at = this.point([action.x, action.y]);
         const keys = action.keys ?? [];
         if (action.button === "back" || action.button === "forward") {
+          const button = action.button;
           await this.holding(keys, async () => {
-            await this.run("mouse_down", { ...at, button: action.button });
-            await this.run("mouse_up", { button: action.button });
+            await this.run("mouse_down", { ...at, button });
+            // Released on the desktop directly, like held keys, whatever happens.
+            await this.desktop.mouseButton(button, "up");
           });
         } else {
           const name = { left: "left_click", right: "right_click", wheel: "middle_click" }[action.button];
@@ -367,9 +369,14 @@ class ActionRunner {
     return pair ? this.toScreen(pair) : {};
   }
 
-  /** Runs an existing command; its failure becomes the model's error. */
-  private async run(name: string, params: unknown): Promise<void> {
-    failOn(await this.ctx.run(name, params));
+  /** Runs an existing command and returns its result; its failure becomes the model's error. */
+  private async run(name: string, params: unknown): Promise<unknown> {
+    const outcome = await this.ctx.run(name, params);
+    if (outcome.success) return outcome.result;
+    if (outcome.code === "invalid_params" || outcome.code === "not_found" || outcome.code === "failed") {
+      throw new ModelError(outcome.error.replace(/^Invalid params: /, ""));
+    }
+    throw new CommandError(outcome.code, outcome.error);
   }
 
   /**
@@ -388,15 +395,6 @@ class ActionRunner {
       for (const key of held.reverse()) await this.desktop.key(key, "up");
     }
   }
-}
-
-/** A command's failure: the model's to see when its input was wrong, else the command fails. */
-function failOn(outcome: Outcome): void {
-  if (outcome.success) return;
-  if (outcome.code === "invalid_params" || outcome.code === "not_found" || outcome.code === "failed") {
-    throw new ModelError(outcome.error.replace(/^Invalid params: /, ""));
-  }
-  throw new CommandError(outcome.code, outcome.error);
 }
 
 /** `ctrl+shift` or `ctrl shift` (Anthropic's modifier `text`) as key names. */

@@ -60,6 +60,9 @@ function commandNameOf(method: string): string {
   return method.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
 }
 
+/** Properties that runtimes probe (`await` looks for `then`): never commands. */
+const NOT_COMMANDS = new Set(["then", "toJSON", "constructor"]);
+
 class HangarClient {
   private readonly cmdUrl: string;
   private readonly headers: Record<string, string>;
@@ -84,7 +87,7 @@ class HangarClient {
     // biome-ignore lint/correctness/noConstructorReturn: the methods named after commands come from a proxy
     return new Proxy(this, {
       get(target, property, receiver) {
-        if (typeof property !== "string" || property in target)
+        if (typeof property !== "string" || property in target || NOT_COMMANDS.has(property))
           return Reflect.get(target, property, receiver);
         const name = commandNameOf(property);
         return (params?: unknown, callOptions?: CallOptions) =>

@@ -22,7 +22,7 @@ export class WsChannel {
   ) {}
 
   async send(name: string, params: unknown, signal: AbortSignal): Promise<unknown> {
-    const socket = await this.open();
+    const socket = await untilAborted(this.open(), signal);
     const reply = await this.exchange(socket, name, params, signal);
     // cua's shape: `{"success": true, ...result}`; a result that is not an object is in `content`.
     const { success: _s, ...fields } = reply;
@@ -96,4 +96,14 @@ export class WsChannel {
 
 function isObject(value: unknown): boolean {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** `work`, or the signal's reason if it is aborted first (the work goes on, for the next call). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
 }

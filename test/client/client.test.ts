@@ -3,6 +3,7 @@
  * typed errors, deadlines and AbortSignal, cloud credentials; and that it loads none of the server.
  */
 import { readFileSync } from "node:fs";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import {
@@ -111,9 +112,30 @@ describe("hangar/client", () => {
     expect(anonymous.status).toBe(401);
   });
 
-  it("reports a server that is not there as a network error", async () => {
+  it("applies the deadline to opening the WebSocket too", async () => {
+    // A server that accepts connections and never answers the upgrade.
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => {
+      socket.on("error", () => undefined);
+      sockets.push(socket);
+    });
+    await new Promise<void>((done) => silent.listen(0, "127.0.0.1", done));
+    try {
+      const port = (silent.address() as AddressInfo).port;
+      const hangar = new Hangar({ url: `http://127.0.0.1:${port}`, transport: "ws" });
+      expect((await failureOf(hangar.version(undefined, { timeoutMs: 200 }))).code).toBe("timeout");
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
+  });
+
+  it("reports a server that is not there as a network error, and can be awaited like any value", async () => {
     const nowhere = new Hangar({ url: "http://127.0.0.1:9", timeoutMs: 5000 });
     expect((await failureOf(nowhere.version())).code).toBe("network");
+    // `await` looks for `then`: it is not taken for a command.
+    const resolved = await Promise.resolve(nowhere);
+    expect(resolved).toBe(nowhere);
   });
 
   it("imports none of the server's modules at run time (type-only imports)", () => {

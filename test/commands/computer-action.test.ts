@@ -176,6 +176,29 @@ describe("computer_action (X11, 1920x1080 screen)", () => {
       expect(ms).toBeLessThanOrEqual(550);
     });
 
+    it("releases a held key when the client goes away mid-hold", async () => {
+      await focusXev();
+      const before = events().length;
+      const controller = new AbortController();
+      const params = { action: { action: "hold_key", text: "shift", duration: 30 }, screenshot: false };
+      const pending = desk.server
+        .cmd("computer_action", params, { signal: controller.signal })
+        .catch(() => null);
+      await eventually(() =>
+        events()
+          .slice(before)
+          .some((e) => e.kind === "+Shift_L"),
+      );
+      controller.abort();
+      await pending;
+      const held = await eventually(() => {
+        const list = events().slice(before);
+        return list.length >= 2 ? list : null;
+      });
+      expect(kinds(held)).toEqual(["+Shift_L", "-Shift_L"]);
+      expect(held[1].time - held[0].time).toBeLessThan(5000);
+    });
+
     it("waits `duration` seconds", async () => {
       const started = performance.now();
       await act({ action: "wait", duration: 0.3 });
