@@ -169,11 +169,11 @@ describe("computer_action (X11, 1920x1080 screen)", () => {
       await focusXev();
       const keys = await caused(6, () => act({ action: "key", text: "ctrl+l Return" }));
       expect(kinds(keys)).toEqual(["+Control_L", "+l", "-l", "-Control_L", "+Return", "-Return"]);
-      const held = await caused(2, () => act({ action: "hold_key", text: "shift", duration: 0.5 }));
+      const held = await caused(2, () => act({ action: "hold_key", text: "shift", duration: 1 }));
       expect(kinds(held)).toEqual(["+Shift_L", "-Shift_L"]);
       const ms = held[1].time - held[0].time;
-      expect(ms).toBeGreaterThanOrEqual(450);
-      expect(ms).toBeLessThanOrEqual(550);
+      expect(ms).toBeGreaterThanOrEqual(900);
+      expect(ms).toBeLessThanOrEqual(1100);
     });
 
     it("releases a held key when the client goes away mid-hold", async () => {
