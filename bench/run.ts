@@ -13,6 +13,7 @@ const ALL = [
   "nut",
   "accessibility",
   "agent-transports",
+  "agent-actions",
   "host",
   "images",
   "spread",

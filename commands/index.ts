@@ -3,6 +3,7 @@ import type { AnyCommand } from "../src/computer/core/command.js";
 import accessibility from "./accessibility.js";
 import browser from "./browser.js";
 import clipboard from "./clipboard.js";
+import computerAction from "./computer-action.js";
 import file from "./file.js";
 import input from "./input.js";
 import meta from "./meta.js";
@@ -10,7 +11,8 @@ import screenshot from "./screenshot.js";
 import shell from "./shell.js";
 import window from "./window.js";
 
-export const allCommands: readonly AnyCommand[] = [
+/** Every definition with its own types: the typed client (`hangar/client`) is derived from it. */
+export const commandDefinitions = [
   ...meta,
   ...shell,
   ...file,
@@ -20,4 +22,11 @@ export const allCommands: readonly AnyCommand[] = [
   ...window,
   ...accessibility,
   ...browser,
+  ...computerAction,
 ];
+
+/** The definitions as the registry stores them. */
+export const allCommands: readonly AnyCommand[] = commandDefinitions;
+
+/** The union of every command definition, each with its literal name. */
+export type CommandDefinitions = (typeof commandDefinitions)[number];

@@ -54,7 +54,7 @@ function pointOf(p: PointParams): { x: number; y: number } | undefined {
 const buttonParam = z
   .preprocess(
     (value) => (typeof value === "string" ? value.trim().toLowerCase() : value),
-    z.enum(["left", "right", "middle"]),
+    z.enum(["left", "right", "middle", "back", "forward"]),
   )
   .default("left");
 const modifiersParam = z
@@ -110,8 +110,8 @@ async function click(desktop: DesktopBackend, button: MouseButton, count: number
   }
 }
 
-function clickCommand(
-  name: string,
+function clickCommand<N extends string>(
+  name: N,
   button: MouseButton,
   count: number,
   description: string,
@@ -168,7 +168,7 @@ export const moveCursor = defineCommand({
   },
 });
 
-function buttonCommand(name: string, action: "down" | "up", description: string) {
+function buttonCommand<N extends string>(name: N, action: "down" | "up", description: string) {
   return defineCommand({
     name,
     description,
@@ -300,7 +300,7 @@ export const scroll = defineCommand({
 
 const clicksParam = z.number().int().min(1).max(1000).default(1);
 
-function scrollByCommand(name: string, sign: 1 | -1, description: string) {
+function scrollByCommand<N extends string>(name: N, sign: 1 | -1, description: string) {
   return defineCommand({
     name,
     description,
@@ -377,7 +377,7 @@ export const pressKey = defineCommand({
   },
 });
 
-function keyCommand(name: string, action: "down" | "up", description: string) {
+function keyCommand<N extends string>(name: N, action: "down" | "up", description: string) {
   return defineCommand({
     name,
     description,

@@ -27,7 +27,8 @@ export interface RawImage {
   data: Buffer;
 }
 
-export type MouseButton = "left" | "right" | "middle";
+/** `back` and `forward` are the side buttons (X buttons 8 and 9). */
+export type MouseButton = "left" | "right" | "middle" | "back" | "forward";
 
 export interface WindowInfo {
   id: string;

@@ -40,8 +40,9 @@ export interface CommandContext {
 // biome-ignore lint/suspicious/noExplicitAny: the registry holds definitions of every parameter shape
 export type AnyParams = z.ZodObject<any>;
 
-export interface CommandDefinition<S extends AnyParams = AnyParams, R = unknown> {
-  readonly name: string;
+export interface CommandDefinition<S extends AnyParams = AnyParams, R = unknown, N extends string = string> {
+  /** Kept as its literal type, so that the typed client (`hangar/client`) names its methods from it. */
+  readonly name: N;
   readonly aliases?: readonly string[];
   /** One or two sentences for `/commands`, OpenAPI and MCP tool descriptions. */
   readonly description: string;
@@ -55,8 +56,10 @@ export interface CommandDefinition<S extends AnyParams = AnyParams, R = unknown>
   readonly handler: (params: z.output<S>, ctx: CommandContext) => Promise<R> | R;
 }
 
-/** Identity function that keeps the parameter and result types of a definition. */
-export function defineCommand<S extends AnyParams, R>(def: CommandDefinition<S, R>): CommandDefinition<S, R> {
+/** Identity function that keeps the name, parameter and result types of a definition. */
+export function defineCommand<S extends AnyParams, R, const N extends string>(
+  def: CommandDefinition<S, R, N>,
+): CommandDefinition<S, R, N> {
   return def;
 }
 

@@ -108,6 +108,9 @@ export class NutBackend implements DesktopBackend {
   }
 
   async mouseButton(button: MouseButton, action: "down" | "up"): Promise<void> {
+    if (button === "back" || button === "forward") {
+      throw new CommandError("unavailable", `The ${this.name} backend has no ${button} mouse button`);
+    }
     await this.worker.call("mouseButton", { button, action });
   }
 

@@ -27,7 +27,7 @@ export interface WorkerOps {
   ];
   cursorPosition: [Record<string, never>, Point];
   moveCursor: [Point, null];
-  mouseButton: [{ button: MouseButton; action: "down" | "up" }, null];
+  mouseButton: [{ button: Exclude<MouseButton, "back" | "forward">; action: "down" | "up" }, null];
   /** Notches; positive `dx` right, positive `dy` up. */
   scroll: [{ dx: number; dy: number }, null];
   keys: [{ strokes: readonly KeyStroke[] }, null];

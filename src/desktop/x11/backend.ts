@@ -17,7 +17,7 @@ import { Windows } from "./windows.js";
 const BUTTON_PRESS = 4;
 const BUTTON_RELEASE = 5;
 const MOTION_NOTIFY = 6;
-const BUTTONS: Record<MouseButton, number> = { left: 1, middle: 2, right: 3 };
+const BUTTONS: Record<MouseButton, number> = { left: 1, middle: 2, right: 3, back: 8, forward: 9 };
 const WHEEL = { up: 4, down: 5, left: 6, right: 7 };
 /** More notches than this in one call are surely a mistake (a pixel count?). */
 const MAX_NOTCHES = 1000;

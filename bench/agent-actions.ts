@@ -1,0 +1,88 @@
+/**
+ * `computer_action` as an agent loop calls it: a left click and the screenshot reply at a 1280x800
+ * model display on a busy 1920x1080 screen (the screen changed before each call, so every reply is a
+ * fresh capture, resize and PNG encoding; and unchanged, as when the click changes nothing). Then the
+ * typed client's cost per call over a raw `fetch` of the same `/cmd` request.
+ */
+import { Hangar } from "../src/client/index.js";
+import { printTable, type Row, summarize, timeIt } from "./lib.js";
+import { post, screenChanger, startScene, timedPost, timeWithSetup } from "./scene.js";
+
+const RUNS = 30;
+const CLIENT_RUNS = 2000;
+
+async function clientOverhead(url: string): Promise<Row[]> {
+  const hangar = new Hangar({ url });
+  const raw = async () => {
+    const response = await fetch(`${url}/cmd`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ command: "version", params: {} }),
+    });
+    return JSON.parse((await response.text()).slice(6)).content;
+  };
+  const typed = () => hangar.version();
+  for (let i = 0; i < 200; i++) await Promise.all([raw(), typed()]);
+  // Interleaved, so that both see the same machine.
+  const samples = { raw: [] as number[], typed: [] as number[] };
+  for (let i = 0; i < CLIENT_RUNS; i++) {
+    for (const [name, fn] of [
+      ["raw", raw],
+      ["typed", typed],
+    ] as const) {
+      const start = performance.now();
+      await fn();
+      samples[name].push(performance.now() - start);
+    }
+  }
+  const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
+  const overhead = median(samples.typed) - median(samples.raw);
+  return [
+    { name: "raw fetch POST /cmd version", ...summarize(samples.raw) },
+    { name: "hangar.version() (typed client, /cmd)", ...summarize(samples.typed) },
+    {
+      name: "client overhead (difference of medians)",
+      median: `${overhead.toFixed(3)} ms`,
+      p95: "",
+      target: "≤ 0.3 ms",
+    },
+  ];
+}
+
+async function main() {
+  const scene = await startScene(1920, 1080);
+  const url = scene.server.url;
+  try {
+    const click = {
+      action: { action: "left_click", coordinate: [640, 780] },
+      display: { width: 1280, height: 800 },
+    };
+    const reply = await post(url, "computer_action", click);
+    const kib = Math.round((reply.tool_result.content[0].source.data.length * 3) / 4 / 1024);
+    const call = timedPost(url, "computer_action", click);
+    const rows: Row[] = [
+      await timeWithSetup(
+        "computer_action left_click + screenshot, 1280x800 of 1920x1080, screen changed",
+        RUNS,
+        await screenChanger(url),
+        call.run,
+        { target: "≤ 35 ms", note: `PNG ${kib} KiB` },
+      ),
+      await timeIt("same, no change made before each call", call.run, { runs: RUNS }),
+      await timeIt(
+        "left_click alone (for comparison)",
+        timedPost(url, "left_click", { x: 960, y: 1050 }).run,
+        {
+          runs: RUNS,
+        },
+      ),
+    ];
+    call.check();
+    rows.push(...(await clientOverhead(url)));
+    printTable("computer_action and the typed client", rows);
+  } finally {
+    await scene.stop();
+  }
+}
+
+await main();

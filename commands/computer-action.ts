@@ -1,0 +1,540 @@
+/**
+ * `computer_action`: one action of a model's computer tool, exactly as the model emitted it
+ * (Anthropic's `computer_20241022`/`computer_20250124`/`computer_20251124` or OpenAI's
+ * `computer_use_preview`), run through the existing commands, answered in the shape that
+ * vocabulary's tool result takes. The model's display size is in the request (stateless): points are
+ * mapped from it to the screen, screenshots are scaled to it (stretched when the aspects differ),
+ * `cursor_position` is mapped back.
+ *
+ * The model's mistakes (an unknown action, a point off the display, a key that does not exist) are
+ * replies with `is_error: true` and a short sentence for the model; the author's (a bad display size,
+ * an action that is neither vocabulary's) are `invalid_params`.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { z } from "zod";
+import { CommandError } from "../src/common/errors.js";
+import { type CommandContext, defineCommand } from "../src/computer/command.js";
+import type { DesktopBackend, Point, Rect, Size } from "../src/desktop/backend.js";
+import { normalizeKey } from "../src/desktop/keys.js";
+import { takeScreenshot } from "../src/desktop/screenshot.js";
+
+export type Vocabulary = "anthropic" | "openai";
+
+/** Longest `wait` and `hold_key` Anthropic's tool accepts, in seconds. */
+const MAX_DURATION_S = 100;
+/** OpenAI's `wait` carries no duration; its sample agents wait one second. */
+const OPENAI_WAIT_S = 1;
+/** OpenAI's `scroll_x`/`scroll_y` are pixels; a wheel notch scrolls about this many. */
+export const PIXELS_PER_NOTCH = 100;
+
+/**
+ * `auto` display sizes: Anthropic's tool works best at most about a megapixel (1280x800, its WXGA
+ * recommendation) with the long edge within 1568; OpenAI resizes images so the short side is 768.
+ */
+export function autoDisplay(screen: Size, vocabulary: Vocabulary): Size {
+  const scale =
+    vocabulary === "anthropic"
+      ? Math.min(
+          1,
+          Math.sqrt((1280 * 800) / (screen.width * screen.height)),
+          1568 / Math.max(screen.width, screen.height),
+        )
+      : Math.min(
+          1,
+          768 / Math.min(screen.width, screen.height),
+          2048 / Math.max(screen.width, screen.height),
+        );
+  return { width: Math.round(screen.width * scale), height: Math.round(screen.height * scale) };
+}
+
+/** Maps points between the model's display and the screen; each axis on its own (stretch). */
+export class DisplayMapping {
+  constructor(
+    readonly display: Size,
+    readonly screen: Size,
+  ) {}
+
+  /** The screen pixel under the centre of the model's pixel. */
+  toScreen(point: Point): Point {
+    return {
+      x: this.axis(point.x, this.display.width, this.screen.width),
+      y: this.axis(point.y, this.display.height, this.screen.height),
+    };
+  }
+
+  /** The model's pixel under the centre of a screen pixel. */
+  toDisplay(point: Point): Point {
+    return {
+      x: this.axis(point.x, this.screen.width, this.display.width),
+      y: this.axis(point.y, this.screen.height, this.display.height),
+    };
+  }
+
+  /** A region `[x0, y0, x1, y1]` of the model's display (x1, y1 exclusive) in screen pixels. */
+  regionToScreen([x0, y0, x1, y1]: readonly number[]): Rect {
+    const edge = (value: number, from: number, to: number) =>
+      Math.min(to, Math.max(0, Math.round((value * to) / from)));
+    const left = edge(x0, this.display.width, this.screen.width);
+    const top = edge(y0, this.display.height, this.screen.height);
+    return {
+      x: left,
+      y: top,
+      width: Math.max(1, edge(x1, this.display.width, this.screen.width) - left),
+      height: Math.max(1, edge(y1, this.display.height, this.screen.height) - top),
+    };
+  }
+
+  private axis(value: number, from: number, to: number): number {
+    return Math.min(to - 1, Math.max(0, Math.floor(((value + 0.5) * to) / from)));
+  }
+}
+
+/** A mistake of the model: answered as a tool result with `is_error`, not as a failed command. */
+class ModelError extends Error {}
+
+const sizeSchema = z.object({
+  width: z.number().int().min(1).max(16_384),
+  height: z.number().int().min(1).max(16_384),
+});
+
+const textBlock = z.object({ type: z.literal("text"), text: z.string() });
+const imageBlock = z.object({
+  type: z.literal("image"),
+  source: z.object({ type: z.literal("base64"), media_type: z.literal("image/png"), data: z.string() }),
+});
+const common = {
+  display: sizeSchema,
+  is_error: z.boolean(),
+  /** The action's own output (`cursor_position`) or the error sentence, also for the author. */
+  text: z.string().optional(),
+};
+const anthropicReply = z.object({
+  vocabulary: z.literal("anthropic"),
+  ...common,
+  /** The `tool_result` content block to send back in the next user message. */
+  tool_result: z.object({
+    type: z.literal("tool_result"),
+    tool_use_id: z.string().optional(),
+    content: z.array(z.union([textBlock, imageBlock])),
+    is_error: z.boolean().optional(),
+  }),
+});
+const openaiReply = z.object({
+  vocabulary: z.literal("openai"),
+  ...common,
+  /** The `computer_call_output` input item to send back (it carries only an image). */
+  tool_result: z.object({
+    type: z.literal("computer_call_output"),
+    call_id: z.string().optional(),
+    output: z.object({ type: z.literal("input_image"), image_url: z.string() }).optional(),
+  }),
+});
+export const computerActionResult = z.discriminatedUnion("vocabulary", [anthropicReply, openaiReply]);
+export type ComputerActionResult = z.infer<typeof computerActionResult>;
+
+// The model's actions. Unknown fields are dropped, as a model may add some.
+const pair = z.tuple([z.number().finite(), z.number().finite()]);
+const duration = z.number().min(0).max(MAX_DURATION_S);
+const modifierText = z.string().max(100).optional();
+const anthropicClick = { coordinate: pair.optional(), text: modifierText };
+const anthropicAction = z.discriminatedUnion("action", [
+  z.object({ action: z.literal("key"), text: z.string().min(1).max(1000) }),
+  z.object({ action: z.literal("hold_key"), text: z.string().min(1).max(100), duration }),
+  z.object({ action: z.literal("type"), text: z.string().max(100_000) }),
+  z.object({ action: z.literal("cursor_position") }),
+  z.object({ action: z.literal("mouse_move"), coordinate: pair }),
+  z.object({ action: z.literal("left_mouse_down"), coordinate: pair.optional() }),
+  z.object({ action: z.literal("left_mouse_up"), coordinate: pair.optional() }),
+  z.object({ action: z.literal("left_click"), ...anthropicClick }),
+  z.object({ action: z.literal("right_click"), ...anthropicClick }),
+  z.object({ action: z.literal("middle_click"), ...anthropicClick }),
+  z.object({ action: z.literal("double_click"), ...anthropicClick }),
+  z.object({ action: z.literal("triple_click"), ...anthropicClick }),
+  z.object({ action: z.literal("left_click_drag"), start_coordinate: pair.optional(), coordinate: pair }),
+  z.object({
+    action: z.literal("scroll"),
+    coordinate: pair.optional(),
+    scroll_direction: z.enum(["up", "down", "left", "right"]),
+    scroll_amount: z.number().int().min(0).max(1000),
+    text: modifierText,
+  }),
+  z.object({ action: z.literal("wait"), duration }),
+  z.object({ action: z.literal("screenshot") }),
+  z.object({
+    action: z.literal("zoom"),
+    region: z.tuple([z.number(), z.number(), z.number(), z.number()]),
+  }),
+]);
+
+const openaiKeys = z.array(z.string().min(1).max(100)).max(8).optional();
+const openaiPoint = { x: z.number().finite(), y: z.number().finite(), keys: openaiKeys };
+const openaiAction = z.discriminatedUnion("type", [
+  z.object({
+    type: z.literal("click"),
+    ...openaiPoint,
+    button: z.enum(["left", "right", "wheel", "back", "forward"]).default("left"),
+  }),
+  z.object({ type: z.literal("double_click"), ...openaiPoint }),
+  z.object({
+    type: z.literal("scroll"),
+    ...openaiPoint,
+    scroll_x: z.number().finite().default(0),
+    scroll_y: z.number().finite().default(0),
+  }),
+  z.object({ type: z.literal("type"), text: z.string().max(100_000) }),
+  z.object({ type: z.literal("keypress"), keys: z.array(z.string().min(1).max(100)).min(1).max(16) }),
+  z.object({ type: z.literal("wait") }),
+  z.object({
+    type: z.literal("drag"),
+    path: z
+      .array(z.object({ x: z.number().finite(), y: z.number().finite() }))
+      .min(1)
+      .max(10_000),
+    keys: openaiKeys,
+  }),
+  z.object({ type: z.literal("move"), ...openaiPoint }),
+  z.object({ type: z.literal("screenshot") }),
+]);
+
+type AnthropicAction = z.infer<typeof anthropicAction>;
+type OpenaiAction = z.infer<typeof openaiAction>;
+
+/** What an action gives besides the screenshot after it. */
+interface ActionOutput {
+  text?: string;
+  /** An image that replaces the screenshot after the action (`screenshot`, `zoom`). */
+  image?: string;
+}
+
+/** Runs one action against the desktop, in the model's display space. */
+class ActionRunner {
+  constructor(
+    private readonly ctx: CommandContext,
+    private readonly desktop: DesktopBackend,
+    private readonly mapping: DisplayMapping,
+  ) {}
+
+  async anthropic(action: AnthropicAction): Promise<ActionOutput> {
+    switch (action.action) {
+      case "key":
+        await this.run("press_key", { key: action.text });
+        return {};
+      case "hold_key":
+        await this.holding(splitKeys(action.text), () => pause(action.duration, this.ctx.signal));
+        return {};
+      case "type":
+        await this.run("type_text", { text: action.text });
+        return {};
+      case "cursor_position": {
+        const { position } = (await this.run("get_cursor_position", {})) as { position: Point };
+        const { x, y } = this.mapping.toDisplay(position);
+        return { text: `X=${x},Y=${y}` };
+      }
+      case "mouse_move":
+        await this.run("move_cursor", this.point(action.coordinate));
+        return {};
+      case "left_mouse_down":
+      case "left_mouse_up":
+        await this.run(
+          action.action === "left_mouse_down" ? "mouse_down" : "mouse_up",
+          this.point(action.coordinate),
+        );
+        return {};
+      case "left_click":
+      case "right_click":
+      case "middle_click":
+      case "double_click":
+      case "triple_click":
+        await this.run(action.action, {
+          ...this.point(action.coordinate),
+          modifiers: splitKeys(action.text),
+        });
+        return {};
+      case "left_click_drag": {
+        const end = this.toScreen(action.coordinate);
+        const start = action.start_coordinate
+          ? this.toScreen(action.start_coordinate)
+          : await this.desktop.cursorPosition();
+        await this.run("drag", { path: [start, end].map(({ x, y }) => [x, y]) });
+        return {};
+      }
+      case "scroll":
+        if (action.coordinate) await this.run("move_cursor", this.point(action.coordinate));
+        if (action.scroll_amount === 0) return {};
+        await this.holding(splitKeys(action.text), () =>
+          this.run("scroll_direction", { direction: action.scroll_direction, clicks: action.scroll_amount }),
+        );
+        return {};
+      case "wait":
+        await pause(action.duration, this.ctx.signal);
+        return {};
+      case "screenshot":
+        return { image: await this.screenshot() };
+      case "zoom":
+        return { image: await this.zoom(action.region) };
+    }
+  }
+
+  async openai(action: OpenaiAction): Promise<ActionOutput> {
+    switch (action.type) {
+      case "click": {
+        const at = this.point([action.x, action.y]);
+        const keys = action.keys ?? [];
+        if (action.button === "back" || action.button === "forward") {
+          const button = action.button;
+          await this.holding(keys, async () => {
+            await this.run("mouse_down", { ...at, button });
+            // Released on the desktop directly, like held keys, whatever happens.
+            await this.desktop.mouseButton(button, "up");
+          });
+        } else {
+          const name = { left: "left_click", right: "right_click", wheel: "middle_click" }[action.button];
+          await this.run(name, { ...at, modifiers: keys });
+        }
+        return {};
+      }
+      case "double_click":
+        await this.run("double_click", { ...this.point([action.x, action.y]), modifiers: action.keys ?? [] });
+        return {};
+      case "scroll":
+        await this.run("move_cursor", this.point([action.x, action.y]));
+        await this.holding(action.keys ?? [], () =>
+          // OpenAI's scroll_y is positive downwards, Hangar's wheel notches positive upwards.
+          this.run("scroll", { x: notches(action.scroll_x), y: -notches(action.scroll_y) }),
+        );
+        return {};
+      case "type":
+        await this.run("type_text", { text: action.text });
+        return {};
+      case "keypress":
+        await this.run("hotkey", { keys: action.keys });
+        return {};
+      case "wait":
+        await pause(OPENAI_WAIT_S, this.ctx.signal);
+        return {};
+      case "drag": {
+        const path = action.path.map((p) => this.toScreen([p.x, p.y])).map(({ x, y }) => [x, y]);
+        await this.holding(action.keys ?? [], () => this.run("drag", { path }));
+        return {};
+      }
+      case "move":
+        await this.holding(action.keys ?? [], () =>
+          this.run("move_cursor", this.point([action.x, action.y])),
+        );
+        return {};
+      case "screenshot":
+        return { image: await this.screenshot() };
+    }
+  }
+
+  /** The screen as the model sees it: PNG at exactly the display size. */
+  async screenshot(): Promise<string> {
+    const shot = await takeScreenshot(this.desktop, {
+      format: "png",
+      quality: 95,
+      size: this.mapping.display,
+    });
+    return shot.base64;
+  }
+
+  /** A region of the model's display at the screen's resolution, fitted within the display size. */
+  private async zoom(region: readonly number[]): Promise<string> {
+    const [x0, y0, x1, y1] = region;
+    const { width, height } = this.mapping.display;
+    if (x1 <= x0 || y1 <= y0 || x0 < 0 || y0 < 0 || x1 > width || y1 > height) {
+      throw new ModelError(
+        `The zoom region must satisfy 0 <= x0 < x1 <= ${width} and 0 <= y0 < y1 <= ${height}.`,
+      );
+    }
+    const shot = await takeScreenshot(this.desktop, {
+      format: "png",
+      quality: 95,
+      region: this.mapping.regionToScreen(region),
+      maxWidth: width,
+      maxHeight: height,
+    });
+    return shot.base64;
+  }
+
+  private toScreen([x, y]: readonly [number, number]): Point {
+    const { width, height } = this.mapping.display;
+    if (x < 0 || y < 0 || x >= width || y >= height) {
+      throw new ModelError(`Coordinate (${x}, ${y}) is outside the ${width}x${height} display.`);
+    }
+    return this.mapping.toScreen({ x, y });
+  }
+
+  /** `{x, y}` on the screen for a command's point parameters, or nothing when the model gave none. */
+  private point(pair?: readonly [number, number]): Partial<Point> {
+    return pair ? this.toScreen(pair) : {};
+  }
+
+  /** Runs an existing command and returns its result; its failure becomes the model's error. */
+  private async run(name: string, params: unknown): Promise<unknown> {
+    const outcome = await this.ctx.run(name, params);
+    if (outcome.success) return outcome.result;
+    if (outcome.code === "invalid_params" || outcome.code === "not_found" || outcome.code === "failed") {
+      throw new ModelError(outcome.error.replace(/^Invalid params: /, ""));
+    }
+    throw new CommandError(outcome.code, outcome.error);
+  }
+
+  /**
+   * Holds `keys` while `work` runs. They are released on the desktop directly, so that a cancelled
+   * or timed-out action (whose signal refuses further commands) still lets them go.
+   */
+  private async holding(keys: readonly string[], work: () => Promise<unknown>): Promise<void> {
+    const held: string[] = [];
+    try {
+      for (const key of keys) {
+        await this.run("key_down", { key });
+        held.push(normalizeKey(key));
+      }
+      await work();
+    } finally {
+      for (const key of held.reverse()) await this.desktop.key(key, "up");
+    }
+  }
+}
+
+/** `ctrl+shift` or `ctrl shift` (Anthropic's modifier `text`) as key names. */
+function splitKeys(text: string | undefined): string[] {
+  return text ? text.split(/[+\s]+/).filter(Boolean) : [];
+}
+
+function notches(pixels: number): number {
+  if (pixels === 0) return 0;
+  return Math.sign(pixels) * Math.max(1, Math.round(Math.abs(pixels) / PIXELS_PER_NOTCH));
+}
+
+async function pause(seconds: number, signal: AbortSignal): Promise<void> {
+  await sleep(seconds * 1000, undefined, { signal });
+}
+
+/** Which vocabulary an action is in: given, or told by its `action` (Anthropic) or `type` (OpenAI) field. */
+function vocabularyOf(action: Record<string, unknown>, given?: Vocabulary | null): Vocabulary {
+  if (given) return given;
+  const anthropic = typeof action.action === "string";
+  const openai = typeof action.type === "string";
+  if (anthropic !== openai) return anthropic ? "anthropic" : "openai";
+  throw new CommandError(
+    "invalid_params",
+    "Invalid params: cannot tell the action's vocabulary (an Anthropic action has an 'action' field, an " +
+      "OpenAI one a 'type' field); give vocabulary",
+  );
+}
+
+/** The first problem zod found, as one sentence for the model. */
+function describeForModel(error: z.ZodError, field: string): string {
+  const issue = error.issues[0];
+  const where = issue.path.length > 0 ? issue.path.join(".") : field;
+  if (issue.code === "invalid_union" && issue.path.length === 1 && issue.path[0] === field) {
+    return `Unknown ${field}. ${issue.message}.`;
+  }
+  return `Invalid ${where}: ${issue.message}.`;
+}
+
+function reply(
+  vocabulary: Vocabulary,
+  display: Size,
+  output: ActionOutput & { error?: string },
+  callId?: string | null,
+): ComputerActionResult {
+  const isError = output.error !== undefined;
+  const text = output.error ?? output.text;
+  const head = { display, is_error: isError, ...(text !== undefined ? { text } : {}) };
+  const id = callId ?? undefined;
+  if (vocabulary === "anthropic") {
+    const content: z.infer<typeof anthropicReply>["tool_result"]["content"] = [];
+    if (text !== undefined) content.push({ type: "text", text });
+    if (output.image !== undefined) {
+      content.push({
+        type: "image",
+        source: { type: "base64", media_type: "image/png", data: output.image },
+      });
+    }
+    const toolResult = {
+      type: "tool_result" as const,
+      tool_use_id: id,
+      content,
+      ...(isError ? { is_error: true } : {}),
+    };
+    return { vocabulary, ...head, tool_result: toolResult };
+  }
+  const image = output.image;
+  return {
+    vocabulary,
+    ...head,
+    tool_result: {
+      type: "computer_call_output",
+      call_id: id,
+      ...(image !== undefined
+        ? { output: { type: "input_image", image_url: `data:image/png;base64,${image}` } }
+        : {}),
+    },
+  };
+}
+
+const actionParam = z
+  .record(z.string(), z.unknown())
+  .describe("The action object exactly as the model emitted it (Anthropic's `input`, OpenAI's `action`)");
+
+export const computerAction = defineCommand({
+  name: "computer_action",
+  description:
+    "Runs one action of Anthropic's computer tool or OpenAI's computer-use tool, as the model emitted it, " +
+    "in the model's display space, and returns that vocabulary's tool result (with a screenshot).",
+  params: z.object({
+    action: actionParam,
+    vocabulary: z.enum(["anthropic", "openai"]).nullish().describe("Inferred from the action when omitted"),
+    display: z
+      .union([z.literal("auto"), sizeSchema])
+      .nullish()
+      .describe(
+        "The display size the model was given (its coordinates), 'auto' for one Hangar chooses with the " +
+          "screen's aspect, or omitted for the screen's own size",
+      ),
+    screenshot: z.boolean().default(true).describe("Reply with a screenshot after the action"),
+    call_id: z
+      .string()
+      .max(200)
+      .nullish()
+      .describe("The tool call's id (Anthropic's tool_use id, OpenAI's call_id), echoed in tool_result"),
+  }),
+  result: computerActionResult,
+  deadlineMs: ({ action }) => {
+    const seconds = typeof action.duration === "number" ? Math.min(MAX_DURATION_S, action.duration) : 0;
+    const typed = typeof action.text === "string" ? action.text.length * 10 : 0;
+    return 30_000 + seconds * 1000 + typed;
+  },
+  handler: async (params, ctx) => {
+    const vocabulary = vocabularyOf(params.action, params.vocabulary);
+    const desktop = await ctx.desktop();
+    const screen = await desktop.screenSize();
+    const display = params.display === "auto" ? autoDisplay(screen, vocabulary) : (params.display ?? screen);
+    const runner = new ActionRunner(ctx, desktop, new DisplayMapping(display, screen));
+    let output: ActionOutput & { error?: string };
+    try {
+      if (vocabulary === "anthropic") {
+        const parsed = anthropicAction.safeParse(params.action);
+        if (!parsed.success) throw new ModelError(describeForModel(parsed.error, "action"));
+        output = await runner.anthropic(parsed.data);
+      } else {
+        const parsed = openaiAction.safeParse(params.action);
+        if (!parsed.success) throw new ModelError(describeForModel(parsed.error, "type"));
+        output = await runner.openai(parsed.data);
+      }
+    } catch (err) {
+      if (!(err instanceof ModelError)) throw err;
+      output = { error: err.message };
+    }
+    // OpenAI's call output is an image, also after an error; Anthropic's error is its sentence alone.
+    const wantsShot = params.screenshot && output.image === undefined;
+    if (wantsShot && (vocabulary === "openai" || output.error === undefined)) {
+      output.image = await runner.screenshot();
+    }
+    return reply(vocabulary, display, output, params.call_id);
+  },
+});
+
+export default [computerAction];
