@@ -13,7 +13,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
-import { type CommandContext, defineCommand } from "../src/computer/command.js";
+import { type CommandContext, defineCommand } from "../src/computer/core/command.js";
 import type { DesktopBackend, Point, Rect, Size } from "../src/desktop/backend.js";
 import { normalizeKey } from "../src/desktop/keys.js";
 import { takeScreenshot } from "../src/desktop/screenshot.js";

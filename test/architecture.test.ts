@@ -19,7 +19,7 @@ const LAYERS: [layer: string, pattern: RegExp][] = [
   ["commands", /^commands\//],
   ["transports", /^src\/computer\/(http|auth|transports)\/|^src\/computer\/tls\.ts$/],
   ["computer server", /^src\/computer\/(app|server)\.ts$/],
-  ["entry points", /^src\/(cli|container)\//],
+  ["entry points and the client", /^src\/(cli|container|client)\//],
 ];
 
 /** Imports that the layers would allow but the design does not. */
@@ -27,6 +27,7 @@ const FORBIDDEN: [from: RegExp, to: RegExp, why: string][] = [
   [/^src\/computer\/(http|auth|transports)\//, /^commands\//, "a transport never knows a command"],
   [/^src\/host\//, /^(src\/computer|src\/desktop|src\/browser|commands)\//, "the host service stands apart"],
   [/^src\/(desktop|browser)\//, /^src\/host\//, "desktop backends do not know the host service"],
+  [/^src\/client\//, /^src\/(computer|desktop|host|os|browser|cli)\//, "the client loads none of the server"],
 ];
 
 const layerOf = (file: string) => LAYERS.findIndex(([, pattern]) => pattern.test(file));

@@ -9,7 +9,7 @@
  * for (const item of response.output)
  *   if (item.type === "computer_call") input.push(await openaiComputerCallOutput(hangar, item, { display }));
  */
-import type { CommandParams, CommandResult } from "./index.js";
+import type { CommandParams, CommandResult } from "./types.js";
 
 type Reply = CommandResult<"computer_action">;
 /** The `tool_result` block of Anthropic's Messages API. */

@@ -9,19 +9,12 @@
  * await hangar.leftClick({ x: 10, y: 20 });
  * const { image_data } = await hangar.screenshot({ format: "jpeg" }, { timeoutMs: 5000 });
  */
-import type { z } from "zod";
-import type { CommandDefinitions } from "../../commands/index.js";
 import { HangarError, resultOf } from "./errors.js";
+import type { CommandName, CommandParams, CommandResult } from "./types.js";
 import { WsChannel } from "./ws-channel.js";
 
 export { HangarError, type HangarErrorCode } from "./errors.js";
-
-export type CommandName = CommandDefinitions["name"];
-type Definition<N extends CommandName> = Extract<CommandDefinitions, { readonly name: N }>;
-/** What a command takes, as its caller writes it (defaults optional). */
-export type CommandParams<N extends CommandName> = z.input<Definition<N>["params"]>;
-/** What a command returns. */
-export type CommandResult<N extends CommandName> = z.output<Definition<N>["result"]>;
+export type { CommandName, CommandParams, CommandResult } from "./types.js";
 
 type CamelCase<S extends string> = S extends `${infer Head}_${infer Tail}`
   ? `${Head}${Capitalize<CamelCase<Tail>>}`
