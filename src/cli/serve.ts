@@ -56,6 +56,12 @@ export function registerServe(program: Command) {
       "--browser-path <path>",
       "the browser of browser_* and /playwright_exec (default: chromium on PATH; also $HANGAR_BROWSER)",
     )
+    .option(
+      "--activity-size <count>",
+      "commands kept in the activity timeline (GET /activity)",
+      parseCount,
+      500,
+    )
     .option("--browser-evaluate", "let agents run JavaScript in pages (browser_evaluate)")
     .option(
       "--backend <name>",
@@ -90,6 +96,7 @@ export function registerServe(program: Command) {
       spreadResult: opts.spread,
       bodyLimitBytes,
       collectGarbageWhenIdle: true,
+      activitySize: opts.activitySize,
     }).catch(async (err) => {
       await desktop.stop();
       throw err;
@@ -102,6 +109,14 @@ export function registerServe(program: Command) {
       await desktop.stop();
     });
   });
+}
+
+function parseCount(value: string): number {
+  const count = Number(value);
+  if (!Number.isInteger(count) || count < 1 || count > 1_000_000) {
+    throw new InvalidArgumentError("expected a whole number from 1 to 1000000");
+  }
+  return count;
 }
 
 function parseBackend(value: string): BackendName {

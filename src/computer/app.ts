@@ -11,6 +11,7 @@ import { formatBytes } from "../common/sizes.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { preparedHeaders, sentByHand } from "./by-hand.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
+import { type ConsoleOptions, consoleRoutes, pageRoutes } from "./console-routes.js";
 import { fileRoutes } from "./files-http.js";
 import { mcpOpenApiPaths } from "./mcp-openapi.js";
 import { cmdEventBytes, wsEnvelope } from "./outcome.js";
@@ -41,6 +42,8 @@ export interface ComputerAppOptions {
   pty?: PtySessions;
   /** `GET /ws` (see ws.ts); mounted before `auth` because it authenticates with its first frame. */
   websocket?: MiddlewareHandler<ComputerEnv>;
+  /** The web console (page, activity timeline, live view); see console-routes.ts. */
+  console?: Omit<ConsoleOptions, "registry" | "features">;
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
@@ -80,7 +83,11 @@ export function createComputerApp(options: ComputerAppOptions) {
   );
   app.get("/status", (c) => c.body(status, 200, { "content-type": "application/json" }));
   if (options.websocket) app.get("/ws", options.websocket);
+  if (options.console) app.route("/", pageRoutes());
   if (options.auth) app.use("*", options.auth);
+  if (options.console) {
+    app.route("/", consoleRoutes({ ...options.console, registry, features: options.features ?? [] }));
+  }
 
   app.get("/commands", (c) => c.json(commandCatalog(registry)));
   const extraPaths = { ...(options.pty ? ptyOpenApiPaths : {}), ...mcpOpenApiPaths };
@@ -111,7 +118,8 @@ export function createComputerApp(options: ComputerAppOptions) {
     }
     const gone = new AbortController();
     c.env.outgoing.once("close", () => gone.abort());
-    return c.json(wsEnvelope(await registry.run(name, frame.params, { signal: gone.signal })));
+    const outcome = await registry.run(name, frame.params, { signal: gone.signal, transport: "playwright" });
+    return c.json(wsEnvelope(outcome));
   });
 
   // cua's agent proxy runs a Python agent inside its server; Hangar embeds none.
@@ -181,6 +189,8 @@ async function runAsEventStream(
   try {
     const outcome = await registry.run(command, params, {
       signal: gone.signal,
+      // The console page marks its own commands, so the timeline tells a person's from the agent's.
+      transport: c.req.header("x-hangar-client") === "console" ? "console" : "http",
       emit: (content) => write({ success: true, content }),
     });
     if (!res.destroyed) {

@@ -11,7 +11,8 @@ import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy } from "../common/origin-policy.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
-import type { DesktopProvider } from "../desktop/backend.js";
+import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
+import { ActivityLog } from "./activity.js";
 import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { PtySessions, type PtySessionsOptions } from "./pty-sessions.js";
@@ -48,6 +49,8 @@ export interface ComputerServerOptions {
   wsMessageLimitBytes?: number;
   /** In cloud mode, a `/ws` socket that has not authenticated after this long is closed (default 10 s). */
   wsAuthDeadlineMs?: number;
+  /** Commands kept in the activity timeline (default 500). */
+  activitySize?: number;
   /** Collect garbage after a few seconds without requests, so that memory goes back to the system. */
   collectGarbageWhenIdle?: boolean;
 }
@@ -74,11 +77,13 @@ export async function startComputerServer(
   const accessibility = options.accessibility ?? ownAccessibility;
   // The desktop's variables are read when the browser starts: a virtual display exports them here.
   const browser = new BrowserSession({ env: () => process.env, ...options.browser, log });
+  const activity = new ActivityLog({ size: options.activitySize });
   const registry = new CommandRegistry(allCommands, {
     desktop: options.desktop,
     accessibility,
     browser: async () => browser,
     log,
+    observe: (run) => activity.record(run),
   });
   const pty = new PtySessions(options.pty);
   const authenticator =
@@ -95,6 +100,7 @@ export async function startComputerServer(
     pty,
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
+    console: { activity, desktop: options.desktop ?? noDesktop },
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
   const tls = options.tls && {

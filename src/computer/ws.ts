@@ -153,6 +153,7 @@ class WsSession {
     }
     const outcome = await this.options.registry.run(frame.command, frame.params, {
       signal: this.gone.signal,
+      transport: "ws",
     });
     return wsEnvelope(outcome);
   }

@@ -1,0 +1,141 @@
+/**
+ * The web console's routes: the page (`GET /` and `/console/assets/…`, served before authentication
+ * so that cloud mode can show its login form; they hold no data), and, behind authentication, the
+ * activity timeline (`GET /activity`, `GET /activity/screenshots/{id}`, `GET /events` as SSE), the
+ * status panel's `GET /console/status` and the live view (`WS /live`, see live-view.ts).
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { Hono } from "hono";
+import { z } from "zod";
+import { PACKAGE_ROOT, PACKAGE_VERSION } from "../common/version.js";
+import type { DesktopProvider } from "../desktop/backend.js";
+import type { ActivityEntry, ActivityLog } from "./activity.js";
+import type { ComputerEnv } from "./app.js";
+import { preparedHeaders, sentByHand } from "./by-hand.js";
+import { liveView } from "./live-view.js";
+import type { CommandRegistry } from "./registry.js";
+
+export interface ConsoleOptions {
+  registry: CommandRegistry;
+  activity: ActivityLog;
+  desktop: DesktopProvider;
+  features: string[];
+}
+
+/** Where `npm run build` puts the page's bundle. */
+const BUNDLE_DIR = join(PACKAGE_ROOT, "dist", "web", "console");
+const ASSET_TYPES: Record<string, string> = {
+  "index.html": "text/html; charset=utf-8",
+  "console.js": "text/javascript; charset=utf-8",
+  "console.css": "text/css; charset=utf-8",
+};
+/** An SSE client this far behind is dropped rather than buffered without end. */
+const EVENTS_BACKLOG_LIMIT = 4 * 1024 * 1024;
+const started = Date.now();
+
+let assets: Map<string, Buffer> | undefined;
+/** The bundle, read once into memory; empty when the package was not built. */
+function loadAssets(): Map<string, Buffer> {
+  if (!assets) {
+    assets = new Map();
+    for (const name of Object.keys(ASSET_TYPES)) {
+      try {
+        assets.set(name, readFileSync(join(BUNDLE_DIR, name)));
+      } catch {
+        // Not built: the page answers 503 with the reason.
+      }
+    }
+  }
+  return assets;
+}
+
+function asset(name: string) {
+  const body = loadAssets().get(name);
+  if (!body) return undefined;
+  return new Response(new Uint8Array(body), {
+    headers: { "content-type": ASSET_TYPES[name], "cache-control": "no-cache" },
+  });
+}
+
+/** `GET /` and its assets: public, no data. */
+export function pageRoutes() {
+  const app = new Hono<ComputerEnv>();
+  app.get(
+    "/",
+    (c) => asset("index.html") ?? c.json({ detail: "The console is not built: run npm run build" }, 503),
+  );
+  app.get("/console/assets/:name", (c) => asset(c.req.param("name")) ?? c.json({ detail: "Not Found" }, 404));
+  return app;
+}
+
+const sinceQuery = z.object({ since: z.coerce.number().int().min(0).default(0) });
+
+/** The console's data routes; mount them behind authentication. */
+export function consoleRoutes(options: ConsoleOptions) {
+  const { activity } = options;
+  const app = new Hono<ComputerEnv>();
+
+  app.get("/activity", (c) => {
+    const query = sinceQuery.safeParse(c.req.query());
+    if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
+    return c.json({ entries: activity.since(query.data.since) });
+  });
+
+  app.get("/activity/screenshots/:id", (c) => {
+    const shot = activity.screenshot(Number(c.req.param("id")));
+    if (!shot) return c.json({ detail: "No such screenshot (only the latest are kept)" }, 404);
+    return c.body(new Uint8Array(Buffer.from(shot.base64, "base64")), 200, {
+      "content-type": `image/${shot.format}`,
+      "x-screenshot-scale": String(shot.scale),
+      "x-screenshot-origin": `${shot.origin.x},${shot.origin.y}`,
+    });
+  });
+
+  app.get("/events", (c) => {
+    const query = sinceQuery.safeParse(c.req.query());
+    if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
+    const res = c.env.outgoing;
+    sentByHand(c);
+    res.writeHead(200, {
+      ...preparedHeaders(c),
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      "x-accel-buffering": "no",
+    });
+    const send = (entry: ActivityEntry) => {
+      if (res.writableLength > EVENTS_BACKLOG_LIMIT) return res.destroy();
+      res.write(`id: ${entry.id}\ndata: ${JSON.stringify(entry)}\n\n`);
+    };
+    // A comment first, so that clients see the stream open even when nothing has happened yet.
+    res.write(": activity\n\n");
+    for (const entry of activity.since(query.data.since)) send(entry);
+    const unsubscribe = activity.subscribe(send);
+    res.on("error", unsubscribe);
+    res.once("close", unsubscribe);
+    return sentByHand(c);
+  });
+
+  app.get("/console/status", async (c) => {
+    const display = await describeDisplay(options.desktop);
+    return c.json({
+      version: PACKAGE_VERSION,
+      uptime_s: Math.round((Date.now() - started) / 1000),
+      features: options.features,
+      ...display,
+    });
+  });
+
+  app.get("/live", liveView({ registry: options.registry, desktop: options.desktop }));
+  return app;
+}
+
+/** The backend and screen size, or why there is no display, in words. */
+async function describeDisplay(desktop: DesktopProvider) {
+  try {
+    const backend = await desktop();
+    return { backend: backend.name, display: await backend.screenSize(), display_error: null };
+  } catch (err) {
+    return { backend: null, display: null, display_error: `No display: ${(err as Error).message}` };
+  }
+}
