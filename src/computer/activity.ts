@@ -56,7 +56,8 @@ export interface ActivityOptions {
   screenshotBytes?: number;
 }
 
-const SECRET_KEY = /key|password|passwd|token|secret|authorization|credential|cookie/i;
+/** Names of secret parameters: any `…key` (api_key, X-API-Key) but `key`/`keys` (press_key's), passwords, tokens… */
+const SECRET_KEY = /^(?!keys?$).*key|pass(word|wd|phrase)?|token|secret|authori[sz]ation|credential|cookie/i;
 const LONG_TEXT = 200;
 const REDACTED = "[redacted]";
 const POINTER_COMMANDS = new Set([

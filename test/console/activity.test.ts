@@ -55,7 +55,10 @@ describe("GET /activity", () => {
       timeout: 5,
     });
     await server.cmd("type_text", { text: "a".repeat(5000) });
-    const [run, typed] = (await entries(server.url)).slice(-2);
+    await server.cmd("hotkey", { keys: ["ctrl", "c"] });
+    const [run, typed, hotkey] = (await entries(server.url)).slice(-3);
+    // The keys a person or agent pressed are shown: `key` and `keys` are key names, not secrets.
+    expect(hotkey.params).toEqual({ keys: ["ctrl", "c"] });
     expect(run.params.env).toEqual({ PATH: "[redacted]", LOGIN: "[redacted]" });
     expect(run.params.api_key).toBe("[redacted]");
     expect(run.code).toBe("invalid_params");

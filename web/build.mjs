@@ -1,0 +1,23 @@
+// Bundles the web pages into dist/web/ (run by `npm run build`): one minified script per page, with
+// its HTML and CSS beside it. Nothing is loaded from the network at run time.
+import { copyFileSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { build } from "esbuild";
+
+const root = import.meta.dirname;
+const pages = [{ name: "console", entry: "main.ts", script: "console.js" }];
+for (const page of pages) {
+  const out = join(root, "..", "dist", "web", page.name);
+  mkdirSync(out, { recursive: true });
+  await build({
+    entryPoints: [join(root, page.name, page.entry)],
+    bundle: true,
+    minify: true,
+    format: "esm",
+    target: "es2022",
+    outfile: join(out, page.script),
+    logLevel: "warning",
+  });
+  for (const file of ["index.html", `${page.name}.css`])
+    copyFileSync(join(root, page.name, file), join(out, file));
+}
