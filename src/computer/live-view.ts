@@ -57,6 +57,9 @@ const viewerFrame = z.discriminatedUnion("type", [
 ]);
 type Settings = Extract<z.infer<typeof viewerFrame>, { type: "settings" }>;
 
+/** After this long without a change, the screen is looked at less often (a still screen costs ~0). */
+const STILL_AFTER_MS = 1000;
+const STILL_POLL_MS = 100;
 /** A socket still holding more than this is behind: frames are skipped until it drains. */
 const BACKLOG_BYTES = 256 * 1024;
 
@@ -82,6 +85,7 @@ class Viewer {
   private lastRaw: RawImage | undefined;
   private lastFrame: Buffer | undefined;
   private lastSize = "";
+  private lastChange = 0;
   private readonly log: Logger;
 
   constructor(
@@ -138,7 +142,9 @@ class Viewer {
       // A missing display is not retried at the full frame rate.
       return this.schedule(1000);
     }
-    this.schedule(Math.max(0, 1000 / this.settings.fps - (performance.now() - started)));
+    const still = started - this.lastChange > STILL_AFTER_MS;
+    const interval = still ? Math.max(STILL_POLL_MS, 1000 / this.settings.fps) : 1000 / this.settings.fps;
+    this.schedule(Math.max(0, interval - (performance.now() - started)));
   }
 
   private async sendFrame() {
@@ -147,6 +153,7 @@ class Viewer {
     // The X11 backend hands out the same object while nothing changed: nothing to encode.
     if (raw === this.lastRaw || this.stopped) return;
     this.lastRaw = raw;
+    this.lastChange = performance.now();
     const size = targetSize(raw.width, raw.height, {
       format: "jpeg",
       quality: this.settings.quality,

@@ -22,6 +22,7 @@ export class LiveView {
   private readonly markers: { x: number; y: number; at: number }[] = [];
   private control = false;
   private drawing = false;
+  private pending?: Blob;
   /** Frames drawn so far (the tests read it). */
   frames = 0;
 
@@ -78,8 +79,12 @@ export class LiveView {
     }
   }
 
+  /** Draws a frame; one that arrives while another is being decoded waits, and only the newest does. */
   private async draw(blob: Blob) {
-    if (this.drawing) return; // a frame that arrives while one is being decoded is dropped
+    if (this.drawing) {
+      this.pending = blob;
+      return;
+    }
     this.drawing = true;
     try {
       const bitmap = await createImageBitmap(blob);
@@ -90,6 +95,9 @@ export class LiveView {
     } finally {
       this.drawing = false;
     }
+    const next = this.pending;
+    this.pending = undefined;
+    if (next) await this.draw(next);
   }
 
   private drawMarkers() {
