@@ -3,21 +3,11 @@
  * click on an entry shows its parameters and the screenshot the agent had just seen, with a marker
  * where it clicked.
  */
+import type { ActivityEntry } from "../../src/computer/activity.js";
 import { api, element, make, readEvents } from "./api.js";
 
-export interface Entry {
-  id: number;
-  time: string;
-  transport: string;
-  command: string;
-  params: unknown;
-  ms: number;
-  success: boolean;
-  error?: string;
-  point?: { x: number; y: number };
-  seen?: number;
-  screenshot?: number;
-}
+/** The timeline's entries are the server's own type (a type-only import: nothing of it is bundled). */
+export type Entry = ActivityEntry;
 
 const SHOWN = 300;
 
