@@ -5,7 +5,11 @@ import { join } from "node:path";
 import { build } from "esbuild";
 
 const root = import.meta.dirname;
-const pages = [{ name: "console", entry: "main.ts", script: "console.js" }];
+const pages = [
+  { name: "console", entry: "main.ts", script: "console.js" },
+  // The host page bundles noVNC (@novnc/novnc) for the VMs' screens.
+  { name: "host", entry: "main.ts", script: "host.js" },
+];
 for (const page of pages) {
   const out = join(root, "..", "dist", "web", page.name);
   mkdirSync(out, { recursive: true });

@@ -8,10 +8,11 @@ import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
 import { formatBytes } from "../common/sizes.js";
+import { pageRoutes } from "../common/web-page.js";
 import { BodyTooLargeError, readBody } from "./body.js";
 import { preparedHeaders, sentByHand } from "./by-hand.js";
 import { commandCatalog, openApiDocument } from "./catalog.js";
-import { type ConsoleOptions, consoleRoutes, pageRoutes } from "./console-routes.js";
+import { type ConsoleOptions, consoleRoutes } from "./console-routes.js";
 import { fileRoutes } from "./files-http.js";
 import { mcpOpenApiPaths } from "./mcp-openapi.js";
 import { cmdEventBytes, wsEnvelope } from "./outcome.js";
@@ -83,7 +84,7 @@ export function createComputerApp(options: ComputerAppOptions) {
   );
   app.get("/status", (c) => c.body(status, 200, { "content-type": "application/json" }));
   if (options.websocket) app.get("/ws", options.websocket);
-  if (options.console) app.route("/", pageRoutes());
+  if (options.console) app.route("/", pageRoutes("console"));
   if (options.auth) app.use("*", options.auth);
   if (options.console) {
     app.route("/", consoleRoutes({ ...options.console, registry, features: options.features ?? [] }));

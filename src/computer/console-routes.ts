@@ -1,14 +1,11 @@
 /**
- * The web console's routes: the page (`GET /` and `/console/assets/…`, served before authentication
- * so that cloud mode can show its login form; they hold no data), and, behind authentication, the
+ * The web console's data routes (its page is served by common/web-page.ts), behind authentication: the
  * activity timeline (`GET /activity`, `GET /activity/screenshots/{id}`, `GET /events` as SSE), the
  * status panel's `GET /console/status` and the live view (`WS /live`, see live-view.ts).
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { Hono } from "hono";
 import { z } from "zod";
-import { PACKAGE_ROOT, PACKAGE_VERSION } from "../common/version.js";
+import { PACKAGE_VERSION } from "../common/version.js";
 import type { DesktopProvider } from "../desktop/backend.js";
 import type { ActivityEntry, ActivityLog } from "./activity.js";
 import type { ComputerEnv } from "./app.js";
@@ -23,51 +20,9 @@ export interface ConsoleOptions {
   features: string[];
 }
 
-/** Where `npm run build` puts the page's bundle. */
-const BUNDLE_DIR = join(PACKAGE_ROOT, "dist", "web", "console");
-const ASSET_TYPES: Record<string, string> = {
-  "index.html": "text/html; charset=utf-8",
-  "console.js": "text/javascript; charset=utf-8",
-  "console.css": "text/css; charset=utf-8",
-};
 /** An SSE client this far behind is dropped rather than buffered without end. */
 const EVENTS_BACKLOG_LIMIT = 4 * 1024 * 1024;
 const started = Date.now();
-
-let assets: Map<string, Buffer> | undefined;
-/** The bundle, read once into memory; empty when the package was not built. */
-function loadAssets(): Map<string, Buffer> {
-  if (!assets) {
-    assets = new Map();
-    for (const name of Object.keys(ASSET_TYPES)) {
-      try {
-        assets.set(name, readFileSync(join(BUNDLE_DIR, name)));
-      } catch {
-        // Not built: the page answers 503 with the reason.
-      }
-    }
-  }
-  return assets;
-}
-
-function asset(name: string) {
-  const body = loadAssets().get(name);
-  if (!body) return undefined;
-  return new Response(new Uint8Array(body), {
-    headers: { "content-type": ASSET_TYPES[name], "cache-control": "no-cache" },
-  });
-}
-
-/** `GET /` and its assets: public, no data. */
-export function pageRoutes() {
-  const app = new Hono<ComputerEnv>();
-  app.get(
-    "/",
-    (c) => asset("index.html") ?? c.json({ detail: "The console is not built: run npm run build" }, 503),
-  );
-  app.get("/console/assets/:name", (c) => asset(c.req.param("name")) ?? c.json({ detail: "Not Found" }, 404));
-  return app;
-}
 
 const sinceQuery = z.object({ since: z.coerce.number().int().min(0).default(0) });
 
