@@ -127,10 +127,16 @@ function vmRow(vm: Vm): HTMLTableRowElement {
   return row;
 }
 
-let screen: { name: string; rfb: RFB } | undefined;
+let screen: { name: string; rfb: RFB; closed: boolean } | undefined;
+
+/** Closes the screen's connection unless the VNC server already did. */
+function closeScreen() {
+  if (screen && !screen.closed) screen.rfb.disconnect();
+  screen = undefined;
+}
 
 function showScreen(vm: Vm) {
-  screen?.rfb.disconnect();
+  closeScreen();
   const password = decodeURIComponent(new URL(vm.vncUrl!).password);
   const url = new URL(`/vnc/${encodeURIComponent(vm.name)}`, location.href);
   url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
@@ -140,10 +146,12 @@ function showScreen(vm: Vm) {
   target.replaceChildren();
   const rfb = new RFB(target, url.href, { credentials: { password } });
   rfb.scaleViewport = true;
+  const shown = { name: vm.name, rfb, closed: false };
   rfb.addEventListener("disconnect", () => {
-    if (screen?.rfb === rfb) element("screen-links").textContent = `${vm.name}: disconnected`;
+    shown.closed = true;
+    if (screen === shown) element("screen-links").textContent = `${vm.name}: disconnected`;
   });
-  screen = { name: vm.name, rfb };
+  screen = shown;
   element("screen-title").textContent = `Screen of ${vm.name}`;
   const links = element("screen-links");
   links.replaceChildren();
@@ -169,13 +177,13 @@ async function refresh() {
   element("vms").replaceChildren(...vms.map(vmRow));
   if (vms.length === 0) say("No VMs yet: create one below, or pull an image.");
   if (screen && !vms.some((vm) => vm.name === screen?.name && vm.status === "running")) {
-    screen.rfb.disconnect();
-    screen = undefined;
+    closeScreen();
     element("screen-section").hidden = true;
   }
   const list = Array.isArray(images) ? images : (images.local ?? []);
+  const item = (text: string) => Object.assign(document.createElement("li"), { textContent: text });
   element("images").replaceChildren(
-    ...list.map((image) => Object.assign(document.createElement("li"), { textContent: describe(image) })),
+    ...(list.length > 0 ? list.map((image) => item(describe(image))) : [item("(empty)")]),
   );
   element("locations").replaceChildren(
     ...locations.map((l) =>

@@ -1,0 +1,81 @@
+/**
+ * The host service's page in a real browser (Debian's Chromium) against real QEMU: sign in with the
+ * token, create a VM with the form, run it, see its screen (noVNC through `WS /vnc/{name}`) in the
+ * canvas, stop it. The page's screenshot goes to .tmp/host/.
+ */
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { launchBrowser } from "../support/browser.js";
+import { LINUX_VM, startTestHost, type TestHost } from "./support.js";
+
+const SHOTS = join(import.meta.dirname, "../../.tmp/host");
+const TOKEN = "page-test-token-0123456789abcdef";
+
+let host: TestHost;
+let browser: Browser;
+let page: Page;
+const problems: string[] = [];
+
+beforeAll(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  [host, browser] = await Promise.all([startTestHost({ token: TOKEN }), launchBrowser()]);
+  page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
+  page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
+  page.on("pageerror", (err) => problems.push(err.message));
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+  await host?.cleanup();
+});
+
+const row = (name: string) => page.locator(`#vms tr[data-name="${name}"]`);
+
+describe("the host page", () => {
+  it("asks for the token and shows nothing else until it is given", async () => {
+    await page.goto(host.url);
+    await page.locator("#login").waitFor();
+    expect(await page.isVisible("#app")).toBe(false);
+    await page.fill("input[name=token]", TOKEN);
+    await page.click("#login button[type=submit]");
+    await page.locator("#app").waitFor();
+    await expect.poll(() => page.textContent("#status")).toMatch(/version \d+\.\d+\.\d+ · 0 running/);
+    // The only complaints were the browser's about the first requests, refused without the token.
+    expect(problems.filter((problem) => !/status of 401/.test(problem))).toEqual([]);
+    problems.length = 0;
+  });
+
+  it("creates, runs and stops a VM, and shows its screen", async () => {
+    await page.fill("#create input[name=name]", "page-vm");
+    await page.fill("#create input[name=cpu]", String(LINUX_VM.cpu));
+    await page.fill("#create input[name=memory]", LINUX_VM.memory);
+    await page.fill("#create input[name=diskSize]", LINUX_VM.diskSize);
+    await page.click("#create button[type=submit]");
+    await row("page-vm").waitFor();
+    expect(await row("page-vm").getAttribute("data-status")).toBe("stopped");
+    expect(await row("page-vm").textContent()).toMatch(/page-vm\s*linux\s*stopped\s*1\s*0\.3 GB/);
+
+    await row("page-vm").getByRole("button", { name: "Run" }).click();
+    await page.locator('#vms tr[data-name="page-vm"][data-status="running"]').waitFor({ timeout: 30_000 });
+    await row("page-vm").getByRole("button", { name: "Screen" }).click();
+    // The VM's firmware draws on its screen: the canvas has pixels that are not black.
+    await page.waitForFunction(
+      () => {
+        const canvas = document.querySelector("#screen canvas") as HTMLCanvasElement | null;
+        if (!canvas || canvas.width < 100) return false;
+        const data = canvas.getContext("2d")!.getImageData(0, 0, canvas.width, canvas.height).data;
+        for (let i = 0; i < data.length; i += 4) if (data[i] + data[i + 1] + data[i + 2] > 150) return true;
+        return false;
+      },
+      undefined,
+      { timeout: 30_000, polling: 250 },
+    );
+    await page.screenshot({ path: join(SHOTS, "host.png"), fullPage: true });
+
+    await row("page-vm").getByRole("button", { name: "Stop" }).click();
+    await page.locator('#vms tr[data-name="page-vm"][data-status="stopped"]').waitFor({ timeout: 30_000 });
+    expect(await page.isVisible("#screen-section")).toBe(false);
+    expect(problems).toEqual([]);
+  });
+});
