@@ -1,6 +1,6 @@
 // Bundles the web pages into dist/web/ (run by `npm run build`): one minified script per page, with
 // its HTML and CSS beside it. Nothing is loaded from the network at run time.
-import { copyFileSync, mkdirSync } from "node:fs";
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { build } from "esbuild";
 
@@ -22,6 +22,8 @@ for (const page of pages) {
     outfile: join(out, page.script),
     logLevel: "warning",
   });
-  for (const file of ["index.html", `${page.name}.css`])
-    copyFileSync(join(root, page.name, file), join(out, file));
+  copyFileSync(join(root, page.name, "index.html"), join(out, "index.html"));
+  // The shared style first, so that a page's own rules win.
+  const style = [join(root, "common", "base.css"), join(root, page.name, `${page.name}.css`)];
+  writeFileSync(join(out, `${page.name}.css`), style.map((file) => readFileSync(file, "utf8")).join("\n"));
 }
