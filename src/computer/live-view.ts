@@ -60,6 +60,11 @@ type Settings = Extract<z.infer<typeof viewerFrame>, { type: "settings" }>;
 /** After this long without a change, the screen is looked at less often (a still screen costs ~0). */
 const STILL_AFTER_MS = 1000;
 const STILL_POLL_MS = 100;
+/**
+ * A viewer asking for at least this share of the screen's width gets the screen's own size: scaling
+ * costs more server CPU than the encoding itself (bench/live.ts), and the browser scales for free.
+ */
+const NATIVE_ABOVE = 0.75;
 /** A socket still holding more than this is behind: frames are skipped until it drains. */
 const BACKLOG_BYTES = 256 * 1024;
 
@@ -154,10 +159,11 @@ class Viewer {
     if (raw === this.lastRaw || this.stopped) return;
     this.lastRaw = raw;
     this.lastChange = performance.now();
+    const { width } = this.settings;
     const size = targetSize(raw.width, raw.height, {
       format: "jpeg",
       quality: this.settings.quality,
-      maxWidth: this.settings.width,
+      maxWidth: width !== undefined && width < raw.width * NATIVE_ABOVE ? width : undefined,
     });
     const jpeg = await encodeJpeg(raw, size, this.settings.quality);
     // Other backends capture afresh: an identical picture is not sent again.
