@@ -8,19 +8,25 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchBrowser } from "../support/browser.js";
+import { startRegistry, type TestRegistry } from "../support/registry.js";
 import { LINUX_VM, startTestHost, type TestHost } from "./support.js";
 
 const SHOTS = join(import.meta.dirname, "../../.tmp/host");
 const TOKEN = "page-test-token-0123456789abcdef";
 
 let host: TestHost;
+let registry: TestRegistry;
 let browser: Browser;
 let page: Page;
 const problems: string[] = [];
 
 beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  [host, browser] = await Promise.all([startTestHost({ token: TOKEN }), launchBrowser()]);
+  [host, browser, registry] = await Promise.all([
+    startTestHost({ token: TOKEN }),
+    launchBrowser(),
+    startRegistry(),
+  ]);
   page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
   page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
   page.on("pageerror", (err) => problems.push(err.message));
@@ -28,6 +34,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await host?.cleanup();
+  await registry?.stop();
 });
 
 const row = (name: string) => page.locator(`#vms tr[data-name="${name}"]`);
@@ -76,6 +83,29 @@ describe("the host page", () => {
     await row("page-vm").getByRole("button", { name: "Stop" }).click();
     await page.locator('#vms tr[data-name="page-vm"][data-status="stopped"]').waitFor({ timeout: 30_000 });
     expect(await page.isVisible("#screen-section")).toBe(false);
+    expect(problems).toEqual([]);
+  });
+
+  it("pushes a VM to a registry and pulls it back as a new VM", async () => {
+    await page.fill("#push input[name=name]", "page-vm");
+    await page.fill("#push input[name=imageName]", "page-image");
+    await page.fill("#push input[name=tags]", "v1");
+    await page.fill("#push input[name=registry]", registry.host);
+    await page.fill("#push input[name=organization]", "hangar");
+    await page.click("#push button[type=submit]");
+    await expect.poll(() => row("page-vm").textContent(), { timeout: 60_000 }).toMatch(/push pushed/);
+
+    await page.fill("#pull input[name=image]", "page-image:v1");
+    await page.fill("#pull input[name=name]", "pulled-vm");
+    await page.fill("#pull input[name=registry]", registry.host);
+    await page.fill("#pull input[name=organization]", "hangar");
+    await page.click("#pull button[type=submit]");
+    await page.locator('#vms tr[data-name="pulled-vm"][data-status="stopped"]').waitFor({ timeout: 60_000 });
+    // The image cache (empty: this host does not cache pulls) is listed and pruned from the page.
+    await page.fill("#images-org", "hangar");
+    await expect.poll(() => page.textContent("#images")).toBe("(empty)");
+    await page.click("#prune");
+    await expect.poll(() => page.textContent("#message")).toBe("Prune the image cache: done");
     expect(problems).toEqual([]);
   });
 });

@@ -85,7 +85,11 @@ function statusOf(vm: Vm): Node {
   if (vm.push?.status === "pushing") return progress(vm.push.progress, "pushing");
   const span = document.createElement("span");
   span.className = vm.status === "running" ? "running" : "";
-  span.textContent = vm.status + (vm.lastError ? ` (${vm.lastError})` : "");
+  const push =
+    vm.push && vm.push.status !== "pushing"
+      ? `, push ${vm.push.status}${vm.push.error ? `: ${vm.push.error}` : ""}`
+      : "";
+  span.textContent = vm.status + (vm.lastError ? ` (${vm.lastError})` : "") + push;
   return span;
 }
 
@@ -168,7 +172,9 @@ function showScreen(vm: Vm) {
 async function refresh() {
   const [vms, images, locations, logs] = await Promise.all([
     api<Vm[]>("/svc/vms"),
-    api<{ local?: unknown[] } | unknown[]>("/svc/images").catch(() => []),
+    api<unknown[]>(
+      `/svc/images?organization=${encodeURIComponent(element<HTMLInputElement>("images-org").value)}`,
+    ).catch(() => []),
     api<{ name: string; path: string; isDefault?: boolean }[]>("/svc/config/locations").catch(() => []),
     api<{ info?: string; error?: string }>("/svc/logs?lines=20").catch(
       (): { info?: string; error?: string } => ({}),
@@ -180,7 +186,7 @@ async function refresh() {
     closeScreen();
     element("screen-section").hidden = true;
   }
-  const list = Array.isArray(images) ? images : (images.local ?? []);
+  const list = Array.isArray(images) ? images : [];
   const item = (text: string) => Object.assign(document.createElement("li"), { textContent: text });
   element("images").replaceChildren(
     ...(list.length > 0 ? list.map((image) => item(describe(image))) : [item("(empty)")]),
@@ -199,8 +205,8 @@ async function refresh() {
 
 function describe(image: unknown): string {
   if (typeof image === "string") return image;
-  const i = image as { repository?: string; name?: string; tag?: string; imageId?: string };
-  return `${i.repository ?? i.name ?? "?"}:${i.tag ?? ""} ${i.imageId ? `(${i.imageId.slice(0, 12)})` : ""}`;
+  const i = image as { repository?: string; imageId?: string };
+  return `${i.repository ?? "?"}${i.imageId ? ` (${i.imageId})` : ""}`;
 }
 
 function formJson(form: HTMLFormElement): Record<string, unknown> {
