@@ -91,6 +91,11 @@ async function describeDisplay(desktop: DesktopProvider) {
     const backend = await desktop();
     return { backend: backend.name, display: await backend.screenSize(), display_error: null };
   } catch (err) {
-    return { backend: null, display: null, display_error: `No display: ${(err as Error).message}` };
+    const message = (err as Error).message;
+    return {
+      backend: null,
+      display: null,
+      display_error: /^no display/i.test(message) ? message : `No display: ${message}`,
+    };
   }
 }

@@ -53,3 +53,16 @@ describe("WS /live", () => {
     await socket.close();
   });
 });
+
+describe("GET /console/status", () => {
+  it("says in words that there is no display", async () => {
+    const status = (await (await fetch(`${server.url}/console/status`)).json()) as Record<string, unknown>;
+    expect(status).toMatchObject({
+      backend: null,
+      display: null,
+      version: expect.stringMatching(/^\d+\.\d+\.\d+/),
+    });
+    expect(status.display_error).toMatch(/^No display: /);
+    expect(status.display_error).not.toMatch(/No display: No display/);
+  });
+});
