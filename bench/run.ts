@@ -17,6 +17,7 @@ const ALL = [
   "host",
   "images",
   "spread",
+  "live",
 ];
 const args = process.argv.slice(2);
 const compare = args.some((arg) => arg.startsWith("--compare"));

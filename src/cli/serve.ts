@@ -69,6 +69,12 @@ export function registerServe(program: Command) {
       "--browser-path <path>",
       "the browser of browser_* and /playwright_exec (default: chromium on PATH; also $HANGAR_BROWSER)",
     )
+    .option(
+      "--activity-size <count>",
+      "commands kept in the activity timeline (GET /activity)",
+      parseCount,
+      500,
+    )
     .option("--browser-evaluate", "let agents run JavaScript in pages (browser_evaluate)")
     .option(
       "--backend <name>",
@@ -106,6 +112,7 @@ export function registerServe(program: Command) {
       bodyLimitBytes,
       collectGarbageWhenIdle: true,
       keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,
+      activitySize: opts.activitySize,
     }).catch(async (err) => {
       await desktop.stop();
       throw err;
@@ -126,6 +133,14 @@ function parseSeconds(value: string): number {
     throw new InvalidArgumentError("expected a number of seconds, above 0 and at most 86400");
   }
   return seconds;
+}
+
+function parseCount(value: string): number {
+  const count = Number(value);
+  if (!Number.isInteger(count) || count < 1 || count > 1_000_000) {
+    throw new InvalidArgumentError("expected a whole number from 1 to 1000000");
+  }
+  return count;
 }
 
 function parseBackend(value: string): BackendName {

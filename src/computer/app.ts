@@ -5,10 +5,12 @@
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
+import { pageRoutes } from "../common/web-page.js";
 import { commandCatalog, openApiDocument } from "./core/catalog.js";
 import type { CommandRegistry } from "./core/registry.js";
 import type { ComputerEnv } from "./http/env.js";
 import { cmdRoutes } from "./transports/cmd/cmd.js";
+import { type ConsoleOptions, consoleRoutes } from "./transports/console/console-routes.js";
 import { fileRoutes } from "./transports/files/files-http.js";
 import { mcpOpenApiPaths } from "./transports/mcp/mcp-openapi.js";
 import { playwrightRoutes } from "./transports/playwright/playwright.js";
@@ -36,6 +38,8 @@ export interface ComputerAppOptions {
   pty?: PtySessions;
   /** `GET /ws` (see ws.ts); mounted before `auth` because it authenticates with its first frame. */
   websocket?: MiddlewareHandler<ComputerEnv>;
+  /** The web console (page, activity timeline, live view); see console-routes.ts. */
+  console?: Omit<ConsoleOptions, "registry" | "features">;
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
@@ -71,7 +75,11 @@ export function createComputerApp(options: ComputerAppOptions) {
   );
   app.get("/status", (c) => c.body(status, 200, { "content-type": "application/json" }));
   if (options.websocket) app.get("/ws", options.websocket);
+  if (options.console) app.route("/", pageRoutes("console"));
   if (options.auth) app.use("*", options.auth);
+  if (options.console) {
+    app.route("/", consoleRoutes({ ...options.console, registry, features: options.features ?? [] }));
+  }
 
   app.get("/commands", (c) => c.json(commandCatalog(registry)));
   const extraPaths = { ...(options.pty ? ptyOpenApiPaths : {}), ...mcpOpenApiPaths };

@@ -11,16 +11,17 @@ import { sweepInterruptedWrites } from "../common/atomic-write.js";
 import { collectGarbage, IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy } from "../common/origin-policy.js";
+import { LazyWebSocketServer } from "../common/ws-server.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
-import type { DesktopProvider } from "../desktop/backend.js";
+import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
 import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
+import { ActivityLog } from "./core/activity.js";
 import { CommandRegistry } from "./core/registry.js";
 import type { TlsFiles } from "./tls.js";
 import { PtySessions, type PtySessionsOptions } from "./transports/pty/pty-sessions.js";
 import { wsTransport } from "./transports/ws/ws.js";
-import { LazyWebSocketServer } from "./transports/ws/ws-server.js";
 
 export interface ComputerServerOptions {
   host?: string;
@@ -50,6 +51,8 @@ export interface ComputerServerOptions {
   wsMessageLimitBytes?: number;
   /** In cloud mode, a `/ws` socket that has not authenticated after this long is closed (default 10 s). */
   wsAuthDeadlineMs?: number;
+  /** Commands kept in the activity timeline (default 500). */
+  activitySize?: number;
   /** Collect garbage after a few seconds without requests, so that memory goes back to the system. */
   collectGarbageWhenIdle?: boolean;
   /**
@@ -83,11 +86,13 @@ export async function startComputerServer(
   const accessibility = options.accessibility ?? ownAccessibility;
   // The desktop's variables are read when the browser starts: a virtual display exports them here.
   const browser = new BrowserSession({ env: () => process.env, ...options.browser, log });
+  const activity = new ActivityLog({ size: options.activitySize });
   const registry = new CommandRegistry(allCommands, {
     desktop: options.desktop,
     accessibility,
     browser: async () => browser,
     log,
+    observe: (run) => activity.record(run),
   });
   const pty = new PtySessions(options.pty);
   const authenticator =
@@ -104,6 +109,7 @@ export async function startComputerServer(
     pty,
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
+    console: { activity, desktop: options.desktop ?? noDesktop },
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
   const tls = options.tls && {

@@ -4,7 +4,7 @@
  * an unknown route is a JSON 404. Query strings work on every route and trailing slashes are ignored.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
@@ -12,6 +12,7 @@ import { describeOsError } from "../common/errors.js";
 import type { Logger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
 import { PACKAGE_VERSION } from "../common/version.js";
+import { pageRoutes } from "../common/web-page.js";
 import { HostError, HTTP_STATUS } from "./errors.js";
 import { configRoutes } from "./routes/config.js";
 import { imageRoutes } from "./routes/images.js";
@@ -19,6 +20,7 @@ import { ipswRoutes } from "./routes/ipsw.js";
 import { logRoutes } from "./routes/logs.js";
 import { vmRoutes } from "./routes/vms.js";
 import type { HostServices } from "./services.js";
+import { vncRelay } from "./vnc-relay.js";
 
 export interface HostAppOptions {
   log?: Logger;
@@ -39,6 +41,8 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
       (reason, headers) => log?.warn({ ...headers, reason }, "request from a browser refused"),
     ),
   );
+  // The page and its assets hold no data: without the token it shows its login form.
+  app.route("/", pageRoutes("host"));
   if (options.token) app.use(tokenAuth(options.token));
   app.use(
     bodyLimit({
@@ -58,6 +62,7 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
       version: PACKAGE_VERSION,
     });
   });
+  app.get("/vnc/:name", vncRelay(services.vms, log));
   vmRoutes(app, services);
   imageRoutes(app, services);
   configRoutes(app, services);
@@ -86,12 +91,15 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
   return app;
 }
 
-/** `Authorization: Bearer <token>` on every route, compared in constant time; the token is never logged. */
-function tokenAuth(token: string) {
+/**
+ * `Authorization: Bearer <token>` on every route, compared in constant time; the token is never logged.
+ * A WebSocket upgrade (the page's VNC view, which a browser cannot give headers) may pass `?token=`.
+ */
+function tokenAuth(token: string): MiddlewareHandler {
   const digest = (text: string) => createHash("sha256").update(text).digest();
   const expected = digest(token);
   const refusal = (message: string) => ({ message });
-  return bearerAuth({
+  const bearer = bearerAuth({
     verifyToken: (given) => timingSafeEqual(digest(given), expected),
     noAuthenticationHeader: {
       message: refusal(
@@ -103,4 +111,11 @@ function tokenAuth(token: string) {
     },
     invalidToken: { message: refusal("Invalid token") },
   });
+  return async (c, next) => {
+    const upgrade = c.req.header("upgrade")?.toLowerCase() === "websocket";
+    const given = upgrade && !c.req.header("authorization") ? c.req.query("token") : undefined;
+    if (given === undefined) return bearer(c, next);
+    if (timingSafeEqual(digest(given), expected)) return next();
+    return c.json(refusal("Invalid token"), 401);
+  };
 }

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { isLoopbackName, OriginPolicy } from "../common/origin-policy.js";
+import { LazyWebSocketServer } from "../common/ws-server.js";
 import { createHostApp } from "./app.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
@@ -80,7 +81,14 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   void detectAccelerator(); // probe once now, so the first run does not wait for it
 
   const app = createHostApp(services, { log: logger, originPolicy, token });
-  const server = serve({ fetch: app.fetch, hostname: host, port: options.port ?? DEFAULT_HOST_PORT });
+  // The page's VNC view (`WS /vnc/{name}`); its frames are small, the VNC protocol's own.
+  const sockets = new LazyWebSocketServer(1024 * 1024);
+  const server = serve({
+    fetch: app.fetch,
+    hostname: host,
+    port: options.port ?? DEFAULT_HOST_PORT,
+    websocket: { server: sockets },
+  });
   await new Promise<void>((resolve, reject) => {
     server.once("listening", resolve);
     server.once("error", reject);
@@ -94,6 +102,8 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     port,
     services,
     close: async () => {
+      sockets.terminateAll();
+      sockets.close();
       await new Promise<void>((resolve) => {
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());

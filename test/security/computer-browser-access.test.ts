@@ -42,6 +42,11 @@ const routes: [method: string, path: string, body?: string][] = [
   ["GET", "/pty/999999"],
   ["GET", "/files/no/such/file"],
   ["POST", "/playwright_exec", '{"command":"nope"}'],
+  ["GET", "/"],
+  ["GET", "/console/assets/console.js"],
+  ["GET", "/console/status"],
+  ["GET", "/activity"],
+  ["GET", "/activity/screenshots/1"],
 ];
 
 describe("the computer server refuses web pages", () => {
@@ -95,6 +100,13 @@ describe("the computer server refuses web pages", () => {
     },
   );
 
+  it("refuses the activity stream (GET /events) to a foreign page", async () => {
+    const reply = await rawRequest(server.url, "GET", "/events", { host: hosts().loopback, origin: FOREIGN });
+    expect(reply.status).toBe(403);
+    const rebound = await rawRequest(server.url, "GET", "/events", { host: hosts().foreign });
+    expect(rebound.status).toBe(403);
+  });
+
   it("runs nothing for a foreign page's simple POST, and says how to allow it", async () => {
     const reply = await rawRequest(
       server.url,
@@ -145,15 +157,18 @@ describe("the computer server refuses web pages", () => {
     expect(foreign.headers["access-control-allow-methods"]).toBeUndefined();
   });
 
-  it.each(["/ws", "/pty/{pid}/ws"])("upgrades %s for programs and allowed pages only", async (template) => {
-    const path = template.replace("{pid}", String(ptyPid));
-    const url = `${server.url.replace("http", "ws")}${path}`;
-    expect(await tryUpgrade(url, { host: hosts().loopback })).toBe("open");
-    expect(await tryUpgrade(url, { host: hosts().loopback, origin: ALLOWED })).toBe("open");
-    expect(await tryUpgrade(url, { host: hosts().loopback, origin: FOREIGN })).toBe(403);
-    expect(await tryUpgrade(url, { host: hosts().loopback, origin: "null" })).toBe(403);
-    expect(await tryUpgrade(url, { host: hosts().foreign })).toBe(403);
-  });
+  it.each(["/ws", "/pty/{pid}/ws", "/live"])(
+    "upgrades %s for programs and allowed pages only",
+    async (template) => {
+      const path = template.replace("{pid}", String(ptyPid));
+      const url = `${server.url.replace("http", "ws")}${path}`;
+      expect(await tryUpgrade(url, { host: hosts().loopback })).toBe("open");
+      expect(await tryUpgrade(url, { host: hosts().loopback, origin: ALLOWED })).toBe("open");
+      expect(await tryUpgrade(url, { host: hosts().loopback, origin: FOREIGN })).toBe(403);
+      expect(await tryUpgrade(url, { host: hosts().loopback, origin: "null" })).toBe(403);
+      expect(await tryUpgrade(url, { host: hosts().foreign })).toBe(403);
+    },
+  );
 });
 
 describe("listening beyond loopback", () => {

@@ -9,6 +9,7 @@ import { CommandError } from "../../common/errors.js";
 import { type Logger, silentLogger } from "../../common/logger.js";
 import { type AccessibilityProvider, noAccessibility } from "../../desktop/accessibility.js";
 import { type DesktopProvider, noDesktop } from "../../desktop/backend.js";
+import type { CommandRun } from "./activity.js";
 import type { AnyCommand, CommandContext } from "./command.js";
 import { failure, type Outcome } from "./outcome.js";
 
@@ -22,6 +23,8 @@ export interface RegistryOptions {
   log?: Logger;
   /** Deadline of a command that does not set its own (default 60 s). */
   defaultDeadlineMs?: number;
+  /** Told of every finished command (the activity timeline, see activity.ts). */
+  observe?: (run: CommandRun) => void;
 }
 
 export interface RunOptions {
@@ -29,6 +32,8 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Where a streaming command sends intermediate results. */
   emit?: (content: unknown) => void;
+  /** Which client ran it, for the activity timeline: "http", "ws", "mcp", "batch", … */
+  transport?: string;
 }
 
 export class CommandRegistry {
@@ -40,6 +45,7 @@ export class CommandRegistry {
   private readonly browser: BrowserProvider;
   private readonly log: Logger;
   private readonly defaultDeadlineMs: number;
+  private readonly observe?: (run: CommandRun) => void;
 
   constructor(commands: readonly AnyCommand[], options: RegistryOptions = {}) {
     this.desktop = options.desktop ?? noDesktop;
@@ -47,6 +53,7 @@ export class CommandRegistry {
     this.browser = options.browser ?? noBrowser;
     this.log = options.log ?? silentLogger;
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
+    this.observe = options.observe;
     for (const def of commands) {
       if (this.byName.has(def.name) || this.aliasTable.has(def.name)) {
         throw new Error(`Command defined twice: ${def.name}`);
@@ -108,10 +115,18 @@ export class CommandRegistry {
     if (!def) return failure("unknown_command", this.unknownCommandMessage(name));
     const started = performance.now();
     const outcome = await this.execute(def, rawParams, options);
+    const ms = performance.now() - started;
+    this.observe?.({
+      command: def.name,
+      params: rawParams,
+      transport: options.transport ?? "api",
+      ms,
+      outcome,
+    });
     this.log.info(
       {
         command: def.name,
-        ms: Math.round((performance.now() - started) * 100) / 100,
+        ms: Math.round(ms * 100) / 100,
         success: outcome.success,
         ...(outcome.success ? {} : { code: outcome.code }),
       },
@@ -133,7 +148,7 @@ export class CommandRegistry {
       desktop: () => this.desktop(),
       accessibility: () => this.accessibility(),
       browser: () => this.browser(),
-      run: (name, params) => this.run(name, params, { signal }),
+      run: (name, params) => this.run(name, params, { signal, transport: "batch" }),
       emit: options.emit,
       log: this.log,
     };

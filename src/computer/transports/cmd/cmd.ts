@@ -74,6 +74,9 @@ async function runAsEventStream(
   try {
     const outcome = await registry.run(command, params, {
       signal: gone.signal,
+      // The console page marks its own commands, so the timeline tells a person's from the agent's.
+      // Node's parsed headers: c.req.header() would build a whole Headers object per request.
+      transport: c.env.incoming.headers["x-hangar-client"] === "console" ? "console" : "http",
       emit: (content) => write({ success: true, content }),
     });
     if (!res.destroyed) {

@@ -89,6 +89,7 @@ export function createMcpServer(
     const transportSignal = signalOf?.(extra.requestId);
     const outcome = await registry.run(request.params.name, request.params.arguments ?? {}, {
       signal: transportSignal ? AbortSignal.any([extra.signal, transportSignal]) : extra.signal,
+      transport: "mcp",
     });
     return toolResult(outcome);
   });

@@ -36,7 +36,8 @@ export function playwrightRoutes({
     }
     const gone = new AbortController();
     c.env.outgoing.once("close", () => gone.abort());
-    return c.json(cuaReply(await registry.run(name, frame.params, { signal: gone.signal })));
+    const outcome = await registry.run(name, frame.params, { signal: gone.signal, transport: "playwright" });
+    return c.json(cuaReply(outcome));
   });
   return routes;
 }

@@ -11,11 +11,11 @@ import { type Context, Hono } from "hono";
 import type { WSContext } from "hono/ws";
 import { z } from "zod";
 import { type Logger, silentLogger } from "../../../common/logger.js";
+import { refuseHalfUpgrade } from "../../../common/ws-server.js";
 import { expandPath } from "../../../os/paths.js";
 import { describeZodError } from "../../core/registry.js";
 import { readJsonBody } from "../../http/body.js";
 import type { ComputerEnv } from "../../http/env.js";
-import { refuseHalfUpgrade } from "../ws/ws-server.js";
 import type { PtyEvent, PtySession, PtySessions } from "./pty-sessions.js";
 
 const size = z.number().int().min(1).max(1000);

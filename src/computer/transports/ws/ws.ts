@@ -15,12 +15,12 @@ import { upgradeWebSocket } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
 import type { WebSocket } from "ws";
 import { type Logger, silentLogger } from "../../../common/logger.js";
+import { refuseHalfUpgrade } from "../../../common/ws-server.js";
 import { AUTH_MESSAGES, type Authenticator, clientAddress } from "../../auth/index.js";
 import { parseCommandFrame } from "../../core/frame.js";
 import { cuaReply, jsonBytes } from "../../core/outcome.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
-import { refuseHalfUpgrade } from "./ws-server.js";
 
 export interface WsTransportOptions {
   registry: CommandRegistry;
@@ -167,6 +167,7 @@ class WsSession {
     }
     const outcome = await this.options.registry.run(frame.command, frame.params, {
       signal: this.gone.signal,
+      transport: "ws",
     });
     return cuaReply(outcome);
   }

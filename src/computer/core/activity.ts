@@ -1,0 +1,191 @@
+/**
+ * The activity timeline: every command any client runs, kept in a bounded ring in memory, with its
+ * transport, redacted parameters, duration and outcome. Clicks and drags carry their point in screen
+ * pixels and the id of the last screenshot taken before them; the last screenshots are kept (bounded
+ * in bytes) so a person can see what the agent saw. Fed by the registry's `observe` option.
+ *
+ * @example
+ * const activity = new ActivityLog({ size: 500 });
+ * const registry = new CommandRegistry(commands, { observe: (run) => activity.record(run) });
+ */
+import type { Outcome } from "./outcome.js";
+
+/** One finished command, as the registry reports it. */
+export interface CommandRun {
+  command: string;
+  params: unknown;
+  transport: string;
+  ms: number;
+  outcome: Outcome;
+}
+
+export interface ActivityEntry {
+  id: number;
+  /** ISO 8601, when it finished. */
+  time: string;
+  transport: string;
+  command: string;
+  params: unknown;
+  ms: number;
+  success: boolean;
+  code?: string;
+  error?: string;
+  /** Where a click, move or drag ended, in screen pixels. */
+  point?: { x: number; y: number };
+  /** The screenshot taken before this command (for a pointer command: what the agent had seen). */
+  seen?: number;
+  /** For a `screenshot`: the id under which its image is kept (`GET /activity/screenshots/{id}`). */
+  screenshot?: number;
+}
+
+export interface StoredScreenshot {
+  id: number;
+  format: string;
+  base64: string;
+  width: number;
+  height: number;
+  /** Image pixels per screen pixel, and the image's top-left corner on the screen. */
+  scale: number;
+  origin: { x: number; y: number };
+}
+
+export interface ActivityOptions {
+  /** Entries kept (default 500). */
+  size?: number;
+  /** Bytes of screenshots kept, newest first (default 32 MiB). */
+  screenshotBytes?: number;
+}
+
+/** Names of secret parameters: any `…key` (api_key, X-API-Key) but `key`/`keys` (press_key's), passwords, tokens… */
+const SECRET_KEY = /^(?!keys?$).*key|pass(word|wd|phrase)?|token|secret|authori[sz]ation|credential|cookie/i;
+const LONG_TEXT = 200;
+const REDACTED = "[redacted]";
+const POINTER_COMMANDS = new Set([
+  "left_click",
+  "right_click",
+  "middle_click",
+  "double_click",
+  "triple_click",
+  "move_cursor",
+  "mouse_down",
+  "mouse_up",
+  "drag_to",
+  "drag",
+]);
+
+export class ActivityLog {
+  private readonly entries: ActivityEntry[] = [];
+  private readonly shots: StoredScreenshot[] = [];
+  private shotBytes = 0;
+  private nextId = 1;
+  private lastShot: number | undefined;
+  private readonly listeners = new Set<(entry: ActivityEntry) => void>();
+  private readonly size: number;
+  private readonly screenshotBytes: number;
+
+  constructor(options: ActivityOptions = {}) {
+    this.size = Math.max(1, options.size ?? 500);
+    this.screenshotBytes = options.screenshotBytes ?? 32 * 1024 * 1024;
+  }
+
+  record(run: CommandRun) {
+    const { outcome } = run;
+    const entry: ActivityEntry = {
+      id: this.nextId++,
+      time: new Date().toISOString(),
+      transport: run.transport,
+      command: run.command,
+      params: redact(run.params),
+      ms: Math.round(run.ms * 10) / 10,
+      success: outcome.success,
+    };
+    if (!outcome.success) {
+      entry.code = outcome.code;
+      entry.error = cut(outcome.error);
+    }
+    if (POINTER_COMMANDS.has(run.command)) {
+      const point = pointOf(run.params);
+      if (point) entry.point = point;
+    }
+    if (this.lastShot !== undefined) entry.seen = this.lastShot;
+    if (run.command === "screenshot" && outcome.success)
+      entry.screenshot = this.keep(run.params, outcome.result);
+    this.entries.push(entry);
+    if (this.entries.length > this.size) this.entries.shift();
+    for (const listener of this.listeners) listener(entry);
+  }
+
+  /** Entries with an id above `since` (all kept ones by default), oldest first. */
+  since(since = 0): ActivityEntry[] {
+    const first = this.entries.findIndex((entry) => entry.id > since);
+    return first < 0 ? [] : this.entries.slice(first);
+  }
+
+  screenshot(id: number): StoredScreenshot | undefined {
+    return this.shots.find((shot) => shot.id === id);
+  }
+
+  /** Calls `listener` with every new entry until the returned function is called. */
+  subscribe(listener: (entry: ActivityEntry) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private keep(params: unknown, result: unknown): number | undefined {
+    const r = result as Partial<Record<string, unknown>>;
+    if (typeof r?.image_data !== "string") return undefined;
+    const region = (params as { region?: { x?: number; y?: number } } | undefined)?.region;
+    const shot: StoredScreenshot = {
+      id: this.nextId - 1,
+      format: String(r.format),
+      base64: r.image_data,
+      width: Number(r.width),
+      height: Number(r.height),
+      scale: Number(r.scale) || 1,
+      origin: { x: Math.max(0, Math.floor(region?.x ?? 0)), y: Math.max(0, Math.floor(region?.y ?? 0)) },
+    };
+    if (shot.base64.length > this.screenshotBytes) return undefined;
+    this.shots.push(shot);
+    this.shotBytes += shot.base64.length;
+    while (this.shotBytes > this.screenshotBytes) this.shotBytes -= this.shots.shift()?.base64.length ?? 0;
+    this.lastShot = shot.id;
+    return shot.id;
+  }
+}
+
+/** A copy of `value` with secrets replaced and long strings cut; `env` values are all redacted. */
+export function redact(value: unknown, key = ""): unknown {
+  if (typeof value === "string") {
+    if (SECRET_KEY.test(key)) return REDACTED;
+    return cut(value);
+  }
+  if (value === null || typeof value !== "object") return SECRET_KEY.test(key) ? REDACTED : value;
+  if (Array.isArray(value)) return value.slice(0, 50).map((item) => redact(item, key));
+  const copy: Record<string, unknown> = {};
+  for (const [name, item] of Object.entries(value)) {
+    if (key.toLowerCase() === "env") copy[name] = REDACTED;
+    else if (SECRET_KEY.test(name)) copy[name] = REDACTED;
+    else copy[name] = redact(item, name);
+  }
+  return copy;
+}
+
+function cut(text: string): string {
+  return text.length > LONG_TEXT ? `${text.slice(0, LONG_TEXT)}… (${text.length} characters)` : text;
+}
+
+/** The point a pointer command went to: `x`/`y`, `coordinate`, or the last point of a `path`. */
+function pointOf(params: unknown): { x: number; y: number } | undefined {
+  const p = (params ?? {}) as Record<string, unknown>;
+  const pair = (value: unknown) =>
+    Array.isArray(value) && typeof value[0] === "number" && typeof value[1] === "number"
+      ? { x: value[0], y: value[1] }
+      : undefined;
+  if (typeof p.x === "number" && typeof p.y === "number") return { x: p.x, y: p.y };
+  if (Array.isArray(p.path) && p.path.length > 0) {
+    const last = p.path[p.path.length - 1];
+    if (last && typeof last === "object" && !Array.isArray(last)) return pointOf(last);
+    return pair(last);
+  }
+  return pair(p.coordinate);
+}

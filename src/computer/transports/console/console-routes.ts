@@ -1,0 +1,101 @@
+/**
+ * The web console's data routes (its page is served by common/web-page.ts), behind authentication: the
+ * activity timeline (`GET /activity`, `GET /activity/screenshots/{id}`, `GET /events` as SSE), the
+ * status panel's `GET /console/status` and the live view (`WS /live`, see live-view.ts).
+ */
+import { Hono } from "hono";
+import { z } from "zod";
+import { PACKAGE_VERSION } from "../../../common/version.js";
+import type { DesktopProvider } from "../../../desktop/backend.js";
+import type { ActivityEntry, ActivityLog } from "../../core/activity.js";
+import type { CommandRegistry } from "../../core/registry.js";
+import { preparedHeaders, sentByHand } from "../../http/by-hand.js";
+import type { ComputerEnv } from "../../http/env.js";
+import { liveView } from "./live-view.js";
+
+export interface ConsoleOptions {
+  registry: CommandRegistry;
+  activity: ActivityLog;
+  desktop: DesktopProvider;
+  features: string[];
+}
+
+/** An SSE client this far behind is dropped rather than buffered without end. */
+const EVENTS_BACKLOG_LIMIT = 4 * 1024 * 1024;
+const started = Date.now();
+
+const sinceQuery = z.object({ since: z.coerce.number().int().min(0).default(0) });
+
+/** The console's data routes; mount them behind authentication. */
+export function consoleRoutes(options: ConsoleOptions) {
+  const { activity } = options;
+  const app = new Hono<ComputerEnv>();
+
+  app.get("/activity", (c) => {
+    const query = sinceQuery.safeParse(c.req.query());
+    if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
+    return c.json({ entries: activity.since(query.data.since) });
+  });
+
+  app.get("/activity/screenshots/:id", (c) => {
+    const shot = activity.screenshot(Number(c.req.param("id")));
+    if (!shot) return c.json({ detail: "No such screenshot (only the latest are kept)" }, 404);
+    return c.body(new Uint8Array(Buffer.from(shot.base64, "base64")), 200, {
+      "content-type": `image/${shot.format}`,
+      "x-screenshot-scale": String(shot.scale),
+      "x-screenshot-origin": `${shot.origin.x},${shot.origin.y}`,
+    });
+  });
+
+  app.get("/events", (c) => {
+    const query = sinceQuery.safeParse(c.req.query());
+    if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
+    const res = c.env.outgoing;
+    sentByHand(c);
+    res.writeHead(200, {
+      ...preparedHeaders(c),
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      "x-accel-buffering": "no",
+    });
+    const send = (entry: ActivityEntry) => {
+      if (res.writableLength > EVENTS_BACKLOG_LIMIT) return res.destroy();
+      res.write(`id: ${entry.id}\ndata: ${JSON.stringify(entry)}\n\n`);
+    };
+    // A comment first, so that clients see the stream open even when nothing has happened yet.
+    res.write(": activity\n\n");
+    for (const entry of activity.since(query.data.since)) send(entry);
+    const unsubscribe = activity.subscribe(send);
+    res.on("error", unsubscribe);
+    res.once("close", unsubscribe);
+    return sentByHand(c);
+  });
+
+  app.get("/console/status", async (c) => {
+    const display = await describeDisplay(options.desktop);
+    return c.json({
+      version: PACKAGE_VERSION,
+      uptime_s: Math.round((Date.now() - started) / 1000),
+      features: options.features,
+      ...display,
+    });
+  });
+
+  app.get("/live", liveView({ registry: options.registry, desktop: options.desktop }));
+  return app;
+}
+
+/** The backend and screen size, or why there is no display, in words. */
+async function describeDisplay(desktop: DesktopProvider) {
+  try {
+    const backend = await desktop();
+    return { backend: backend.name, display: await backend.screenSize(), display_error: null };
+  } catch (err) {
+    const message = (err as Error).message;
+    return {
+      backend: null,
+      display: null,
+      display_error: /^no display/i.test(message) ? message : `No display: ${message}`,
+    };
+  }
+}

@@ -1,0 +1,215 @@
+/**
+ * `WS /live`: the desktop as JPEG frames, pushed only when the screen changed. The viewer's first
+ * text frame (and any later one) sets `{"quality", "width", "fps"}`; each picture is a binary frame,
+ * preceded by a text frame `{"type": "size", …}` when its size changes. Nothing is captured while no
+ * viewer is connected; an unchanged screen is recognised without encoding (the X11 backend hands out
+ * the same capture again), and a frame is skipped while the socket still holds the previous one.
+ *
+ * Take control: `{"type": "control", "on": true}` lets the viewer's `{"type": "input", "command",
+ * "params"}` frames run as pointer and keyboard commands through the registry (and so through the
+ * same input queue as the agent's); it is off until the viewer turns it on.
+ */
+import { upgradeWebSocket } from "@hono/node-server";
+import type { MiddlewareHandler } from "hono";
+import type { Sharp, SharpOptions } from "sharp";
+import type { WebSocket } from "ws";
+import { z } from "zod";
+import { type Logger, silentLogger } from "../../../common/logger.js";
+import type { DesktopProvider, RawImage } from "../../../desktop/backend.js";
+import { JPEG_OPTIONS, targetSize } from "../../../desktop/screenshot.js";
+import type { CommandRegistry } from "../../core/registry.js";
+import type { ComputerEnv } from "../../http/env.js";
+
+export interface LiveViewOptions {
+  registry: CommandRegistry;
+  desktop: DesktopProvider;
+  log?: Logger;
+}
+
+/** Commands a viewer in control may run. */
+const INPUT_COMMANDS = [
+  "left_click",
+  "right_click",
+  "middle_click",
+  "double_click",
+  "move_cursor",
+  "mouse_down",
+  "mouse_up",
+  "scroll",
+  "type_text",
+  "press_key",
+  "hotkey",
+] as const;
+
+const viewerFrame = z.discriminatedUnion("type", [
+  z.object({
+    type: z.literal("settings"),
+    quality: z.number().int().min(10).max(95).default(70),
+    width: z.number().int().min(160).max(7680).optional(),
+    fps: z.number().min(1).max(60).default(25),
+  }),
+  z.object({ type: z.literal("control"), on: z.boolean() }),
+  z.object({
+    type: z.literal("input"),
+    command: z.enum(INPUT_COMMANDS),
+    params: z.record(z.string(), z.unknown()).default({}),
+  }),
+]);
+type Settings = Extract<z.infer<typeof viewerFrame>, { type: "settings" }>;
+
+/** After this long without a change, the screen is looked at less often (a still screen costs ~0). */
+const STILL_AFTER_MS = 1000;
+const STILL_POLL_MS = 100;
+/**
+ * A viewer asking for at least this share of the screen's width gets the screen's own size: scaling
+ * costs more server CPU than the encoding itself (bench/live.ts), and the browser scales for free.
+ */
+const NATIVE_ABOVE = 0.75;
+/** A socket still holding more than this is behind: frames are skipped until it drains. */
+const BACKLOG_BYTES = 256 * 1024;
+
+export function liveView(options: LiveViewOptions): MiddlewareHandler<ComputerEnv> {
+  return upgradeWebSocket(() => {
+    let viewer: Viewer | undefined;
+    return {
+      onOpen: (_event, ws) => {
+        viewer = new Viewer(ws.raw as WebSocket, options);
+      },
+      onMessage: (event) => viewer?.receive(event.data),
+      onClose: () => viewer?.stop(),
+      onError: () => viewer?.stop(),
+    };
+  }) as MiddlewareHandler<ComputerEnv>;
+}
+
+class Viewer {
+  private settings: Settings = { type: "settings", quality: 70, fps: 25 };
+  private control = false;
+  private stopped = false;
+  private timer?: NodeJS.Timeout;
+  private lastRaw: RawImage | undefined;
+  private lastFrame: Buffer | undefined;
+  private lastSize = "";
+  private lastChange = 0;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly options: LiveViewOptions,
+  ) {
+    this.log = options.log ?? silentLogger;
+    socket.on("error", () => this.stop());
+    this.schedule(0);
+  }
+
+  receive(data: unknown) {
+    if (typeof data !== "string") return this.reply({ type: "error", error: "Send JSON text frames" });
+    let frame: z.infer<typeof viewerFrame>;
+    try {
+      const parsed = viewerFrame.safeParse(JSON.parse(data));
+      if (!parsed.success) return this.reply({ type: "error", error: parsed.error.issues[0]?.message });
+      frame = parsed.data;
+    } catch {
+      return this.reply({ type: "error", error: "Invalid JSON" });
+    }
+    if (frame.type === "settings") {
+      this.settings = frame;
+      this.lastRaw = undefined;
+      this.lastFrame = undefined;
+    } else if (frame.type === "control") {
+      this.control = frame.on;
+      this.reply({ type: "control", on: this.control });
+    } else if (!this.control) {
+      this.reply({ type: "error", error: "Take control first" });
+    } else {
+      void this.options.registry
+        .run(frame.command, frame.params, { transport: "live" })
+        .then((outcome) => !outcome.success && this.reply({ type: "error", error: outcome.error }));
+    }
+  }
+
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  private schedule(ms: number) {
+    if (!this.stopped) this.timer = setTimeout(() => void this.tick(), ms);
+  }
+
+  private async tick() {
+    const started = performance.now();
+    try {
+      if (this.socket.bufferedAmount <= BACKLOG_BYTES) await this.sendFrame();
+    } catch (err) {
+      this.log.debug({ err }, "live view frame failed");
+      this.reply({ type: "error", error: `No picture: ${(err as Error).message}` });
+      // A missing display is not retried at the full frame rate.
+      return this.schedule(1000);
+    }
+    const still = started - this.lastChange > STILL_AFTER_MS;
+    const interval = still ? Math.max(STILL_POLL_MS, 1000 / this.settings.fps) : 1000 / this.settings.fps;
+    this.schedule(Math.max(0, interval - (performance.now() - started)));
+  }
+
+  private async sendFrame() {
+    const backend = await this.options.desktop();
+    const raw = await backend.capture();
+    // The X11 backend hands out the same object while nothing changed: nothing to encode.
+    if (raw === this.lastRaw || this.stopped) return;
+    this.lastRaw = raw;
+    this.lastChange = performance.now();
+    const { width } = this.settings;
+    const size = targetSize(raw.width, raw.height, {
+      format: "jpeg",
+      quality: this.settings.quality,
+      maxWidth: width !== undefined && width < raw.width * NATIVE_ABOVE ? width : undefined,
+    });
+    const jpeg = await encodeJpeg(raw, size, this.settings.quality);
+    // Other backends capture afresh: an identical picture is not sent again.
+    if (this.lastFrame?.equals(jpeg) || this.stopped) return;
+    this.lastFrame = jpeg;
+    const sizeKey = `${size.width}x${size.height}/${raw.width}x${raw.height}`;
+    if (sizeKey !== this.lastSize) {
+      this.lastSize = sizeKey;
+      this.reply({
+        type: "size",
+        width: size.width,
+        height: size.height,
+        screenWidth: raw.width,
+        screenHeight: raw.height,
+      });
+    }
+    this.socket.send(jpeg, { binary: true });
+  }
+
+  private reply(message: Record<string, unknown>) {
+    if (this.socket.readyState === this.socket.OPEN) this.socket.send(JSON.stringify(message));
+  }
+}
+
+let loadedSharp: Promise<(input: Buffer, options: SharpOptions) => Sharp> | undefined;
+
+/**
+ * JPEG of a capture at `size`. A 4-channel capture's fourth byte is padding, which libvips would
+ * take as alpha when resizing, so it is dropped first (the capture itself is never written to).
+ */
+async function encodeJpeg(raw: RawImage, size: { width: number; height: number }, quality: number) {
+  loadedSharp ??= import("sharp").then((m) => {
+    m.default.cache(false); // as screenshot.ts: every capture is new
+    return m.default;
+  });
+  const sharp = await loadedSharp;
+  const input = { raw: { width: raw.width, height: raw.height, channels: raw.channels } };
+  let pixels = raw.data;
+  let channels: 3 | 4 = raw.channels;
+  const resize = size.width !== raw.width || size.height !== raw.height;
+  if (resize && channels === 4) {
+    pixels = await sharp(raw.data, input).removeAlpha().raw().toBuffer();
+    channels = 3;
+  }
+  let pipeline = sharp(pixels, { raw: { width: raw.width, height: raw.height, channels } });
+  if (channels === 4) pipeline = pipeline.removeAlpha();
+  if (resize) pipeline = pipeline.resize(size.width, size.height, { fit: "fill", kernel: "linear" });
+  return pipeline.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
+}

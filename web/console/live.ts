@@ -1,0 +1,179 @@
+/**
+ * The live view: JPEG frames from `WS /live` drawn on a canvas, the agent's recent clicks drawn
+ * over it, and, when the person takes control, their mouse and keyboard sent back as commands.
+ */
+import { element, openSocket } from "./api.js";
+
+interface Size {
+  width: number;
+  height: number;
+  screenWidth: number;
+  screenHeight: number;
+}
+
+const MARKER_MS = 2500;
+
+export class LiveView {
+  private socket?: WebSocket;
+  private size?: Size;
+  private readonly canvas = element<HTMLCanvasElement>("screen");
+  private readonly overlay = element<HTMLCanvasElement>("overlay");
+  private readonly state = element<HTMLElement>("live-state");
+  private readonly markers: { x: number; y: number; at: number }[] = [];
+  private control = false;
+  private drawing = false;
+  private pending?: Blob;
+  /** Frames drawn so far (the tests read it). */
+  frames = 0;
+
+  start() {
+    const socket = openSocket("/live");
+    socket.binaryType = "blob";
+    this.socket = socket;
+    socket.onopen = () => {
+      this.sendSettings();
+      this.state.textContent = "connected";
+    };
+    socket.onmessage = (event) => {
+      if (typeof event.data === "string") return this.onMessage(JSON.parse(event.data));
+      void this.draw(event.data as Blob);
+    };
+    socket.onclose = () => {
+      this.state.textContent = "disconnected; reconnecting…";
+      setTimeout(() => this.start(), 2000);
+    };
+    element<HTMLSelectElement>("quality").onchange = () => this.sendSettings();
+    element<HTMLInputElement>("control").onchange = (event) =>
+      this.send({ type: "control", on: (event.target as HTMLInputElement).checked });
+    this.listenForInput();
+  }
+
+  /** Shows a marker where the agent clicked (screen pixels) for a moment. */
+  mark(point: { x: number; y: number }) {
+    this.markers.push({ ...point, at: performance.now() });
+    this.drawMarkers();
+  }
+
+  private sendSettings() {
+    const width = Math.min(this.canvas.clientWidth * devicePixelRatio || 1280, 1920);
+    const quality = Number(element<HTMLSelectElement>("quality").value);
+    this.send({ type: "settings", quality, width: Math.max(160, Math.round(width)), fps: 25 });
+  }
+
+  private send(message: unknown) {
+    if (this.socket?.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(message));
+  }
+
+  private onMessage(message: { type: string; [key: string]: unknown }) {
+    if (message.type === "size") {
+      this.size = message as unknown as Size;
+      this.canvas.width = this.overlay.width = this.size.width;
+      this.canvas.height = this.overlay.height = this.size.height;
+    } else if (message.type === "control") {
+      this.control = Boolean(message.on);
+      element<HTMLInputElement>("control").checked = this.control;
+      element("control-banner").hidden = !this.control;
+      document.body.classList.toggle("control-on", this.control);
+    } else if (message.type === "error") {
+      this.state.textContent = String(message.error);
+    }
+  }
+
+  /** Draws a frame; one that arrives while another is being decoded waits, and only the newest does. */
+  private async draw(blob: Blob) {
+    if (this.drawing) {
+      this.pending = blob;
+      return;
+    }
+    this.drawing = true;
+    try {
+      const bitmap = await createImageBitmap(blob);
+      this.canvas.getContext("2d")!.drawImage(bitmap, 0, 0, this.canvas.width, this.canvas.height);
+      bitmap.close();
+      this.frames++;
+      this.state.textContent = `live, ${this.size?.screenWidth}x${this.size?.screenHeight}`;
+    } finally {
+      this.drawing = false;
+    }
+    const next = this.pending;
+    this.pending = undefined;
+    if (next) await this.draw(next);
+  }
+
+  private drawMarkers() {
+    const ctx = this.overlay.getContext("2d")!;
+    ctx.clearRect(0, 0, this.overlay.width, this.overlay.height);
+    const now = performance.now();
+    while (this.markers.length > 0 && now - this.markers[0].at > MARKER_MS) this.markers.shift();
+    if (!this.size) return;
+    const scale = this.size.width / this.size.screenWidth;
+    for (const marker of this.markers) {
+      ctx.globalAlpha = 1 - (now - marker.at) / MARKER_MS;
+      ctx.strokeStyle = "#e53935";
+      ctx.lineWidth = 3;
+      ctx.beginPath();
+      ctx.arc(marker.x * scale, marker.y * scale, 10, 0, Math.PI * 2);
+      ctx.stroke();
+    }
+    if (this.markers.length > 0) requestAnimationFrame(() => this.drawMarkers());
+  }
+
+  /** Screen pixels of a mouse event on the canvas. */
+  private screenPoint(event: MouseEvent) {
+    const box = this.canvas.getBoundingClientRect();
+    const size = this.size ?? { screenWidth: box.width, screenHeight: box.height };
+    return {
+      x: Math.round(((event.clientX - box.left) / box.width) * size.screenWidth),
+      y: Math.round(((event.clientY - box.top) / box.height) * size.screenHeight),
+    };
+  }
+
+  private listenForInput() {
+    const input = (command: string, params: Record<string, unknown>) => {
+      if (this.control) this.send({ type: "input", command, params });
+    };
+    this.canvas.onclick = (event) => {
+      this.canvas.focus();
+      input("left_click", this.screenPoint(event));
+    };
+    this.canvas.oncontextmenu = (event) => {
+      if (!this.control) return;
+      event.preventDefault();
+      input("right_click", this.screenPoint(event));
+    };
+    this.canvas.onwheel = (event) => {
+      if (!this.control) return;
+      event.preventDefault();
+      input("scroll", { x: Math.sign(event.deltaX), y: Math.sign(event.deltaY) });
+    };
+    this.canvas.onkeydown = (event) => {
+      if (!this.control) return;
+      event.preventDefault();
+      if (event.key.length === 1 && !event.ctrlKey && !event.altKey && !event.metaKey) {
+        input("type_text", { text: event.key });
+      } else if (!["Control", "Alt", "Shift", "Meta"].includes(event.key)) {
+        const keys = [
+          event.ctrlKey && "ctrl",
+          event.altKey && "alt",
+          event.metaKey && "win",
+          event.key.toLowerCase(),
+        ];
+        const named = keys.filter((key): key is string => Boolean(key)).map((key) => KEY_NAMES[key] ?? key);
+        input(
+          named.length > 1 ? "hotkey" : "press_key",
+          named.length > 1 ? { keys: named } : { key: named[0] },
+        );
+      }
+    };
+  }
+}
+
+/** Browser key names that differ from the server's. */
+const KEY_NAMES: Record<string, string> = {
+  arrowleft: "left",
+  arrowright: "right",
+  arrowup: "up",
+  arrowdown: "down",
+  escape: "esc",
+  " ": "space",
+};

@@ -1,0 +1,95 @@
+/**
+ * The activity timeline: the entries kept so far, then each new one live from `GET /events`. A
+ * click on an entry shows its parameters and the screenshot the agent had just seen, with a marker
+ * where it clicked.
+ */
+import type { ActivityEntry } from "../../src/computer/core/activity.js";
+import { api, element, make, readEvents } from "./api.js";
+
+/** The timeline's entries are the server's own type (a type-only import: nothing of it is bundled). */
+export type Entry = ActivityEntry;
+
+const SHOWN = 300;
+
+export class Timeline {
+  private readonly list = element<HTMLOListElement>("timeline");
+  private readonly detail = element<HTMLElement>("detail");
+  private shownImage?: string;
+
+  constructor(private readonly onEntry: (entry: Entry) => void) {}
+
+  async start(): Promise<void> {
+    const res = await api("/events");
+    void readEvents(res, (data) => this.add(JSON.parse(data) as Entry)).finally(() =>
+      setTimeout(() => void this.start().catch(() => undefined), 2000),
+    );
+  }
+
+  private add(entry: Entry) {
+    const row = make("li", { className: entry.success ? "" : "failed", title: entry.error ?? "" }, [
+      make("span", { className: "muted" }, [
+        new Date(entry.time).toLocaleTimeString([], { hourCycle: "h23" }),
+      ]),
+      make("span", { className: "muted" }, [entry.transport]),
+      make("span", { className: "cmd" }, [`${entry.command} ${summary(entry)}`]),
+      make("span", { className: "muted" }, [`${entry.ms} ms`]),
+    ]);
+    row.dataset.id = String(entry.id);
+    row.dataset.command = entry.command;
+    row.onclick = () => void this.show(entry, row);
+    const atBottom = this.list.scrollTop + this.list.clientHeight >= this.list.scrollHeight - 4;
+    this.list.append(row);
+    while (this.list.children.length > SHOWN) this.list.firstElementChild?.remove();
+    if (atBottom) this.list.scrollTop = this.list.scrollHeight;
+    this.onEntry(entry);
+  }
+
+  private async show(entry: Entry, row: HTMLElement) {
+    for (const selected of this.list.querySelectorAll(".selected")) selected.classList.remove("selected");
+    row.classList.add("selected");
+    const parts: Node[] = [
+      make("div", {}, [
+        `${entry.command} via ${entry.transport}, ${entry.ms} ms, `,
+        entry.success ? "ok" : "failed",
+      ]),
+    ];
+    if (entry.error) parts.push(make("div", { className: "error" }, [entry.error]));
+    parts.push(make("pre", {}, [JSON.stringify(entry.params, null, 2)]));
+    const shotId = entry.screenshot ?? entry.seen;
+    if (shotId !== undefined) parts.push(await this.screenshot(shotId, entry));
+    this.detail.replaceChildren(...parts);
+    this.detail.hidden = false;
+  }
+
+  /** The stored screenshot, with a marker at the entry's point (mapped into the image's pixels). */
+  private async screenshot(id: number, entry: Entry): Promise<Node> {
+    const res = await api(`/activity/screenshots/${id}`);
+    if (!res.ok) return make("p", { className: "muted" }, ["That screenshot is no longer kept."]);
+    const scale = Number(res.headers.get("x-screenshot-scale") ?? 1);
+    const [ox, oy] = (res.headers.get("x-screenshot-origin") ?? "0,0").split(",").map(Number);
+    if (this.shownImage) URL.revokeObjectURL(this.shownImage);
+    this.shownImage = URL.createObjectURL(await res.blob());
+    const image = make("img", { src: this.shownImage, alt: `screenshot ${id}` });
+    const box = make("div", { className: "shot" }, [image]);
+    const caption = make("p", { className: "muted" }, [
+      entry.screenshot === id
+        ? "The screenshot this command took."
+        : "The last screenshot the agent took before this.",
+    ]);
+    if (entry.point) {
+      image.onload = () => {
+        const marker = make("div", { className: "marker", title: `${entry.point!.x}, ${entry.point!.y}` });
+        marker.style.left = `${(((entry.point!.x - ox) * scale) / image.naturalWidth) * 100}%`;
+        marker.style.top = `${(((entry.point!.y - oy) * scale) / image.naturalHeight) * 100}%`;
+        box.append(marker);
+      };
+    }
+    return make("div", {}, [caption, box]);
+  }
+}
+
+function summary(entry: Entry): string {
+  if (entry.point) return `(${entry.point.x}, ${entry.point.y})`;
+  const text = JSON.stringify(entry.params);
+  return text === "{}" ? "" : text.length > 80 ? `${text.slice(0, 80)}…` : text;
+}

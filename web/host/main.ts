@@ -1,0 +1,267 @@
+/**
+ * The host service's page: the VMs with their actions, a create form, pull and push with their
+ * progress, the image cache, the storage locations, the log, and a running VM's screen through
+ * `WS /vnc/{name}` with noVNC. The token (if the service has one) stays in this tab's session storage.
+ */
+import RFB from "@novnc/novnc";
+
+const STORE = "hangar-host-token";
+const element = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+
+interface Vm {
+  name: string;
+  os?: string;
+  status: string;
+  cpuCount?: number;
+  memorySize?: number;
+  diskSize?: { allocated: number; total: number };
+  ipAddress?: string | null;
+  vncUrl?: string | null;
+  computerServerUrl?: string | null;
+  downloadProgress?: number;
+  push?: { status: string; progress: number; error: string | null };
+  lastError?: string | null;
+}
+
+class Unauthorized extends Error {}
+
+async function api<T>(path: string, init: RequestInit = {}): Promise<T> {
+  const token = sessionStorage.getItem(STORE);
+  const headers: Record<string, string> = { ...(init.body ? { "content-type": "application/json" } : {}) };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(path, { ...init, headers });
+  const body = await res.json().catch(() => ({}));
+  if (res.status === 401) throw new Unauthorized(body.message);
+  if (!res.ok) throw new Error(body.message ?? `HTTP ${res.status}`);
+  return body as T;
+}
+
+function say(text: string, error = false) {
+  const message = element("message");
+  message.textContent = text;
+  message.className = error ? "error" : "muted";
+}
+
+/** Runs an action, says how it went, and refreshes the page's data. */
+async function act(what: string, action: () => Promise<unknown>) {
+  say(`${what}…`);
+  try {
+    await action();
+    say(`${what}: done`);
+  } catch (err) {
+    say(`${what}: ${(err as Error).message}`, true);
+  }
+  await refresh();
+}
+
+const post = (path: string, body: unknown = {}) => api(path, { method: "POST", body: JSON.stringify(body) });
+const gb = (bytes?: number) => (bytes === undefined ? "" : `${(bytes / 1024 ** 3).toFixed(1)} GB`);
+
+function button(label: string, onclick: () => void) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = label;
+  b.onclick = onclick;
+  return b;
+}
+
+function cell(content: string | Node) {
+  const td = document.createElement("td");
+  td.append(content);
+  return td;
+}
+
+function progress(value: number, label: string) {
+  const bar = document.createElement("progress");
+  bar.max = 100;
+  bar.value = value;
+  const span = document.createElement("span");
+  span.append(bar, ` ${label} ${Math.round(value)} %`);
+  return span;
+}
+
+function statusOf(vm: Vm): Node {
+  if (vm.status === "pulling") return progress(vm.downloadProgress ?? 0, "pulling");
+  if (vm.push?.status === "pushing") return progress(vm.push.progress, "pushing");
+  const span = document.createElement("span");
+  span.className = vm.status === "running" ? "running" : "";
+  const push =
+    vm.push && vm.push.status !== "pushing"
+      ? `, push ${vm.push.status}${vm.push.error ? `: ${vm.push.error}` : ""}`
+      : "";
+  span.textContent = vm.status + (vm.lastError ? ` (${vm.lastError})` : "") + push;
+  return span;
+}
+
+function vmRow(vm: Vm): HTMLTableRowElement {
+  const row = document.createElement("tr");
+  row.dataset.name = vm.name;
+  row.dataset.status = vm.status;
+  const actions = document.createElement("span");
+  const name = encodeURIComponent(vm.name);
+  if (vm.status === "stopped")
+    actions.append(button("Run", () => act(`Run ${vm.name}`, () => post(`/svc/vms/${name}/run`))));
+  if (vm.status === "running") {
+    actions.append(button("Stop", () => act(`Stop ${vm.name}`, () => post(`/svc/vms/${name}/stop`))));
+    if (vm.vncUrl) actions.append(button("Screen", () => showScreen(vm)));
+  }
+  if (vm.status === "stopped") {
+    actions.append(
+      button("Clone", () => {
+        const newName = prompt(`Name of the copy of ${vm.name}`);
+        if (newName) void act(`Clone ${vm.name}`, () => post("/svc/vms/clone", { name: vm.name, newName }));
+      }),
+      button("Delete", () => {
+        if (confirm(`Delete ${vm.name} and its disk?`)) {
+          void act(`Delete ${vm.name}`, () => api(`/svc/vms/${name}`, { method: "DELETE" }));
+        }
+      }),
+    );
+  }
+  row.append(
+    cell(vm.name),
+    cell(vm.os ?? ""),
+    cell(statusOf(vm)),
+    cell(String(vm.cpuCount ?? "")),
+    cell(gb(vm.memorySize)),
+    cell(vm.diskSize ? `${gb(vm.diskSize.allocated)} / ${gb(vm.diskSize.total)}` : ""),
+    cell(vm.ipAddress ?? ""),
+    cell(actions),
+  );
+  return row;
+}
+
+let screen: { name: string; rfb: RFB; closed: boolean } | undefined;
+
+/** Closes the screen's connection unless the VNC server already did. */
+function closeScreen() {
+  if (screen && !screen.closed) screen.rfb.disconnect();
+  screen = undefined;
+}
+
+function showScreen(vm: Vm) {
+  closeScreen();
+  const password = decodeURIComponent(new URL(vm.vncUrl!).password);
+  const url = new URL(`/vnc/${encodeURIComponent(vm.name)}`, location.href);
+  url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  const token = sessionStorage.getItem(STORE);
+  if (token) url.searchParams.set("token", token);
+  const target = element("screen");
+  target.replaceChildren();
+  const rfb = new RFB(target, url.href, { credentials: { password } });
+  rfb.scaleViewport = true;
+  const shown = { name: vm.name, rfb, closed: false };
+  rfb.addEventListener("disconnect", () => {
+    shown.closed = true;
+    if (screen === shown) element("screen-links").textContent = `${vm.name}: disconnected`;
+  });
+  screen = shown;
+  element("screen-title").textContent = `Screen of ${vm.name}`;
+  const links = element("screen-links");
+  links.replaceChildren();
+  if (vm.computerServerUrl) {
+    const a = document.createElement("a");
+    a.href = vm.computerServerUrl;
+    a.target = "_blank";
+    a.textContent = `Its computer server's page (${vm.computerServerUrl})`;
+    links.append(a);
+  } else links.textContent = "Its computer server is not reachable yet.";
+  element("screen-section").hidden = false;
+}
+
+async function refresh() {
+  const [vms, images, locations, logs] = await Promise.all([
+    api<Vm[]>("/svc/vms"),
+    api<unknown[]>(
+      `/svc/images?organization=${encodeURIComponent(element<HTMLInputElement>("images-org").value)}`,
+    ).catch(() => []),
+    api<{ name: string; path: string; isDefault?: boolean }[]>("/svc/config/locations").catch(() => []),
+    api<{ info?: string; error?: string }>("/svc/logs?lines=20").catch(
+      (): { info?: string; error?: string } => ({}),
+    ),
+  ]);
+  element("vms").replaceChildren(...vms.map(vmRow));
+  if (vms.length === 0) say("No VMs yet: create one below, or pull an image.");
+  if (screen && !vms.some((vm) => vm.name === screen?.name && vm.status === "running")) {
+    closeScreen();
+    element("screen-section").hidden = true;
+  }
+  const list = Array.isArray(images) ? images : [];
+  const item = (text: string) => Object.assign(document.createElement("li"), { textContent: text });
+  element("images").replaceChildren(
+    ...(list.length > 0 ? list.map((image) => item(describe(image))) : [item("(empty)")]),
+  );
+  element("locations").replaceChildren(
+    ...locations.map((l) =>
+      Object.assign(document.createElement("li"), {
+        textContent: `${l.name}: ${l.path}${l.isDefault ? " (default)" : ""}`,
+      }),
+    ),
+  );
+  element("logs").textContent = [logs.info, logs.error].filter(Boolean).join("\n") || "(empty)";
+  const status = await api<{ vm_count: number; version: string }>("/svc/host/status");
+  element("status").textContent = `version ${status.version} · ${status.vm_count} running`;
+}
+
+function describe(image: unknown): string {
+  if (typeof image === "string") return image;
+  const i = image as { repository?: string; imageId?: string };
+  return `${i.repository ?? "?"}${i.imageId ? ` (${i.imageId})` : ""}`;
+}
+
+function formJson(form: HTMLFormElement): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const [key, value] of new FormData(form)) if (value !== "") body[key] = value;
+  return body;
+}
+
+function wireForms() {
+  element<HTMLFormElement>("create").onsubmit = (event) => {
+    event.preventDefault();
+    const body = formJson(event.target as HTMLFormElement);
+    void act(`Create ${body.name}`, () =>
+      post("/svc/vms", { ...body, cpu: Number(body.cpu), display: "1024x768" }),
+    );
+  };
+  element<HTMLFormElement>("pull").onsubmit = (event) => {
+    event.preventDefault();
+    void act("Pull", () => post("/svc/pull/start", formJson(event.target as HTMLFormElement)));
+  };
+  element<HTMLFormElement>("push").onsubmit = (event) => {
+    event.preventDefault();
+    const body = formJson(event.target as HTMLFormElement);
+    const tags = String(body.tags ?? "latest")
+      .split(/[\s,]+/)
+      .filter(Boolean);
+    void act(`Push ${body.name}`, () => post("/svc/vms/push", { ...body, tags }));
+  };
+  element("prune").onclick = () => void act("Prune the image cache", () => post("/svc/prune"));
+}
+
+async function start() {
+  try {
+    await refresh();
+  } catch (err) {
+    if (!(err instanceof Unauthorized)) throw err;
+    return showLogin(sessionStorage.getItem(STORE) ? err.message : "");
+  }
+  element("login").hidden = true;
+  element("app").hidden = false;
+  wireForms();
+  setInterval(() => void refresh().catch(() => undefined), 2000);
+}
+
+function showLogin(reason: string) {
+  sessionStorage.removeItem(STORE);
+  element("status").textContent = "Sign in to manage this host's VMs.";
+  element("login-error").textContent = reason;
+  const form = element<HTMLFormElement>("login");
+  form.hidden = false;
+  form.onsubmit = (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(STORE, String(new FormData(form).get("token")));
+    void start();
+  };
+}
+
+void start();
