@@ -1,7 +1,31 @@
 /** Screen commands: `screenshot`, `get_screen_size`, `get_cursor_position`, coordinate mapping. */
+import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import { defineCommand } from "../src/computer/core/command.js";
-import { takeScreenshot, toScreenCoordinates, toScreenshotCoordinates } from "../src/desktop/screenshot.js";
+import { CommandError } from "../src/common/errors.js";
+import { type CommandContext, defineCommand } from "../src/computer/core/command.js";
+import {
+  type ScreenshotMapping,
+  takeScreenshot,
+  toScreenCoordinates,
+  toScreenshotCoordinates,
+} from "../src/desktop/screenshot.js";
+
+/**
+ * How recent screenshots map to the screen, for the coordinate commands: by the id each screenshot
+ * returns (the last KEPT_MAPPINGS of them), and the last one per client connection. Nothing is
+ * shared between clients: one agent's screenshot never changes another's mapping.
+ */
+const KEPT_MAPPINGS = 256;
+const mappingsById = new Map<string, ScreenshotMapping>();
+const lastByConnection = new WeakMap<object, ScreenshotMapping>();
+
+function remember(mapping: ScreenshotMapping, ctx: CommandContext): string {
+  const id = randomBytes(6).toString("hex");
+  mappingsById.set(id, mapping);
+  if (mappingsById.size > KEPT_MAPPINGS) mappingsById.delete(mappingsById.keys().next().value as string);
+  if (ctx.connection) lastByConnection.set(ctx.connection, mapping);
+  return id;
+}
 
 const formatParam = z
   .preprocess(
@@ -39,6 +63,7 @@ export const screenshot = defineCommand({
     width: z.number(),
     height: z.number(),
     scale: z.number(),
+    screenshot_id: z.string().describe("pass it to to_screen_coordinates to map this image's points"),
   }),
   handler: async (params, ctx) => {
     const desktop = await ctx.desktop();
@@ -56,6 +81,7 @@ export const screenshot = defineCommand({
       width: shot.width,
       height: shot.height,
       scale: shot.scale,
+      screenshot_id: remember({ origin: shot.origin, scale: { x: shot.scale, y: shot.scale } }, ctx),
     };
   },
 });
@@ -76,35 +102,81 @@ export const getCursorPosition = defineCommand({
   handler: async (_params, ctx) => ({ position: await (await ctx.desktop()).cursorPosition() }),
 });
 
-const mappingParams = z.object({
-  x: z.number(),
-  y: z.number(),
-  scale: z
-    .number()
-    .positive()
-    .nullish()
-    .describe("Image pixels per screen pixel; default: the last screenshot's"),
-});
+const mappingParams = z
+  .object({
+    x: z.number(),
+    y: z.number(),
+    screenshot_id: z.string().max(64).optional().describe("the id a screenshot returned"),
+    screenshot_width: z
+      .number()
+      .positive()
+      .optional()
+      .describe("with screenshot_height: a full-screen image's size"),
+    screenshot_height: z.number().positive().optional(),
+    scale: z.number().positive().nullish().describe("image pixels per screen pixel, for a full-screen image"),
+  })
+  .refine((p) => (p.screenshot_width === undefined) === (p.screenshot_height === undefined), {
+    message: "screenshot_width and screenshot_height go together",
+    path: ["screenshot_height"],
+  })
+  .refine(
+    (p) =>
+      [p.screenshot_id, p.screenshot_width, p.scale ?? undefined].filter((v) => v !== undefined).length <= 1,
+    { message: "give one of screenshot_id, screenshot_width/height or scale", path: ["screenshot_id"] },
+  );
 const coordinatesResult = z.object({ coordinates: z.tuple([z.number(), z.number()]) });
+
+/**
+ * The mapping a request names: a screenshot's id, a full-screen image's size or scale, or else the
+ * last screenshot this client's connection took (and without one, the screen itself).
+ */
+async function mappingFor(
+  p: z.output<typeof mappingParams>,
+  ctx: CommandContext,
+): Promise<ScreenshotMapping> {
+  const origin = { x: 0, y: 0 };
+  if (p.screenshot_id !== undefined) {
+    const known = mappingsById.get(p.screenshot_id);
+    if (!known) {
+      throw new CommandError(
+        "not_found",
+        `Unknown screenshot_id: ${p.screenshot_id} (the last ${KEPT_MAPPINGS} screenshots are remembered)`,
+      );
+    }
+    return known;
+  }
+  if (p.screenshot_width !== undefined && p.screenshot_height !== undefined) {
+    const screen = await (await ctx.desktop()).screenSize();
+    return {
+      origin,
+      scale: { x: p.screenshot_width / screen.width, y: p.screenshot_height / screen.height },
+    };
+  }
+  if (p.scale) return { origin, scale: { x: p.scale, y: p.scale } };
+  return (ctx.connection && lastByConnection.get(ctx.connection)) ?? { origin, scale: { x: 1, y: 1 } };
+}
 
 export const toScreenCoordinatesCommand = defineCommand({
   name: "to_screen_coordinates",
-  description: "Maps a point of the last screenshot (its pixels) to screen pixels.",
+  description:
+    "Maps a point of a screenshot (its pixels) to screen pixels: the screenshot named by screenshot_id, or " +
+    "a full-screen image of screenshot_width x screenshot_height, or of `scale`; else this connection's " +
+    "last screenshot.",
   params: mappingParams,
   result: coordinatesResult,
-  handler: ({ x, y, scale }) => {
-    const point = toScreenCoordinates({ x, y }, scale ?? undefined);
+  handler: async (p, ctx) => {
+    const point = toScreenCoordinates({ x: p.x, y: p.y }, await mappingFor(p, ctx));
     return { coordinates: [point.x, point.y] as [number, number] };
   },
 });
 
 export const toScreenshotCoordinatesCommand = defineCommand({
   name: "to_screenshot_coordinates",
-  description: "Maps a point in screen pixels to the pixels of the last screenshot.",
+  description: "Maps a point in screen pixels to a screenshot's pixels (named as for to_screen_coordinates).",
   params: mappingParams,
   result: coordinatesResult,
-  handler: ({ x, y, scale }) => {
-    const point = toScreenshotCoordinates({ x, y }, scale ?? undefined);
+  handler: async (p, ctx) => {
+    const point = toScreenshotCoordinates({ x: p.x, y: p.y }, await mappingFor(p, ctx));
     return { coordinates: [point.x, point.y] as [number, number] };
   },
 });

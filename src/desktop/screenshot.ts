@@ -3,9 +3,7 @@
  * per-pixel JavaScript). An unchanged screen costs no encoding: the encoded bytes are kept per raw
  * capture and options, and a capture is recognised as unchanged either because the backend hands
  * out the same `RawImage` again (X11 with DAMAGE) or because its bytes equal the previous one.
- *
- * It also remembers how the last screenshot maps to the screen (region origin and scale), for
- * `to_screen_coordinates` and `to_screenshot_coordinates`.
+
  */
 import { availableParallelism } from "node:os";
 import type { Sharp, SharpOptions } from "sharp";
@@ -74,7 +72,6 @@ interface CacheEntry {
 
 const MAX_CACHED_VARIANTS = 8;
 let cached: CacheEntry | null = null;
-let lastMapping: { origin: Point; scale: number } = { origin: { x: 0, y: 0 }, scale: 1 };
 let queue: Promise<unknown> = Promise.resolve();
 /** The capture and its encodings are let go after a few idle seconds (a 1080p capture is 8 MB). */
 const idle = idleTimer(IDLE_RELEASE_MS, () => {
@@ -86,7 +83,19 @@ const idle = idleTimer(IDLE_RELEASE_MS, () => {
  * captures later (see `RawImage`), and two encodings at once would only share the same cores.
  */
 export function takeScreenshot(backend: DesktopBackend, options: ScreenshotOptions): Promise<Screenshot> {
-  const run = queue.then(() => captureAndEncode(backend, options));
+  return inTurn(() => captureAndEncode(backend, options));
+}
+
+/**
+ * A capture for another reader (the live view), taken and used in the same turn as the agents'
+ * screenshots: neither can have its capture's memory reused under it while it encodes.
+ */
+export function withCapture<T>(backend: DesktopBackend, use: (raw: RawImage) => Promise<T>): Promise<T> {
+  return inTurn(async () => use(await backend.capture()));
+}
+
+function inTurn<T>(work: () => Promise<T>): Promise<T> {
+  const run = queue.then(work);
   queue = run.catch(() => undefined);
   idle.touch();
   return run;
@@ -116,26 +125,30 @@ async function captureAndEncode(backend: DesktopBackend, options: ScreenshotOpti
     pending.catch(() => entry.encoded.delete(key));
   }
   const shot = await pending;
-  lastMapping = { origin: shot.origin, scale: shot.scale };
   return shot;
 }
 
-/** Screen pixels of a point given in the last screenshot's pixels. */
-export function toScreenCoordinates(
-  point: Point,
-  scale = lastMapping.scale,
-  origin = lastMapping.origin,
-): Point {
-  return { x: Math.round(point.x / scale + origin.x), y: Math.round(point.y / scale + origin.y) };
+/** How a screenshot's pixels map to the screen: where its top-left corner is, and its scale. */
+export interface ScreenshotMapping {
+  origin: Point;
+  /** Image pixels per screen pixel (horizontally and vertically). */
+  scale: { x: number; y: number };
 }
 
-/** The last screenshot's pixels of a point given in screen pixels. */
-export function toScreenshotCoordinates(
-  point: Point,
-  scale = lastMapping.scale,
-  origin = lastMapping.origin,
-): Point {
-  return { x: Math.round((point.x - origin.x) * scale), y: Math.round((point.y - origin.y) * scale) };
+/** The screen pixel of a point given in a screenshot's pixels. */
+export function toScreenCoordinates(point: Point, mapping: ScreenshotMapping): Point {
+  return {
+    x: Math.round(point.x / mapping.scale.x + mapping.origin.x),
+    y: Math.round(point.y / mapping.scale.y + mapping.origin.y),
+  };
+}
+
+/** A screenshot's pixel of a point given in screen pixels. */
+export function toScreenshotCoordinates(point: Point, mapping: ScreenshotMapping): Point {
+  return {
+    x: Math.round((point.x - mapping.origin.x) * mapping.scale.x),
+    y: Math.round((point.y - mapping.origin.y) * mapping.scale.y),
+  };
 }
 
 function cacheEntryFor(raw: RawImage): CacheEntry {

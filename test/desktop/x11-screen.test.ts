@@ -113,10 +113,13 @@ describe("screenshots (X11)", () => {
     expect(near(image.pixel((AT.x + 250) / 2, (AT.y + 90) / 2), BLUE, 8)).toBe(true);
     expect(near(image.pixel(10, 300), BLACK, 8)).toBe(true);
 
-    const toScreen = await desk.cmd("to_screen_coordinates", { x: 75, y: 70 });
+    const id = shot.screenshot_id;
+    const toScreen = await desk.cmd("to_screen_coordinates", { x: 75, y: 70, screenshot_id: id });
     expect(toScreen.coordinates).toEqual([150, 140]);
-    const toShot = await desk.cmd("to_screenshot_coordinates", { x: 150, y: 140 });
+    const toShot = await desk.cmd("to_screenshot_coordinates", { x: 150, y: 140, screenshot_id: id });
     expect(toShot.coordinates).toEqual([75, 70]);
+    const bySize = { x: 75, y: 70, screenshot_width: 512, screenshot_height: 384 };
+    expect((await desk.cmd("to_screen_coordinates", bySize)).coordinates).toEqual([150, 140]);
 
     const scaled = await desk.cmd("screenshot", { scale: 0.25, format: "jpeg" });
     expect(scaled).toMatchObject({ success: true, width: 256, height: 192, scale: 0.25 });

@@ -34,6 +34,11 @@ export interface CommandContext {
    * (`/cmd`). Undefined where the transport answers exactly once per request.
    */
   readonly emit?: (content: unknown) => void;
+  /**
+   * The client's connection (a `/ws` socket, an MCP session, a kept-alive HTTP connection), for the
+   * little a command remembers per client; undefined when the transport has none.
+   */
+  readonly connection?: object;
   readonly log: Logger;
 }
 

@@ -34,6 +34,8 @@ export interface RunOptions {
   emit?: (content: unknown) => void;
   /** Which client ran it, for the activity timeline: "http", "ws", "mcp", "batch", … */
   transport?: string;
+  /** The client's connection, for what commands remember per client (see CommandContext). */
+  connection?: object;
 }
 
 export class CommandRegistry {
@@ -148,8 +150,10 @@ export class CommandRegistry {
       desktop: () => this.desktop(),
       accessibility: () => this.accessibility(),
       browser: () => this.browser(),
-      run: (name, params) => this.run(name, params, { signal, transport: "batch" }),
+      run: (name, params) =>
+        this.run(name, params, { signal, transport: "batch", connection: options.connection }),
       emit: options.emit,
+      connection: options.connection,
       log: this.log,
     };
 

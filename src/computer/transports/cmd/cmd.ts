@@ -77,6 +77,7 @@ async function runAsEventStream(
       // The console page marks its own commands, so the timeline tells a person's from the agent's.
       // Node's parsed headers: c.req.header() would build a whole Headers object per request.
       transport: c.env.incoming.headers["x-hangar-client"] === "console" ? "console" : "http",
+      connection: c.env.incoming.socket,
       emit: (content) => write({ success: true, content }),
     });
     if (!res.destroyed) {

@@ -16,7 +16,7 @@ import type { WebSocket } from "ws";
 import { z } from "zod";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import type { DesktopProvider, RawImage } from "../../../desktop/backend.js";
-import { JPEG_OPTIONS, targetSize } from "../../../desktop/screenshot.js";
+import { JPEG_OPTIONS, targetSize, withCapture } from "../../../desktop/screenshot.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
 
@@ -154,18 +154,21 @@ class Viewer {
 
   private async sendFrame() {
     const backend = await this.options.desktop();
-    const raw = await backend.capture();
-    // The X11 backend hands out the same object while nothing changed: nothing to encode.
-    if (raw === this.lastRaw || this.stopped) return;
-    this.lastRaw = raw;
-    this.lastChange = performance.now();
-    const { width } = this.settings;
-    const size = targetSize(raw.width, raw.height, {
-      format: "jpeg",
-      quality: this.settings.quality,
-      maxWidth: width !== undefined && width < raw.width * NATIVE_ABOVE ? width : undefined,
+    const frame = await withCapture(backend, async (raw) => {
+      // The X11 backend hands out the same object while nothing changed: nothing to encode.
+      if (raw === this.lastRaw || this.stopped) return undefined;
+      this.lastRaw = raw;
+      this.lastChange = performance.now();
+      const { width } = this.settings;
+      const size = targetSize(raw.width, raw.height, {
+        format: "jpeg",
+        quality: this.settings.quality,
+        maxWidth: width !== undefined && width < raw.width * NATIVE_ABOVE ? width : undefined,
+      });
+      return { raw, size, jpeg: await encodeJpeg(raw, size, this.settings.quality) };
     });
-    const jpeg = await encodeJpeg(raw, size, this.settings.quality);
+    if (!frame) return;
+    const { raw, size, jpeg } = frame;
     // Other backends capture afresh: an identical picture is not sent again.
     if (this.lastFrame?.equals(jpeg) || this.stopped) return;
     this.lastFrame = jpeg;

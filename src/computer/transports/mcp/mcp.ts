@@ -90,6 +90,7 @@ export function createMcpServer(
     const outcome = await registry.run(request.params.name, request.params.arguments ?? {}, {
       signal: transportSignal ? AbortSignal.any([extra.signal, transportSignal]) : extra.signal,
       transport: "mcp",
+      connection: server,
     });
     return toolResult(outcome);
   });

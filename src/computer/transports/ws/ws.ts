@@ -168,6 +168,7 @@ class WsSession {
     const outcome = await this.options.registry.run(frame.command, frame.params, {
       signal: this.gone.signal,
       transport: "ws",
+      connection: this,
     });
     return cuaReply(outcome);
   }
