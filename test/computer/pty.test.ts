@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { get, type IncomingMessage } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import WebSocket from "ws";
 import { isAlive, waitUntilGone } from "../support/processes.js";
 import { startTestServer } from "../support/server.js";
@@ -77,10 +77,19 @@ function follow(pid: number) {
   };
 }
 
+/** How many bytes the process has written so far (its /proc io counter). */
+const written = async (pid: number) =>
+  Number(/wchar: (\d+)/.exec(await readFile(`/proc/${pid}/io`, "utf8"))![1]);
+
+/** Waits until the process has written something (bash's first prompt). */
+const promptWritten = (pid: number) =>
+  vi.waitFor(async () => expect(await written(pid)).toBeGreaterThan(0), { timeout: 5000 });
+
 describe("PTY sessions over HTTP", () => {
   it("keeps the first prompt for a subscriber that attaches late, then runs typed commands", async () => {
     const pid = await startBash();
-    await sleep(300); // the prompt is printed before anyone listens
+    // The prompt is printed before anyone listens: wait until bash has written it.
+    await promptWritten(pid);
     const stream = follow(pid);
     try {
       await stream.waitFor(/hangar-prompt\$ $/);
@@ -171,7 +180,7 @@ describe("PTY sessions over HTTP", () => {
 describe("PTY over WebSocket", () => {
   it("replays the prompt, takes stdin and resize frames, and closes on exit", async () => {
     const pid = await startBash();
-    await sleep(300);
+    await promptWritten(pid);
     const ws = new WebSocket(`${server.url.replace("http", "ws")}/pty/${pid}/ws`);
     let output = "";
     let exitCode: number | undefined;
@@ -206,9 +215,6 @@ describe("PTY over WebSocket", () => {
 });
 
 describe("a client that does not keep up", () => {
-  const written = async (pid: number) =>
-    Number(/wchar: (\d+)/.exec(await readFile(`/proc/${pid}/io`, "utf8"))![1]);
-
   it("pauses the terminal instead of buffering a flood, and resumes when the client reads", async () => {
     const { json } = await api("POST", "/pty", { command: "exec yes hangar-flood" });
     const pid = json.pid as number;

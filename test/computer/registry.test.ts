@@ -1,7 +1,7 @@
 import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { allCommands } from "../../commands/index.js";
 import { defineCommand } from "../../src/computer/core/command.js";
@@ -39,9 +39,12 @@ describe("CommandRegistry", () => {
     const registry = new CommandRegistry(allCommands, { log });
     await registry.run("write_text", { path: "/nonexistent-dir/secret.txt", content: "TOP-SECRET-CONTENT" });
     await registry.run("version", {});
-    await sleep(50);
-    const commandLines = lines.filter((l) => l.msg === "command");
-    expect(commandLines).toHaveLength(2);
+    // The logger writes asynchronously: wait for both lines.
+    const commandLines = await vi.waitFor(() => {
+      const found = lines.filter((l) => l.msg === "command");
+      expect(found).toHaveLength(2);
+      return found;
+    });
     expect(commandLines[0]).toMatchObject({ command: "write_text", success: false, ms: expect.any(Number) });
     expect(commandLines[1]).toMatchObject({ command: "version", success: true });
     expect(JSON.stringify(lines)).not.toContain("TOP-SECRET-CONTENT");

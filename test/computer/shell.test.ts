@@ -1,8 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startTestServer } from "../support/server.js";
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -69,8 +68,7 @@ describe("run_command", () => {
       return_code: -1,
     });
     const pid = Number(readFileSync(pidFile, "utf8"));
-    await sleep(100);
-    expect(alive(pid)).toBe(false);
+    await vi.waitFor(() => expect(alive(pid)).toBe(false));
   });
 
   it("kills the process group when the client goes away", async () => {
@@ -81,13 +79,12 @@ describe("run_command", () => {
       body: JSON.stringify({ command: "run_command", params: { command: `echo $$ > ${pidFile}; sleep 30` } }),
       signal: controller.signal,
     }).catch(() => undefined);
-    for (let i = 0; i < 100 && !existsSync(pidFile); i++) await sleep(20);
+    await vi.waitFor(() => expect(existsSync(pidFile)).toBe(true), { timeout: 5000 });
     const pid = Number(readFileSync(pidFile, "utf8"));
     expect(alive(pid)).toBe(true);
     controller.abort();
     await request;
-    for (let i = 0; i < 50 && alive(pid); i++) await sleep(20);
-    expect(alive(pid)).toBe(false);
+    await vi.waitFor(() => expect(alive(pid)).toBe(false));
   });
 
   it("rejects wrong parameter types naming the field", async () => {

@@ -4,13 +4,14 @@ import { type AddressInfo, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { WebSocketServer } from "ws";
 import { allCommands } from "../../commands/index.js";
 import { createComputerApp } from "../../src/computer/app.js";
 import { CommandRegistry } from "../../src/computer/core/registry.js";
 import { wsTransport } from "../../src/computer/transports/ws/ws.js";
 import { TestSocket, wsUrl } from "../support/clients.js";
+import { isAlive } from "../support/processes.js";
 import { startTestServer } from "../support/server.js";
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -122,15 +123,16 @@ describe("WS /ws in local mode", () => {
   });
 
   it("cancels a running command when the client goes away", async () => {
-    const marker = join(dir, "cancelled");
+    const pidFile = join(dir, "cancelled.pid");
     const ws = await TestSocket.open(wsUrl(server.url));
     ws.sendRaw(
-      JSON.stringify({ command: "run_command", params: { command: `sleep 1.5 && touch ${marker}` } }),
+      JSON.stringify({ command: "run_command", params: { command: `echo $$ > ${pidFile}; exec sleep 30` } }),
     );
-    await new Promise((r) => setTimeout(r, 300));
+    // The command has started: its shell wrote its pid.
+    const pid = await vi.waitFor(() => Number(readFileSync(pidFile, "utf8")), { timeout: 10_000 });
+    expect(isAlive(pid)).toBe(true);
     await ws.close();
-    await new Promise((r) => setTimeout(r, 2000));
-    expect(() => readFileSync(marker)).toThrow();
+    await vi.waitFor(() => expect(isAlive(pid)).toBe(false), { timeout: 10_000 });
   });
 });
 
