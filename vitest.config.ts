@@ -24,6 +24,8 @@ const EXCLUDE = [...configDefaults.exclude, "test/e2e/**"];
 export default defineConfig({
   test: {
     pool: "forks",
+    // Every command's result is checked against its result schema while the tests run (registry.ts).
+    env: { HANGAR_CHECK_RESULTS: "1" },
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Desktop tests each start their own X display; the host tests their own QEMU and registry.

@@ -109,4 +109,22 @@ describe("CommandRegistry", () => {
     expect(registry.suggest("get").length).toBeLessThanOrEqual(5);
     expect(registry.unknownCommandMessage("zzz")).toBe("Unknown command: zzz");
   });
+
+  it("fails a command whose result is not what its result schema promises, when results are checked", async () => {
+    const liar = defineCommand({
+      name: "liar",
+      description: "promises a number, returns a string",
+      params: z.object({}),
+      result: z.object({ count: z.number() }),
+      handler: () => ({ count: "three" }) as unknown as { count: number },
+    });
+    const checked = new CommandRegistry([liar], { checkResults: true });
+    const outcome = await checked.run("liar", {});
+    expect(outcome).toMatchObject({ success: false, code: "internal" });
+    expect(outcome.success ? "" : outcome.error).toMatch(
+      /liar failed: its result does not match its result schema: .*count/,
+    );
+    const trusting = new CommandRegistry([liar], { checkResults: false });
+    expect((await trusting.run("liar", {})).success).toBe(true);
+  });
 });

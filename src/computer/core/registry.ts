@@ -21,6 +21,12 @@ export interface RegistryOptions {
   /** Where the `browser_*` commands get the browser from. */
   browser?: BrowserProvider;
   log?: Logger;
+  /**
+   * Check every successful result against its command's `result` schema and fail the command when
+   * it does not match (the tests turn it on, `HANGAR_CHECK_RESULTS=1`, so that what `/commands`, the
+   * OpenAPI document and the typed client promise is what the commands return).
+   */
+  checkResults?: boolean;
   /** Deadline of a command that does not set its own (default 60 s). */
   defaultDeadlineMs?: number;
   /** Told of every finished command (the activity timeline, see activity.ts). */
@@ -47,6 +53,7 @@ export class CommandRegistry {
   private readonly browser: BrowserProvider;
   private readonly log: Logger;
   private readonly defaultDeadlineMs: number;
+  private readonly checkResults: boolean;
   private readonly observe?: (run: CommandRun) => void;
 
   constructor(commands: readonly AnyCommand[], options: RegistryOptions = {}) {
@@ -55,6 +62,7 @@ export class CommandRegistry {
     this.browser = options.browser ?? noBrowser;
     this.log = options.log ?? silentLogger;
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
+    this.checkResults = options.checkResults ?? process.env.HANGAR_CHECK_RESULTS === "1";
     this.observe = options.observe;
     for (const def of commands) {
       if (this.byName.has(def.name) || this.aliasTable.has(def.name)) {
@@ -161,9 +169,18 @@ export class CommandRegistry {
     try {
       const running = def.input ? this.enqueueInput(work, signal) : work();
       const result = await raceAbort(running, signal, deadline, deadlineMs);
+      if (this.checkResults) this.checkResult(def, result);
       return { success: true, result };
     } catch (err) {
       return toFailure(err, def.name, this.log);
+    }
+  }
+
+  /** Throws when a result is not what the command's `result` schema says it returns. */
+  private checkResult(def: AnyCommand, result: unknown) {
+    const checked = def.result.safeParse(result);
+    if (!checked.success) {
+      throw new Error(`its result does not match its result schema: ${describeZodError(checked.error)}`);
     }
   }
 
