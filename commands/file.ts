@@ -4,11 +4,15 @@ import { type FileHandle, mkdir, open, readdir, rmdir, stat, unlink } from "node
 import { z } from "zod";
 import { appendFileAllOrNothing, writeFileAtomic } from "../src/common/atomic-write.js";
 import { CommandError, describeOsError, fileKind, notRegularFile } from "../src/common/errors.js";
-import { Base64Bytes, base64Field } from "../src/computer/core/bytes.js";
+import { Base64Bytes, base64Field, base64Param } from "../src/computer/core/bytes.js";
 import { defineCommand } from "../src/computer/core/command.js";
 import { expandPath } from "../src/os/paths.js";
 
-const pathParam = z.string().min(1, "must not be empty");
+/** A path from a request: checked here, once (not empty, no NUL byte); `~` is expanded when used. */
+const pathParam = z
+  .string()
+  .min(1, "must not be empty")
+  .refine((path) => !path.includes("\0"), "contains a NUL byte");
 const pathOnly = z.object({ path: pathParam });
 const empty = z.object({});
 const exists = z.object({ exists: z.boolean() });
@@ -191,35 +195,18 @@ async function readToEnd(
   return Buffer.concat(parts, total);
 }
 
-/** Decodes standard base64, or returns null when the text is not exactly that (checked natively). */
-function decodeBase64(text: string): Buffer | null {
-  if (text.length % 4 !== 0) return null;
-  const data = Buffer.from(text, "base64");
-  const padding = text.endsWith("==") ? 2 : text.endsWith("=") ? 1 : 0;
-  if (data.length !== (text.length / 4) * 3 - padding) return null;
-  // Node skips characters outside the alphabet, which shortens the data; url-safe `-`/`_` it accepts.
-  return text.includes("-") || text.includes("_") ? null : data;
-}
-
 export const writeBytes = defineCommand({
   name: "write_bytes",
   description:
     "Writes base64 data to a file: replaces it atomically, or with `append` adds to its end (all or nothing).",
   params: z.object({
     path: pathParam,
-    content_b64: z.string(),
+    content_b64: base64Param("the bytes to write"),
     append: z.boolean().nullish(),
   }),
   result: empty,
-  handler: ({ path, content_b64, append }) =>
+  handler: ({ path, content_b64: data, append }) =>
     onPath(path, async (abs) => {
-      const data = decodeBase64(content_b64);
-      if (!data) {
-        throw new CommandError(
-          "invalid_params",
-          "Invalid params: content_b64: must be standard base64 (A-Z a-z 0-9 + / =)",
-        );
-      }
       if (append) await appendFileAllOrNothing(abs, data);
       else await writeFileAtomic(abs, data);
       return {};
