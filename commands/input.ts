@@ -4,6 +4,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
+import { CommandError } from "../src/common/errors.js";
 import { defineCommand } from "../src/computer/core/command.js";
 import type { DesktopBackend, MouseButton, Point } from "../src/desktop/backend.js";
 import { normalizeCombo, normalizeKey, parseKeySequence } from "../src/desktop/keys.js";
@@ -57,9 +58,9 @@ const buttonParam = z
     z.enum(["left", "right", "middle", "back", "forward"]),
   )
   .default("left");
-const modifiersParam = z
-  .array(z.string().min(1))
-  .max(8)
+const modifiersParam = normalized(z.array(z.string().min(1)).max(8), (keys: string[]) =>
+  keys.map((key) => normalizeKey(key, "modifier")),
+)
   .nullish()
   .describe('Keys held during the click, e.g. ["ctrl", "shift"]');
 const empty = z.object({});
@@ -69,16 +70,18 @@ async function moveIfGiven(desktop: DesktopBackend, params: PointParams) {
   if (point) await desktop.moveCursor(point);
 }
 
-/** Runs `action` with the modifier keys held, releasing them (in reverse) whatever happens. */
+/**
+ * Runs `action` with the modifier keys held (canonical names: the parameter types normalize them),
+ * releasing them (in reverse) whatever happens.
+ */
 async function withModifiers(
   desktop: DesktopBackend,
   modifiers: readonly string[],
   action: () => Promise<void>,
 ) {
-  const keys = modifiers.map((k) => normalizeKey(k, "modifier"));
   const pressed: string[] = [];
   try {
-    for (const key of keys) {
+    for (const key of modifiers) {
       await desktop.key(key, "down");
       pressed.push(key);
     }
@@ -357,7 +360,25 @@ export const typeText = defineCommand({
   },
 });
 
-const keyParam = z.string().min(1).max(100);
+/**
+ * A parameter type that normalizes with `normalize` (key names, key syntax), so that handlers get
+ * canonical names; what `normalize` refuses is an issue of the parameter, named in the reply.
+ */
+function normalized<T>(schema: z.ZodType<string | string[]>, normalize: (value: never) => T) {
+  return schema.transform((value, ctx) => {
+    try {
+      return normalize(value as never);
+    } catch (err) {
+      if (!(err instanceof CommandError)) throw err;
+      ctx.addIssue({ code: "custom", message: err.message.replace(/^Invalid params: /, "") });
+      return z.NEVER;
+    }
+  });
+}
+
+const keyText = z.string().min(1).max(100);
+/** One key, as its canonical name. */
+const keyParam = normalized(keyText, (key: string) => normalizeKey(key));
 
 export const pressKey = defineCommand({
   name: "press_key",
@@ -367,10 +388,9 @@ export const pressKey = defineCommand({
     "(KP_Enter, XF86AudioMute), one character, or in xdotool's syntax a combination (ctrl+shift+t, alt+F4) " +
     "and several separated by spaces, pressed in turn.",
   input: true,
-  params: z.object({ key: keyParam }),
+  params: z.object({ key: normalized(z.string().min(1).max(1000), parseKeySequence) }),
   result: empty,
-  handler: async ({ key }, ctx) => {
-    const combos = parseKeySequence(key);
+  handler: async ({ key: combos }, ctx) => {
     const desktop = await ctx.desktop();
     for (const combo of combos) await pressCombo(desktop, combo);
     return {};
@@ -385,8 +405,7 @@ function keyCommand<N extends string>(name: N, action: "down" | "up", descriptio
     params: z.object({ key: keyParam }),
     result: empty,
     handler: async ({ key }, ctx) => {
-      const keyName = normalizeKey(key);
-      await (await ctx.desktop()).key(keyName, action);
+      await (await ctx.desktop()).key(key, action);
       return {};
     },
   });
@@ -410,11 +429,14 @@ export const hotkey = defineCommand({
     "Presses a key combination: holds every key but the last in order, taps the last, releases the others " +
     'in reverse (e.g. ["ctrl", "shift", "t"]).',
   input: true,
-  params: z.object({ keys: z.array(keyParam).min(1, "keys is empty").max(16) }),
+  params: z.object({
+    keys: normalized(z.array(keyText).min(1, "keys is empty").max(16), (keys: string[]) =>
+      normalizeCombo(keys),
+    ),
+  }),
   result: empty,
   handler: async ({ keys }, ctx) => {
-    const names = normalizeCombo(keys);
-    await pressCombo(await ctx.desktop(), names);
+    await pressCombo(await ctx.desktop(), keys);
     return {};
   },
 });

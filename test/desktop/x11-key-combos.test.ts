@@ -88,7 +88,9 @@ describe("press_key combinations and keysym names (X11)", () => {
   it("names the part it does not know, and how keys are written", async () => {
     const reply = await desk.cmd("press_key", { key: "ctrl+nokey" });
     expect(reply).toMatchObject({ success: false, code: "invalid_params" });
-    expect(reply.error).toMatch(/^Unknown key: 'nokey' in 'ctrl\+nokey'; keys are names \(enter, esc/);
+    expect(reply.error).toMatch(
+      /^Invalid params: key: Unknown key: 'nokey' in 'ctrl\+nokey'; keys are names \(enter, esc/,
+    );
     for (const key of ["constructor", "__proto__", "toString"]) {
       expect((await desk.cmd("press_key", { key })).code, key).toBe("invalid_params");
     }
