@@ -28,7 +28,7 @@ const middle = (page: Page) =>
   });
 
 /** CPU of this process in cores over `seconds`, and what `during` returned. */
-async function cpuOver<T>(seconds: number, during: () => Promise<T>) {
+async function cpuOver<T>(_seconds: number, during: () => Promise<T>) {
   const before = process.cpuUsage();
   const started = performance.now();
   const value = await during();

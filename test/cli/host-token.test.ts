@@ -3,10 +3,10 @@
  * in a file or missing; and the refusal to listen beyond loopback without a token.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { type RunningCli, startCli } from "../support/cli-process.js";
 
 const TOKEN = "f00dfeedf00dfeedf00dfeedf00dfeed";

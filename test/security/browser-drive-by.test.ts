@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import type { Browser } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startComputerServer } from "../../src/computer/server.js";
 import { startTestHost } from "../host/support.js";
 import { launchBrowser } from "../support/browser.js";
