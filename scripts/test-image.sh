@@ -139,3 +139,164 @@ else
   step 60m "$LOGS/build.log" "${BUILDAH[@]}" bud --isolation chroot --format docker --layers --pull=false \
     -v "$CACHE/npm:/root/.npm" -t "$IMAGE" .
 fi
+
+# 3. Run the image as a user would and check it from outside (test/image/check.ts).
+if [ "$ENGINE" = docker ]; then
+  docker tag "$IMAGE" hangar
+  SIZE=$(docker image inspect -f '{{.Size}}' "$IMAGE")
+else
+  "${BUILDAH[@]}" tag "$IMAGE" localhost/hangar
+  SIZE=$("${BUILDAH[@]}" inspect --type image --format '{{.Size}}' "$IMAGE" 2>/dev/null || echo 0)
+  mapfile -t IMAGE_ENV < <("${BUILDAH[@]}" inspect --type image --format '{{range .OCIv1.Config.Env}}{{println .}}{{end}}' "$IMAGE" | grep .)
+fi
+CHECK=(node --import tsx test/image/check.ts)
+SHOTS="$(realpath -m .tmp/image)"
+mkdir -p "$SHOTS"
+RUN=0 PID1= CTR= ROOT= RUNNER=
+
+# `docker run …` as written in the docs: with Docker, detached under a known name; without it, the
+# image's root (a fresh buildah container) under chroot as uid 10001 in new PID, mount and network
+# namespaces, with -e, -v (:ro), --group-add and --read-only done the same way.
+docker() {
+  [ "$1" = run ] || fail "docker $1: only 'docker run' lines are run"
+  shift
+  RUN=$((RUN + 1))
+  STARTED_MS=$(date +%s%3N)
+  if [ "$ENGINE" = docker ]; then
+    command docker run -d --name "hangar-image-test-$RUN" "$@" >/dev/null
+    PID1=$(command docker inspect -f '{{.State.Pid}}' "hangar-image-test-$RUN")
+    return
+  fi
+  local envs=() vols=() groups=10001 readonly=0 image=
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --rm | -d | -i | -t | -it) shift ;;
+      -p) shift 2 ;;
+      -e) [[ "$2" == *=* ]] && envs+=("$2") || envs+=("$2=${!2:-}"); shift 2 ;;
+      -v) vols+=("$2"); shift 2 ;;
+      --group-add) groups+=",$2"; shift 2 ;;
+      --read-only) readonly=1; shift ;;
+      -*) fail "docker run $1: this option is not emulated" ;;
+      *) image=$1; shift; break ;;
+    esac
+  done
+  [ "$image" = hangar ] || fail "docker run: unknown image $image"
+  CTR=$("${BUILDAH[@]}" from --pull=false "$IMAGE")
+  ROOT=$("${BUILDAH[@]}" mount "$CTR")
+  local mounts="" v src dst opt
+  for v in "${vols[@]}"; do
+    IFS=: read -r src dst opt <<<"$v"
+    mounts+="mkdir -p '$ROOT$dst' 2>/dev/null || touch '$ROOT$dst'; mount --bind '$src' '$ROOT$dst';"
+    [ "$opt" != ro ] || mounts+="mount -o remount,bind,ro '$ROOT$dst';"
+  done
+  [ "$readonly" -eq 0 ] || mounts="mount --bind '$ROOT' '$ROOT'; mount -o remount,bind,ro '$ROOT'; mount -t tmpfs -o mode=1777 tmpfs '$ROOT/tmp'; mount -t tmpfs tmpfs '$ROOT/home/hangar'; chown 10001:10001 '$ROOT/home/hangar';$mounts"
+  mkdir -p "$ROOT/run/secrets"
+  # Sets up the namespaces' mounts and loopback, then becomes tini as uid 10001 (PID 1 inside).
+  timeout --kill-after=5 15m unshare --pid --fork --mount --net --propagation private -- bash -c "
+    set -e
+    ip link set lo up
+    mount -t proc proc '$ROOT/proc'
+    mount --rbind /dev '$ROOT/dev'
+    mount -t tmpfs -o mode=1777 tmpfs '$ROOT/dev/shm'
+    $mounts
+    exec chroot --userspec=10001:10001 --groups=$groups '$ROOT' /usr/bin/env -i $(printf "'%s' " "${IMAGE_ENV[@]}" "${envs[@]}") \
+      /usr/bin/tini -- node /opt/hangar/dist/src/container/main.js $(printf "'%s' " "$@")
+  " >"$LOGS/run-$RUN.log" 2>&1 &
+  RUNNER=$!
+  # timeout → unshare → (forked) PID 1 of the new namespace, which becomes tini.
+  PID1=$(timeout 10 bash -c "until u=\$(pgrep -P $RUNNER) && pgrep -P \$u; do sleep 0.1; done" | head -1) ||
+    fail "the container did not start (log: $LOGS/run-$RUN.log)"
+}
+
+# Runs the checker in the container's network namespace (with Docker: the published ports).
+check() {
+  local pids
+  pids=$(container_pids | paste -sd,)
+  if [ "$ENGINE" = docker ]; then
+    IMAGE_STARTED_MS=$STARTED_MS IMAGE_SHOTS=$SHOTS timeout 5m "${CHECK[@]}" "$@" --pids "$pids"
+  else
+    IMAGE_STARTED_MS=$STARTED_MS IMAGE_SHOTS=$SHOTS timeout 5m nsenter --net="/proc/$PID1/ns/net" "${CHECK[@]}" "$@" --pids "$pids"
+  fi || { tail -30 "$LOGS/run-$RUN.log" >&2; stop_container; fail "the checks of run $RUN failed (log: $LOGS/run-$RUN.log)"; }
+}
+
+# Every process in the container's PID namespace, as host PIDs.
+container_pids() {
+  local ns p
+  ns=$(readlink "/proc/$PID1/ns/pid") || return 0
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$ns" ] && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+# SIGTERM to PID 1: everything must be gone within 10 s, with exit 0.
+stop_container() {
+  local code=0 ns
+  ns=$(readlink "/proc/$PID1/ns/pid" 2>/dev/null || true)
+  if [ "$ENGINE" = docker ]; then
+    timeout 15 command docker stop -t 10 "hangar-image-test-$RUN" >/dev/null
+    code=$(command docker inspect -f '{{.State.ExitCode}}' "hangar-image-test-$RUN")
+    command docker rm -f "hangar-image-test-$RUN" >/dev/null
+  else
+    kill -TERM "$PID1" 2>/dev/null || true
+    timeout 10 tail --pid="$RUNNER" -f /dev/null || { kill -KILL "$PID1" 2>/dev/null; echo "still running 10 s after SIGTERM" >&2; code=124; }
+    wait "$RUNNER" || code=$?
+    "${BUILDAH[@]}" umount "$CTR" >/dev/null 2>&1 || true
+    "${BUILDAH[@]}" rm "$CTR" >/dev/null 2>&1 || true
+  fi
+  STOP_CODE=$code
+  [ -z "$ns" ] || ! container_pids_in "$ns" || { echo "processes left after the stop" >&2; STOP_CODE=125; }
+}
+container_pids_in() {
+  local p
+  for p in /proc/[0-9]*; do [ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$1" ] && return 0; done
+  return 1
+}
+in_container() { nsenter -t "$PID1" --net --mount --pid chroot --userspec=10001:10001 "$ROOT" /usr/bin/env -i "${IMAGE_ENV[@]}" "$@"; }
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+REPO=$OLDPWD
+CHECK=(node --import "$REPO/node_modules/tsx/dist/loader.mjs" "$REPO/test/image/check.ts")
+export HANGAR_API_KEYS=image-test-key
+
+phase "run 1: keys in the environment (cloud mode): desktop, apps, where the keys went, TLS, SIGTERM"
+docker run --rm -p 8443:8443 -e CONTAINER_NAME=image-test -e HANGAR_API_KEYS hangar
+check desktop
+phase "        health check"
+if [ "$ENGINE" = docker ]; then
+  command docker exec "hangar-image-test-$RUN" node /opt/hangar/dist/src/container/health.js /status
+else
+  in_container node /opt/hangar/dist/src/container/health.js /status
+fi || fail "the health check failed"
+echo "  ok   the health check exits 0"
+stop_container
+[ "$STOP_CODE" -eq 0 ] || fail "SIGTERM: exit $STOP_CODE (log: $LOGS/run-$RUN.log)"
+echo "  ok   SIGTERM: every process gone within 10 s, exit 0"
+
+phase "run 2: the documented lines as written"
+mkdir -p tls && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=image-test \
+  -keyout tls/tls.key -out tls/tls.crt 2>/dev/null
+echo image-test-key >api-keys
+chmod 0640 tls/tls.key api-keys
+while IFS= read -r line; do
+  echo "  \$ $line"
+  line=${line//my-desktop/image-test}
+  eval "$line"
+  case "$line" in
+    *8443*) check cloud ;;
+    *) check local ;;
+  esac
+  stop_container
+  [ "$STOP_CODE" -eq 0 ] || fail "SIGTERM: exit $STOP_CODE"
+done < <({ sed -n 's/^#   \(docker run .*\)$/\1/p' "$REPO/Dockerfile"; grep '^docker run ' "$REPO/docs/deploy.md"; } | sort -u)
+
+phase "run 3: HANGAR_VNC=1, the viewer on 6080"
+docker run --rm -p 8000:8000 -p 6080:6080 -e HANGAR_VNC=1 -e HANGAR_VNC_PASSWORD=image-test hangar
+check vnc
+stop_container
+[ "$STOP_CODE" -eq 0 ] || fail "SIGTERM: exit $STOP_CODE"
+
+phase "done: image $IMAGE, $((SIZE / 1000000)) MB uncompressed"
+[ "$KEEP" -eq 1 ] || true
