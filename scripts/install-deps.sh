@@ -45,8 +45,6 @@ PACKAGES=(
   chromium
   # guest images: debootstrap, file systems and partitions built without loop devices, BIOS boot
   debootstrap e2fsprogs dosfstools mtools fdisk syslinux syslinux-common
-  # the image test without a Docker daemon (scripts/test-image.sh)
-  buildah
 )
 
 groups=() list=0 npm=1
