@@ -1,4 +1,4 @@
-# Hangar's desktop container: a virtual X desktop (Xvfb, openbox, a tint2 panel, D-Bus + AT-SPI,
+# Hangar's desktop container: a virtual X desktop (Xvfb, openbox, an lxpanel panel, D-Bus + AT-SPI,
 # Chromium, Mousepad, PCManFM) with the computer server on 8000, or on 8443 with TLS in cloud mode;
 # VNC and noVNC to watch it (HANGAR_VNC=1). docs/deploy.md has the details; scripts/test-image.sh
 # runs every `docker run` line below as written.

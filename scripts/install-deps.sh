@@ -23,8 +23,10 @@ RUNTIME=(
   dbus dbus-x11 at-spi2-core
   xwallpaper fonts-dejavu-core fonts-wqy-microhei fonts-noto-color-emoji openssl ca-certificates
   # a desktop an agent can work in (the container's and the guest VM's): a panel with a task list
-  # and a clock, a browser, a GTK text editor and file manager, and `xdg-open` to start them
-  tint2 chromium mousepad pcmanfm xdg-utils libatk-adaptor
+  # and a clock (lxpanel shares its libraries with pcmanfm; tint2 pulls ~70 MB of image loaders),
+  # a browser, a GTK text editor and file manager, AT-SPI for GTK 2, and `xdg-open` (which needs
+  # `file`) to start them
+  lxpanel chromium mousepad pcmanfm libatk-adaptor xdg-utils file
 )
 
 # The desktop container: an init that reaps the clipboard helpers' zombies, and VNC for watching.

@@ -2,7 +2,7 @@
 # Builds the desktop container from the Dockerfile and tries it from outside as a user would
 # (test/image/image-check.ts says what is checked). CI runs it on every run (.ci/run).
 #
-#   sudo ./scripts/test-image.sh [--cache build/image-cache] [--keep]
+#   sudo ./scripts/test-image.sh [--cache build/image-cache] [--no-build]
 #
 # With a Docker daemon: `docker build`, then `docker run`. Without one: buildah (`--isolation
 # chroot`, vfs storage, Docker format so the HEALTHCHECK stays), then the built root is run with
@@ -18,11 +18,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CACHE=build/image-cache
-KEEP=0
+BUILD=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --cache) CACHE=$2; shift 2 ;;
-    --keep) KEEP=1; shift ;;
+    --no-build) BUILD=0; shift ;;
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "test-image.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -62,6 +62,8 @@ else
   fi
   ENGINE=buildah
   BUILDAH=(buildah --root "$CACHE/storage" --runroot "$CACHE/run" --storage-driver vfs)
+  # Working containers an interrupted run left behind (the storage is this script's own).
+  "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
 fi
 LOGS="$CACHE/logs"
 mkdir -p "$LOGS"
@@ -124,7 +126,9 @@ EOF
 }
 
 phase "base image $BASE"
-if [ "$ENGINE" = docker ]; then
+if [ "$BUILD" -eq 0 ]; then
+  echo "        --no-build: the image built before"
+elif [ "$ENGINE" = docker ]; then
   step 10m "$LOGS/pull.log" docker pull "$BASE"
 elif ! "${BUILDAH[@]}" inspect --type image "$BASE" >/dev/null 2>&1; then
   if ! timeout 60 "${BUILDAH[@]}" pull -q "$BASE" >"$LOGS/pull.log" 2>&1; then
@@ -135,7 +139,9 @@ fi
 
 # 2. The image, with the layer cache.
 phase "build the Dockerfile"
-if [ "$ENGINE" = docker ]; then
+if [ "$BUILD" -eq 0 ]; then
+  :
+elif [ "$ENGINE" = docker ]; then
   step 60m "$LOGS/build.log" docker build -t "$IMAGE" .
 else
   mkdir -p "$CACHE/npm"
@@ -194,6 +200,8 @@ docker() {
   done
   [ "$readonly" -eq 0 ] || mounts="mount --bind '$ROOT' '$ROOT'; mount -o remount,bind,ro '$ROOT'; mount -t tmpfs -o mode=1777 tmpfs '$ROOT/tmp'; mount -t tmpfs tmpfs '$ROOT/home/hangar'; chown 10001:10001 '$ROOT/home/hangar';$mounts"
   mkdir -p "$ROOT/run/secrets"
+  local quoted=""
+  [ $# -eq 0 ] || quoted=$(printf "'%s' " "$@")
   # Sets up the namespaces' mounts and loopback, then becomes tini as uid 10001 (PID 1 inside).
   timeout --kill-after=5 15m unshare --pid --fork --mount --net --propagation private -- bash -c "
     set -e
@@ -203,22 +211,23 @@ docker() {
     mount -t tmpfs -o mode=1777 tmpfs '$ROOT/dev/shm'
     $mounts
     exec chroot --userspec=10001:10001 --groups=$groups '$ROOT' /usr/bin/env -i $(printf "'%s' " "${IMAGE_ENV[@]}" "${envs[@]}") \
-      /usr/bin/tini -- node /opt/hangar/dist/src/container/main.js $(printf "'%s' " "$@")
+      /usr/bin/tini -- node /opt/hangar/dist/src/container/main.js $quoted
   " >"$LOGS/run-$RUN.log" 2>&1 &
   RUNNER=$!
   # timeout → unshare → (forked) PID 1 of the new namespace, which becomes tini.
   PID1=$(timeout 10 bash -c "until u=\$(pgrep -P $RUNNER) && pgrep -P \$u; do sleep 0.1; done" | head -1) ||
     fail "the container did not start (log: $LOGS/run-$RUN.log)"
+  STARTED_MS=$(date +%s%3N)
 }
 
 # Runs the checker in the container's network namespace (with Docker: the published ports).
 check() {
-  local pids
-  pids=$(container_pids | paste -sd,)
+  local ns
+  ns=$(readlink "/proc/$PID1/ns/pid")
   if [ "$ENGINE" = docker ]; then
-    IMAGE_STARTED_MS=$STARTED_MS IMAGE_SHOTS=$SHOTS timeout 5m "${CHECK[@]}" "$@" --pids "$pids"
+    IMAGE_STARTED_MS=$STARTED_MS IMAGE_SHOTS=$SHOTS timeout 5m "${CHECK[@]}" "$@" --pid-ns "$ns"
   else
-    IMAGE_STARTED_MS=$STARTED_MS IMAGE_SHOTS=$SHOTS timeout 5m nsenter --net="/proc/$PID1/ns/net" "${CHECK[@]}" "$@" --pids "$pids"
+    IMAGE_STARTED_MS=$STARTED_MS IMAGE_SHOTS=$SHOTS timeout 5m nsenter --net="/proc/$PID1/ns/net" "${CHECK[@]}" "$@" --pid-ns "$ns"
   fi || { tail -30 "$LOGS/run-$RUN.log" >&2; stop_container; fail "the checks of run $RUN failed (log: $LOGS/run-$RUN.log)"; }
 }
 
@@ -302,4 +311,3 @@ stop_container
 [ "$STOP_CODE" -eq 0 ] || fail "SIGTERM: exit $STOP_CODE"
 
 phase "done: image $IMAGE, $((SIZE / 1000000)) MB uncompressed"
-[ "$KEEP" -eq 1 ] || true

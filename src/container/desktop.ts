@@ -1,6 +1,6 @@
 /**
  * The container desktop's furniture, started once the X server and window manager run: a wallpaper
- * (a gradient drawn here, set with xwallpaper) and the tint2 panel (task list, clock). Both are
+ * (a gradient drawn here, set with xwallpaper) and the lxpanel panel (task list, clock). Both are
  * optional: a missing program is logged and the desktop works without it. The panel ends with the
  * X server.
  */
@@ -23,8 +23,8 @@ export async function startDesktopApps(desktop: Desktop, log: (message: string) 
   await setX11Wallpaper(Buffer.from(svg), desktop.env).catch((err: Error) =>
     log(`no wallpaper: ${err.message}`),
   );
-  if (!findProgram("tint2")) return log("no panel: tint2 is not installed");
-  const panel = spawn("tint2", [], { env: { ...process.env, ...desktop.env }, stdio: "ignore" });
+  if (!findProgram("lxpanel")) return log("no panel: lxpanel is not installed");
+  const panel = spawn("lxpanel", [], { env: { ...process.env, ...desktop.env }, stdio: "ignore" });
   panel.on("error", (err) => log(`the panel did not start: ${err.message}`));
   panel.unref();
 }

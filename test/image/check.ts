@@ -2,11 +2,11 @@
  * Checks a running desktop container from outside, as its user would (scripts/test-image.sh runs
  * this on the host, in the container's network namespace or against Docker's published ports).
  *
- *   node --import tsx test/image/check.ts desktop|cloud|local|vnc [--pids 1,2,3]
+ *   node --import tsx test/image/check.ts desktop|cloud|local|vnc [--pid-ns 'pid:[4026532…]']
  *
  * Exits 0 when every check of the mode passes; prints one line a check.
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import sharp from "sharp";
@@ -98,6 +98,14 @@ async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T 
   }
 }
 
+function nsOf(pid: string): string | undefined {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/pid`);
+  } catch {
+    return undefined;
+  }
+}
+
 const treeText = (tree: unknown) => JSON.stringify(tree);
 
 async function ready(base: string) {
@@ -121,9 +129,13 @@ async function local() {
 }
 
 /** Cloud mode with the keys in the environment: the desktop, its apps and where the keys went. */
-async function desktop(pids: number[]) {
+async function desktop(pidNamespace: string) {
   const base = `https://${HOST}:8443`;
   await ready(base);
+  await check("run_command id runs as uid 10001", async () => {
+    const { result } = await cmd(base, "run_command", { command: "id -u" });
+    return result?.stdout?.trim() === "10001" ? undefined : `got ${JSON.stringify(result)}`;
+  });
   await check("the screenshot shows the wallpaper and the panel", async () => {
     const shot = await until("a panel", 15_000, async () => {
       const { result } = await cmd(base, "screenshot");
@@ -136,43 +148,14 @@ async function desktop(pids: number[]) {
         return sum / info.width;
       };
       const middle = row(Math.floor(info.height / 2));
-      const bottom = row(info.height - 10);
+      const panel = row(info.height - 10);
+      const above = row(info.height - 60);
       // The wallpaper is a blue gradient (not black); tint2's panel at the bottom is another colour.
-      return middle > 60 && Math.abs(bottom - middle) > 20 ? { png, middle, bottom } : undefined;
+      return middle > 60 && Math.abs(panel - above) > 20 ? { png } : undefined;
     });
     await sharp(shot.png).toFile(`${process.env.IMAGE_SHOTS ?? "."}/desktop.png`);
     return undefined;
   });
-  await check(
-    "no process but PID 1 and Hangar's node processes has the keys in its environment",
-    async () => {
-      // Make sure apps and commands run: a command, and the editor of the next check.
-      await cmd(base, "run_command", { command: "sleep 5 & true" });
-      const leaks: string[] = [];
-      let hangar = 0;
-      for (const pid of pids) {
-        let environ: string;
-        let args: string;
-        try {
-          environ = readFileSync(`/proc/${pid}/environ`, "utf8");
-          args = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim();
-        } catch {
-          continue;
-        }
-        const leaked = environ.includes(KEY) || environ.includes("HANGAR_API_KEYS=");
-        const isHangar = /^(\/usr\/local\/bin\/)?node .*\/opt\/hangar\//.test(args);
-        const isInit = /^\/usr\/bin\/tini/.test(args);
-        if (leaked && !isHangar && !isInit) leaks.push(`${pid} ${args.slice(0, 60)}`);
-        if (isHangar) hangar++;
-      }
-      if (pids.length < 5) return `only ${pids.length} processes were given`;
-      return leaks.length
-        ? `leaked to ${leaks.join("; ")}`
-        : hangar < 2
-          ? "Hangar's processes were not found"
-          : undefined;
-    },
-  );
   await check("open of a .txt file shows the editor, its text in the accessibility tree", async () => {
     await cmd(base, "run_command", { command: "printf 'A note from the image test\\n' > ~/note.txt" });
     const opened = await cmd(base, "open", { target: "/home/hangar/note.txt" });
@@ -198,6 +181,37 @@ async function desktop(pids: number[]) {
     );
     return undefined;
   });
+  await check(
+    "no process but PID 1 and Hangar's node processes has the keys in its environment",
+    async () => {
+      // Make sure apps and commands run: a command, and the editor of the next check.
+      await cmd(base, "run_command", { command: "sleep 60 >/dev/null 2>&1 &" });
+      const leaks: string[] = [];
+      let hangar = 0;
+      const pids = readdirSync("/proc").filter((p) => /^\d+$/.test(p) && nsOf(p) === pidNamespace);
+      for (const pid of pids) {
+        let environ: string;
+        let args: string;
+        try {
+          environ = readFileSync(`/proc/${pid}/environ`, "utf8");
+          args = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim();
+        } catch {
+          continue;
+        }
+        const leaked = environ.includes(KEY) || environ.includes("HANGAR_API_KEYS=");
+        const isHangar = /^(\/usr\/local\/bin\/)?node .*\/opt\/hangar\//.test(args);
+        const isInit = /^\/usr\/bin\/tini/.test(args);
+        if (leaked && !isHangar && !isInit) leaks.push(`${pid} ${args.slice(0, 60)}`);
+        if (isHangar) hangar++;
+      }
+      if (pids.length < 5) return `only ${pids.length} processes were given`;
+      return leaks.length
+        ? `leaked to ${leaks.join("; ")}`
+        : hangar < 2
+          ? "Hangar's processes were not found"
+          : undefined;
+    },
+  );
 }
 
 async function cloud(port = 8443) {
@@ -240,10 +254,10 @@ async function vnc() {
 }
 
 const [mode, ...rest] = process.argv.slice(2);
-const pids = (rest[rest.indexOf("--pids") + 1] ?? "").split(",").filter(Boolean).map(Number);
+const pidNamespace = rest[rest.indexOf("--pid-ns") + 1] ?? "";
 const modes: Record<string, () => Promise<void>> = {
   desktop: async () => {
-    await desktop(pids);
+    await desktop(pidNamespace);
     await cloud();
   },
   local,
