@@ -101,13 +101,7 @@ if [ ! -f "$BASE" ]; then
   debootstrap --variant=minbase "$SUITE" "$root" ${DEBOOTSTRAP_MIRROR:+"$DEBOOTSTRAP_MIRROR"} >"$WORK/debootstrap.log" 2>&1 ||
     { tail -30 "$WORK/debootstrap.log" >&2; exit 1; }
   # No documentation in the image; no services started while packages install.
-  cat >"$root/etc/dpkg/dpkg.cfg.d/01-hangar-nodoc" <<'EOF'
-path-exclude /usr/share/doc/*
-path-exclude /usr/share/man/*
-path-exclude /usr/share/info/*
-path-exclude /usr/share/locale/*
-path-include /usr/share/locale/locale.alias
-EOF
+  install -m 0644 scripts/dpkg-nodoc.cfg "$root/etc/dpkg/dpkg.cfg.d/01-hangar-nodoc"
   printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" && chmod +x "$root/usr/sbin/policy-rc.d"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   step "install ${#PACKAGES[@]} packages (kernel, systemd, the desktop)"

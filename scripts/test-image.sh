@@ -16,6 +16,8 @@
 # how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Read whole before running, so an edit of this file cannot change a run under way.
+{
 
 CACHE=build/image-cache
 BUILD=1
@@ -29,6 +31,7 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" -eq 0 ] || { echo "test-image.sh: run as root (buildah's chroot builds and namespaces need it)" >&2; exit 1; }
 CACHE=$(realpath -m "$CACHE")
+REPO_DIR=$PWD
 mkdir -p "$CACHE"
 IMAGE=localhost/hangar:test
 BASE=docker.io/library/node:20-bookworm-slim
@@ -88,17 +91,7 @@ standin_base() {
     ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$root/usr/local/bin/npm"
     ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$root/usr/local/bin/npx"
     # debian:bookworm-slim's settings: no documentation, manuals or locales; apt cleans up after itself.
-    cat >"$root/etc/dpkg/dpkg.cfg.d/docker" <<'EOF'
-path-exclude /usr/share/doc/*
-path-include /usr/share/doc/*/copyright
-path-exclude /usr/share/man/*
-path-exclude /usr/share/groff/*
-path-exclude /usr/share/info/*
-path-exclude /usr/share/lintian/*
-path-exclude /usr/share/linda/*
-path-exclude /usr/share/locale/*
-path-include /usr/share/locale/locale.alias
-EOF
+    install -m 0644 "$REPO_DIR/scripts/dpkg-nodoc.cfg" "$root/etc/dpkg/dpkg.cfg.d/docker"
     cat >"$root/etc/apt/apt.conf.d/docker-clean" <<'EOF'
 DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
 APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
@@ -311,3 +304,5 @@ stop_container
 [ "$STOP_CODE" -eq 0 ] || fail "SIGTERM: exit $STOP_CODE"
 
 phase "done: image $IMAGE, $((SIZE / 1000000)) MB uncompressed"
+exit 0
+}

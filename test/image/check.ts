@@ -117,25 +117,21 @@ async function ready(base: string) {
     const took = Date.now() - startedAt;
     return took > 5000 ? `after ${took} ms` : undefined;
   });
+  await check("run_command id runs as uid 10001", async () => {
+    const { result } = await cmd(base, "run_command", { command: "id -u" });
+    return result?.stdout?.trim() === "10001" ? undefined : `got ${JSON.stringify(result)}`;
+  });
 }
 
 async function local() {
   const base = `http://${HOST}:8000`;
   await ready(base);
-  await check("run_command id runs as uid 10001", async () => {
-    const { result } = await cmd(base, "run_command", { command: "id -u" });
-    return result?.stdout?.trim() === "10001" ? undefined : `got ${JSON.stringify(result)}`;
-  });
 }
 
 /** Cloud mode with the keys in the environment: the desktop, its apps and where the keys went. */
 async function desktop(pidNamespace: string) {
   const base = `https://${HOST}:8443`;
   await ready(base);
-  await check("run_command id runs as uid 10001", async () => {
-    const { result } = await cmd(base, "run_command", { command: "id -u" });
-    return result?.stdout?.trim() === "10001" ? undefined : `got ${JSON.stringify(result)}`;
-  });
   await check("the screenshot shows the wallpaper and the panel", async () => {
     const shot = await until("a panel", 15_000, async () => {
       const { result } = await cmd(base, "screenshot");
