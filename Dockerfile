@@ -42,7 +42,8 @@ COPY --from=build /src/bin ./bin
 RUN ln -s /opt/hangar/bin/hangar.js /usr/local/bin/hangar
 
 USER 10001:10001
-ENV HOME=/home/hangar HANGAR_DISPLAY=1280x800 HANGAR_HOST=0.0.0.0
+# GTK 2 apps (PCManFM, the panel) load their AT-SPI bridge only when asked.
+ENV HOME=/home/hangar HANGAR_DISPLAY=1280x800 HANGAR_HOST=0.0.0.0 GTK_MODULES=gail:atk-bridge
 WORKDIR /home/hangar
 # 8000: the computer server (HTTP); 8443: the same with TLS (cloud mode); 6080: noVNC when HANGAR_VNC=1.
 EXPOSE 8000 8443 6080
