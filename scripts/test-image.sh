@@ -188,7 +188,9 @@ docker() {
   local mounts="" v src dst opt
   for v in "${vols[@]}"; do
     IFS=: read -r src dst opt <<<"$v"
-    mounts+="mkdir -p '$ROOT$dst' 2>/dev/null || touch '$ROOT$dst'; mount --bind '$src' '$ROOT$dst';"
+    src=$(realpath "$src")
+    if [ -d "$src" ]; then mkdir -p "$ROOT$dst"; else mkdir -p "$(dirname "$ROOT$dst")" && touch "$ROOT$dst"; fi
+    mounts+="mount --bind '$src' '$ROOT$dst';"
     [ "$opt" != ro ] || mounts+="mount -o remount,bind,ro '$ROOT$dst';"
   done
   [ "$readonly" -eq 0 ] || mounts="mount --bind '$ROOT' '$ROOT'; mount -o remount,bind,ro '$ROOT'; mount -t tmpfs -o mode=1777 tmpfs '$ROOT/tmp'; mount -t tmpfs tmpfs '$ROOT/home/hangar'; chown 10001:10001 '$ROOT/home/hangar';$mounts"
