@@ -12,7 +12,7 @@ import { request as httpsRequest } from "node:https";
 import sharp from "sharp";
 
 const HOST = process.env.IMAGE_HOST ?? "127.0.0.1";
-const NAME = "image-test";
+const NAME = process.env.IMAGE_CONTAINER_NAME ?? "image-test";
 const KEY = process.env.IMAGE_KEY ?? "image-test-key";
 const AUTH = { "X-Container-Name": NAME, "X-API-Key": KEY };
 let failures = 0;
