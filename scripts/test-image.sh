@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the desktop container from the Dockerfile and tries it from outside as a user would
-# (test/image/image-check.ts says what is checked). CI runs it on every run (.ci/run).
+# (test/image/check.ts says what is checked). CI runs it on every run (.ci/run).
 #
 #   sudo ./scripts/test-image.sh [--cache build/image-cache] [--no-build]
 #
