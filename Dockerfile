@@ -1,35 +1,39 @@
-# Hangar's desktop container: a virtual X desktop (Xvfb, openbox, D-Bus + AT-SPI) with the computer
-# server on 8000, or on 8443 with TLS in cloud mode; VNC and noVNC to watch it (HANGAR_VNC=1).
+# Hangar's desktop container: a virtual X desktop (Xvfb, openbox, an lxpanel panel, D-Bus + AT-SPI,
+# Chromium, Mousepad, PCManFM) with the computer server on 8000, or on 8443 with TLS in cloud mode;
+# VNC and noVNC to watch it (HANGAR_VNC=1). docs/deploy.md has the details; scripts/test-image.sh
+# runs every `docker run` line below as written.
 #
 #   docker build -t hangar .
 #   docker run --rm -p 8000:8000 hangar
-#   docker run --rm -p 8443:8443 -e CONTAINER_NAME=my-desktop \
-#     -v "$PWD/tls:/run/secrets/hangar/tls:ro" \
-#     -v "$PWD/keys:/run/secrets/hangar/api-keys:ro" hangar    # tls.crt + tls.key → HTTPS on 8443
-#   API keys go in a mounted file (keys/keys), not in -e HANGAR_API_KEYS: any process of the
-#   container's user, the commands agents run included, can read /proc/1/environ (docs/deploy.md).
-#   (or the certificate and key as PEM text in HANGAR_TLS_CERT and HANGAR_TLS_KEY)
+#   docker run --rm -p 8443:8443 -e CONTAINER_NAME=my-desktop --group-add "$(id -g)" -v "$PWD/tls:/run/secrets/hangar/tls:ro" -v "$PWD/api-keys:/run/secrets/hangar/api-keys:ro" hangar
 #
-# Arguments after the image name go to `hangar serve` (e.g. --cloud, --api-key-file, --log-level).
-# docs/deploy.md lists the environment variables and the mounted files the entrypoint reads.
+# Cloud mode (API keys, HTTPS on 8443) starts when keys are given: a file of keys, one a line, at
+# /run/secrets/hangar/api-keys (or HANGAR_API_KEYS, which PID 1 keeps: see docs/deploy.md). Without
+# tls/tls.crt + tls/tls.key a self-signed certificate for CONTAINER_NAME is made and its fingerprint
+# logged. The container runs as uid 10001: mounted files must be readable by it, e.g. mode 0640 and
+# the host group added with --group-add "$(id -g)" as above.
+# Arguments after the image name go to `hangar serve` (e.g. --log-level debug, --insecure-http).
 
-# Build: compile the TypeScript, then keep only the runtime dependencies.
+# Build: the dependencies (a layer kept while package-lock.json stays), then the TypeScript.
 FROM node:20-bookworm-slim AS build
 WORKDIR /src
-COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --ignore-scripts
+COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY commands ./commands
 COPY bin ./bin
-RUN npm ci --no-audit --no-fund && npm prune --omit=dev --no-audit --no-fund
+RUN npm run build && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force
 
-# Run: Debian bookworm-slim with Node 20 (Debian's own nodejs is 18), packages from install-deps.sh.
-# Debian's novnc package depends on Debian's nodejs; /usr/local/bin/node (20) stays first in PATH.
+# Run: Debian bookworm-slim with Node 20, packages from install-deps.sh (no Debian nodejs or Python).
 FROM node:20-bookworm-slim
 COPY scripts/install-deps.sh /opt/hangar/scripts/install-deps.sh
 RUN /opt/hangar/scripts/install-deps.sh --container \
- && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
  && useradd --uid 10001 --user-group --create-home --shell /bin/bash hangar \
  && mkdir -p /tmp/.X11-unix && chmod 1777 /tmp/.X11-unix
+COPY deploy/desktop/chromium-flags /etc/chromium.d/hangar
+COPY deploy/desktop/mimeapps.list /etc/xdg/mimeapps.list
 WORKDIR /opt/hangar
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
@@ -38,7 +42,8 @@ COPY --from=build /src/bin ./bin
 RUN ln -s /opt/hangar/bin/hangar.js /usr/local/bin/hangar
 
 USER 10001:10001
-ENV HOME=/home/hangar HANGAR_DISPLAY=1280x800 HANGAR_HOST=0.0.0.0
+# GTK 2 apps (PCManFM, the panel) load their AT-SPI bridge only when asked.
+ENV HOME=/home/hangar HANGAR_DISPLAY=1280x800 HANGAR_HOST=0.0.0.0 GTK_MODULES=gail:atk-bridge
 WORKDIR /home/hangar
 # 8000: the computer server (HTTP); 8443: the same with TLS (cloud mode); 6080: noVNC when HANGAR_VNC=1.
 EXPOSE 8000 8443 6080

@@ -48,7 +48,8 @@ GPTMBR=/usr/lib/syslinux/mbr/gptmbr.bin
 started=$(date +%s)
 step() { printf '[%4ss] %s\n' "$(($(date +%s) - started))" "$*"; }
 
-# What the guest runs: the computer server's runtime packages (the same list as the container's),
+# What the guest runs: the computer server's runtime packages with the container's desktop apps
+# (the same list as the container's),
 # plus a kernel, an init, networking and the UEFI boot loader.
 mapfile -t RUNTIME < <(./scripts/install-deps.sh --runtime --list)
 GUEST=(
@@ -100,13 +101,7 @@ if [ ! -f "$BASE" ]; then
   debootstrap --variant=minbase "$SUITE" "$root" ${DEBOOTSTRAP_MIRROR:+"$DEBOOTSTRAP_MIRROR"} >"$WORK/debootstrap.log" 2>&1 ||
     { tail -30 "$WORK/debootstrap.log" >&2; exit 1; }
   # No documentation in the image; no services started while packages install.
-  cat >"$root/etc/dpkg/dpkg.cfg.d/01-hangar-nodoc" <<'EOF'
-path-exclude /usr/share/doc/*
-path-exclude /usr/share/man/*
-path-exclude /usr/share/info/*
-path-exclude /usr/share/locale/*
-path-include /usr/share/locale/locale.alias
-EOF
+  install -m 0644 scripts/dpkg-nodoc.cfg "$root/etc/dpkg/dpkg.cfg.d/01-hangar-nodoc"
   printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" && chmod +x "$root/usr/sbin/policy-rc.d"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   step "install ${#PACKAGES[@]} packages (kernel, systemd, the desktop)"
@@ -157,6 +152,9 @@ in_chroot "$ROOT" useradd --create-home --uid 1000 --user-group --shell /bin/bas
 in_chroot "$ROOT" passwd --lock root >/dev/null
 install -m 0644 deploy/systemd/hangar-computer.service "$ROOT/etc/systemd/system/hangar-computer.service"
 install -D -m 0755 deploy/systemd/hangar-vm-display "$ROOT/usr/local/libexec/hangar-vm-display"
+# The container's desktop settings: Chromium's accessibility flags, what xdg-open starts.
+install -D -m 0644 deploy/desktop/chromium-flags "$ROOT/etc/chromium.d/hangar"
+install -D -m 0644 deploy/desktop/mimeapps.list "$ROOT/etc/xdg/mimeapps.list"
 {
   echo "# Settings of hangar-computer.service, e.g. HANGAR_DISPLAY=1920x1080 (default: the VM's display)."
   [ -z "$DISPLAY_SIZE" ] || echo "HANGAR_DISPLAY=$DISPLAY_SIZE"

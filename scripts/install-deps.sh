@@ -5,7 +5,9 @@
 #
 #   ./scripts/install-deps.sh               everything CI and a developer need, then `npm ci`
 #   ./scripts/install-deps.sh --runtime     only what the computer server needs at run time (no npm)
-#   ./scripts/install-deps.sh --container   --runtime plus the container's extras: tini, x11vnc, noVNC
+#   ./scripts/install-deps.sh --container   --runtime plus the container's extras: tini, x11vnc, and
+#                                           noVNC's web pages (without the Debian package's Python
+#                                           and nodejs: Hangar relays the WebSocket itself)
 #   ./scripts/install-deps.sh --list [...]  print the selected packages, one a line, install nothing
 #
 # The Dockerfile and the guest image builder take their package lists from here, so CI (which runs
@@ -20,12 +22,19 @@ RUNTIME=(
   xvfb xauth openbox xdotool xclip wmctrl x11-utils x11-xserver-utils xterm
   dbus dbus-x11 at-spi2-core
   xwallpaper fonts-dejavu-core fonts-wqy-microhei fonts-noto-color-emoji openssl ca-certificates
+  # a desktop an agent can work in (the container's and the guest VM's): a panel with a task list
+  # and a clock (lxpanel shares its libraries with pcmanfm; tint2 pulls ~70 MB of image loaders),
+  # a browser, a GTK text editor and file manager, AT-SPI for GTK 2, and `xdg-open` (which needs
+  # `file`) to start them
+  lxpanel chromium mousepad pcmanfm libatk-adaptor xdg-utils file
 )
 
 # The desktop container: an init that reaps the clipboard helpers' zombies, and VNC for watching.
 CONTAINER=(
-  tini x11vnc novnc
+  tini x11vnc
 )
+# Only the web pages of this package are taken (its dependencies are Python and Debian's nodejs).
+NOVNC_PAGES=novnc
 
 PACKAGES=(
   # accessibility (AT-SPI over D-Bus) and the GTK test application
@@ -82,6 +91,16 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "Installing system packages: ${missing[*]}"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [[ " ${groups[*]} " == *" container "* ]] && [ ! -f /usr/share/novnc/vnc.html ]; then
+  echo "Installing noVNC's web pages from the $NOVNC_PAGES package into /usr/share/novnc"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -q "$NOVNC_PAGES" && dpkg-deb -x ./*.deb root)
+  # Debian links some of the pages' scripts to other packages; the copy keeps the files themselves.
+  mkdir -p /usr/share/novnc
+  cp -rL "$tmp/root/usr/share/novnc/." /usr/share/novnc/
+  rm -rf "$tmp"
 fi
 
 if [ "$npm" -eq 1 ] && [ "${SKIP_NPM:-}" != "1" ]; then

@@ -272,9 +272,21 @@ describe("the Dockerfile", () => {
     const listed = execFileSync(join(REPO, "scripts", "install-deps.sh"), ["--container", "--list"], {
       encoding: "utf8",
     }).split("\n");
-    for (const pkg of ["tini", "x11vnc", "novnc", "xvfb", "openbox", "at-spi2-core", "dbus"]) {
+    for (const pkg of [
+      "tini",
+      "x11vnc",
+      "xvfb",
+      "openbox",
+      "at-spi2-core",
+      "dbus",
+      "lxpanel",
+      "chromium",
+      "mousepad",
+    ]) {
       expect(listed).toContain(pkg);
     }
+    // noVNC's pages only: the package's Python and Debian nodejs stay out of the image.
+    expect(listed).not.toContain("novnc");
     // With no arguments the script installs a superset of the container's packages.
     const everything = execFileSync(join(REPO, "scripts", "install-deps.sh"), ["--list"], {
       encoding: "utf8",

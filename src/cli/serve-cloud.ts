@@ -19,6 +19,7 @@ export interface CloudFlags {
   tlsKey?: string;
   sslCertfile?: string;
   sslKeyfile?: string;
+  insecureHttp?: boolean;
 }
 
 export async function cloudServeOptions(
@@ -35,6 +36,8 @@ export async function cloudServeOptions(
   // Keys are held hashed by the server; the variable must not reach the commands agents run.
   delete env[API_KEYS_ENV];
   delete env[API_KEYS_FD_ENV];
+  // The verifier's URL may carry credentials: the server holds it, its commands do not get it.
+  delete env.HANGAR_AUTH_URL;
   if (flags.cloud && !cloud) {
     throw new Error(
       "--cloud needs a container name (--container-name or CONTAINER_NAME) and API keys " +
@@ -56,6 +59,13 @@ export async function cloudServeOptions(
     const fingerprint = certificateFingerprint(tls.cert);
     log.info({ fingerprint }, "TLS certificate SHA-256 fingerprint");
     process.stdout.write(`TLS certificate SHA-256 fingerprint: ${fingerprint}\n`);
+  }
+  if (cloud && !tls) {
+    log.warn(
+      flags.insecureHttp
+        ? "API keys over plain HTTP (--insecure-http): anyone on the network path can read them"
+        : "API keys over plain HTTP: add --cloud (or a certificate) for TLS, or --insecure-http to say it is meant",
+    );
   }
   if (cloud)
     log.info(

@@ -57,6 +57,7 @@ export function registerServe(program: Command) {
       "--auth-url <url>",
       "check API keys with a remote verifier (GET <url>/api/vm/auth) instead (also $HANGAR_AUTH_URL)",
     )
+    .option("--insecure-http", "accept API keys over plain HTTP (no TLS); logged as a warning")
     .option("--tls-cert <path>", "serve HTTPS and WSS with this PEM certificate (needs --tls-key)")
     .option("--tls-key <path>", "the PEM private key of --tls-cert")
     .option("--ssl-certfile <path>", "same as --tls-cert (cua's spelling)")

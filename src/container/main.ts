@@ -3,23 +3,42 @@
  * children): a virtual desktop with the accessibility bus, VNC when asked, then `hangar serve` with
  * the container's arguments. SIGTERM stops the server, then VNC, then the desktop.
  *
+ * API keys and the auth URL given in the environment are taken out of this process's environment
+ * before anything starts, so the desktop, VNC and every app and command lack them; the server gets
+ * the keys over a pipe (HANGAR_API_KEYS_FD). This process and tini (PID 1) keep them in
+ * /proc/<pid>/environ: the mounted key file is the way that leaves no copy (docs/deploy.md).
+ *
  *   node dist/src/container/main.js [hangar serve flags…]
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ALLOCATOR_ENV } from "../common/allocator-env.js";
+import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/config.js";
+import { defaultTlsDir, ensureSelfSignedCertificate } from "../computer/tls.js";
 import { startVirtualDisplay } from "../desktop/virtual-display.js";
+import { startDesktopApps } from "./desktop.js";
 import { healthOriginFile } from "./health.js";
-import { CONTAINER_SECRET_VARS, containerSettings } from "./settings.js";
+import { CONTAINER_SECRET_VARS, containerSettings, SERVER_SECRET_VARS } from "./settings.js";
 import { startVnc, type VncServers } from "./vnc.js";
 
+const log = (message: string) => process.stdout.write(`hangar container: ${message}\n`);
 const HANGAR_BIN = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "bin", "hangar.js");
 
 export async function runContainer(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const settings = containerSettings(env, args);
+  const serverSecrets: Record<string, string> = {};
+  for (const name of [...SERVER_SECRET_VARS, ...CONTAINER_SECRET_VARS]) {
+    if (env[name] && SERVER_SECRET_VARS.includes(name)) serverSecrets[name] = env[name];
+    delete env[name];
+  }
+  if (settings.selfSignedFor) {
+    const made = await ensureSelfSignedCertificate({ dir: defaultTlsDir(), names: [settings.selfSignedFor] });
+    settings.tlsFiles = { cert: made.certPath, key: made.keyPath };
+    settings.serveArgs.push("--tls-cert", made.certPath, "--tls-key", made.keyPath);
+  }
   // Caught from the start: a stop while the desktop starts still takes everything down.
   const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
     for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve(signal));
@@ -32,7 +51,18 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
   let vnc: VncServers | undefined;
   let server: ChildProcess | undefined;
   try {
-    if (settings.vnc) vnc = await startVnc(settings.vnc, desktop.env, settings.host);
+    await startDesktopApps(desktop, log);
+    if (settings.vnc) {
+      // Keys over plain HTTP: the viewer stays on loopback. With TLS it serves over TLS too.
+      const tls = settings.tlsFiles && {
+        cert: await readFile(settings.tlsFiles.cert),
+        key: await readFile(settings.tlsFiles.key),
+      };
+      vnc = await startVnc(settings.vnc, desktop.env, {
+        host: settings.insecureHttp ? "127.0.0.1" : settings.host,
+        tls,
+      });
+    }
     for (const file of settings.privateFiles) {
       await mkdir(dirname(file.path), { recursive: true, mode: 0o700 });
       await writeFile(file.path, file.content, { mode: 0o600 });
@@ -40,12 +70,21 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
     const healthFile = healthOriginFile(env);
     await mkdir(dirname(healthFile), { recursive: true });
     await writeFile(healthFile, `${settings.healthOrigin}\n`);
-    const serverEnv = { ...ALLOCATOR_ENV, ...env, ...desktop.env };
-    for (const name of CONTAINER_SECRET_VARS) delete serverEnv[name];
+    const { [API_KEYS_ENV]: keys, ...rest } = serverSecrets;
+    const serverEnv = {
+      ...ALLOCATOR_ENV,
+      ...env,
+      ...desktop.env,
+      ...rest,
+      ...(keys ? { [API_KEYS_FD_ENV]: "3" } : {}),
+    };
     server = spawn(process.execPath, [HANGAR_BIN, ...settings.serveArgs], {
       env: serverEnv,
-      stdio: "inherit",
+      stdio: ["inherit", "inherit", "inherit", keys ? "pipe" : "ignore"],
     });
+    const keysPipe = server.stdio[3];
+    keysPipe?.on("error", () => undefined);
+    if (keys && keysPipe && "end" in keysPipe) keysPipe.end(keys);
     const exited = once(server, "exit").then(([code, signal]) => (code ?? (signal ? 128 : 1)) as number);
     const first = await Promise.race([exited, stopSignal]);
     if (typeof first === "number") return first;

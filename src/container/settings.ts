@@ -8,20 +8,26 @@
  *                                  under $TMPDIR/hangar/tls → --tls-cert/--tls-key (port 8443)
  *   HANGAR_SECRETS_DIR=/run/secrets/hangar
  *       tls/tls.crt + tls/tls.key  → --tls-cert/--tls-key (then the port is 8443)
- *       api-keys/keys              → --api-key-file
+ *       api-keys (a file, one key a line) or api-keys/keys → --api-key-file
+ *   API keys (a key file, HANGAR_API_KEYS) or an auth URL (HANGAR_AUTH_URL) → cloud mode: --cloud,
+ *   HTTPS on 8443, with a self-signed certificate for CONTAINER_NAME when none is given; plain HTTP
+ *   with keys only with --insecure-http.
  *   HANGAR_VNC=1                   x11vnc on 127.0.0.1:HANGAR_VNC_PORT (5900) and noVNC on
  *                                  HANGAR_NOVNC_PORT (6080), with the password in
  *                                  HANGAR_VNC_PASSWORD_FILE or HANGAR_VNC_PASSWORD
- *   CONTAINER_NAME, HANGAR_API_KEYS, HANGAR_AUTH_URL are read by `hangar serve` itself.
+ *   CONTAINER_NAME is read by `hangar serve` itself; HANGAR_API_KEYS and HANGAR_AUTH_URL reach only
+ *   the server (main.ts), never the desktop or the commands.
  * Flags given as arguments win over the environment, which wins over the mounted files.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { accessSync, constants, existsSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 export const DEFAULT_SECRETS_DIR = "/run/secrets/hangar";
 /** The container's own secrets: used here, never passed on to the server (whose commands see its environment). */
 export const CONTAINER_SECRET_VARS = ["HANGAR_TLS_CERT", "HANGAR_TLS_KEY", "HANGAR_VNC_PASSWORD"];
+/** Secrets only the server gets (the keys over a pipe): removed from everything else the entrypoint starts. */
+export const SERVER_SECRET_VARS = ["HANGAR_API_KEYS", "HANGAR_AUTH_URL"];
 export const LOCAL_PORT = 8000;
 export const TLS_PORT = 8443;
 
@@ -42,6 +48,12 @@ export interface ContainerSettings {
   healthOrigin: string;
   /** Files to write (mode 0600) before the server starts: the certificate and key from the environment. */
   privateFiles: { path: string; content: string }[];
+  /** Cloud mode without a certificate: make a self-signed one for this container name. */
+  selfSignedFor?: string;
+  /** The certificate and key the server uses, when known before it starts (noVNC uses them too). */
+  tlsFiles?: { cert: string; key: string };
+  /** Keys with plain HTTP (--insecure-http): noVNC stays on loopback. */
+  insecureHttp: boolean;
 }
 
 export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): ContainerSettings {
@@ -66,13 +78,29 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
     );
     extra.push("--tls-cert", privateFiles[0].path, "--tls-key", privateFiles[1].path);
   } else if (!certInArgs && existsSync(cert) && existsSync(key)) {
-    extra.push("--tls-cert", cert, "--tls-key", key);
+    extra.push("--tls-cert", readable(cert), "--tls-key", readable(key));
   }
-  const keys = join(secrets, "api-keys", "keys");
-  if (!given.has("--api-key-file") && existsSync(keys)) extra.push("--api-key-file", keys);
+  const keyFile = join(secrets, "api-keys");
+  const keys = existsSync(keyFile) && statSync(keyFile).isDirectory() ? join(keyFile, "keys") : keyFile;
+  if (!given.has("--api-key-file") && existsSync(keys)) extra.push("--api-key-file", readable(keys));
 
+  const insecureHttp = given.has("--insecure-http");
   const all = [...args, ...extra];
-  const tls = ["--tls-cert", "--ssl-certfile", "--cloud"].some((flag) => flagNames(all).has(flag));
+  const withKeys =
+    ["--api-key-file", "--auth-url"].some((flag) => flagNames(all).has(flag)) ||
+    Boolean(env.HANGAR_API_KEYS || env.HANGAR_AUTH_URL);
+  if (withKeys && !insecureHttp && !flagNames(all).has("--cloud")) all.push("--cloud");
+  const names = flagNames(all);
+  const tls = ["--tls-cert", "--ssl-certfile", "--cloud"].some((flag) => names.has(flag));
+  let tlsFiles: ContainerSettings["tlsFiles"];
+  let selfSignedFor: string | undefined;
+  if (names.has("--tls-cert") || names.has("--ssl-certfile")) {
+    const certPath = flagValue(all, "--tls-cert") ?? flagValue(all, "--ssl-certfile");
+    const keyPath = flagValue(all, "--tls-key") ?? flagValue(all, "--ssl-keyfile");
+    if (certPath && keyPath) tlsFiles = { cert: certPath, key: keyPath };
+  } else if (names.has("--cloud")) {
+    selfSignedFor = flagValue(all, "--container-name") ?? env.CONTAINER_NAME;
+  }
   const port = given.has("--port") ? Number(flagValue(args, "--port")) : tls ? TLS_PORT : LOCAL_PORT;
   if (!Number.isInteger(port) || port <= 0 || port > 65535) {
     throw new Error(`--port must be a port number from 1 to 65535, not ${flagValue(args, "--port")}`);
@@ -88,7 +116,27 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
     serveArgs,
     healthOrigin: `${tls ? "https" : "http"}://127.0.0.1:${port}`,
     privateFiles,
+    selfSignedFor,
+    tlsFiles,
+    insecureHttp,
   };
+}
+
+/** A mounted secret's path, or an error that says how to make it readable for the container's user. */
+function readable(path: string): string {
+  try {
+    accessSync(path, constants.R_OK);
+    return path;
+  } catch (err) {
+    const info = statSync(path);
+    const uid = process.getuid?.() ?? "?";
+    throw new Error(
+      `cannot read ${path} (${(err as NodeJS.ErrnoException).code}; mode ${(info.mode & 0o777).toString(8).padStart(4, "0")}, ` +
+        `owner ${info.uid}:${info.gid}) as uid ${uid}: make it readable by the container's user, e.g. ` +
+        `chmod 0640 on the host and docker run --group-add ${info.gid} (the file's group), ` +
+        "or a Kubernetes secret with defaultMode 0440 and fsGroup 10001 (docs/deploy.md)",
+    );
+  }
 }
 
 function vncSettings(env: NodeJS.ProcessEnv): VncSettings {

@@ -1,67 +1,203 @@
 /**
  * VNC for people who want to watch the container's desktop: x11vnc on loopback with a password,
- * and noVNC (websockify serving Debian's noVNC pages) in front of it for a browser.
+ * and in front of it a small web server of Hangar's own (no Python websockify): noVNC's pages from
+ * Debian's novnc package (`/` is the viewer) and a WebSocket relay to x11vnc. It answers over TLS
+ * when given a certificate, refuses pages of other origins and foreign Host headers like the
+ * computer server, and closes the VNC connection when the browser goes.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { extname, join, normalize } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { WebSocketServer } from "ws";
+import { OriginPolicy } from "../common/origin-policy.js";
 import type { VncSettings } from "./settings.js";
 
 export const NOVNC_WEB_ROOT = "/usr/share/novnc";
+const VIEWER = "vnc.html";
+const TYPES: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".ico": "image/x-icon",
+  ".json": "application/json",
+  ".ogg": "audio/ogg",
+  ".mp3": "audio/mpeg",
+  ".woff": "font/woff",
+  ".woff2": "font/woff2",
+};
 
 export interface VncServers {
   stop(): Promise<void>;
 }
 
+export interface WebOptions {
+  host: string;
+  /** PEM certificate and key: the viewer is served over HTTPS and WSS. */
+  tls?: { cert: Buffer; key: Buffer };
+  webRoot?: string;
+}
+
 export async function startVnc(
   settings: VncSettings,
   display: Record<string, string>,
-  webHost: string,
+  web: WebOptions,
 ): Promise<VncServers> {
   const env = { ...process.env, ...display };
   const dir = await mkdtemp(join(tmpdir(), "hangar-vnc-"));
   // x11vnc reads the password from the file and deletes it (`rm:`), so it never shows in `ps`.
   const passwordFile = join(dir, "password");
   await writeFile(passwordFile, `${settings.password}\n`, { mode: 0o600 });
-  const children: ChildProcess[] = [];
+  let x11vnc: ChildProcess | undefined;
+  let viewer: Server | undefined;
   const stop = async () => {
-    for (const child of children.reverse()) await terminate(child);
+    if (viewer) await closeServer(viewer);
+    if (x11vnc) await terminate(x11vnc);
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    children.push(
-      spawn(
-        "x11vnc",
-        [
-          "-display",
-          display.DISPLAY,
-          "-rfbport",
-          String(settings.port),
-          "-localhost",
-          "-forever",
-          "-shared",
-        ].concat(["-passwdfile", `rm:${passwordFile}`, "-quiet", "-nossl", "-noipv6"]),
-        { env, stdio: "ignore" },
-      ),
+    x11vnc = spawn(
+      "x11vnc",
+      [
+        "-display",
+        display.DISPLAY,
+        "-rfbport",
+        String(settings.port),
+        "-localhost",
+        "-forever",
+        "-shared",
+      ].concat(["-passwdfile", `rm:${passwordFile}`, "-quiet", "-nossl", "-noipv6"]),
+      { env, stdio: "ignore" },
     );
-    await waitForPort(settings.port, "x11vnc", children[0]);
-    children.push(
-      spawn(
-        "websockify",
-        ["--web", NOVNC_WEB_ROOT, `${webHost}:${settings.webPort}`, `127.0.0.1:${settings.port}`],
-        { env, stdio: "ignore" },
-      ),
-    );
-    await waitForPort(settings.webPort, "websockify (noVNC)", children[1]);
+    await waitForPort(settings.port, "x11vnc", x11vnc);
+    viewer = await startViewer(settings, web);
     return { stop };
   } catch (err) {
     await stop();
     throw err;
   }
+}
+
+/** The noVNC pages and the WebSocket relay to x11vnc on `settings.webPort`. */
+async function startViewer(settings: VncSettings, web: WebOptions): Promise<Server> {
+  const root = web.webRoot ?? NOVNC_WEB_ROOT;
+  const policy = new OriginPolicy({ listenHost: web.host });
+  const refused = (req: IncomingMessage) => {
+    const verdict = policy.check({
+      origin: req.headers.origin,
+      host: req.headers.host,
+      fetchSite: header(req, "sec-fetch-site"),
+      fetchMode: header(req, "sec-fetch-mode"),
+    });
+    return verdict.ok ? undefined : verdict.reason;
+  };
+  const pages = (req: IncomingMessage, res: ServerResponse) => {
+    res.on("error", () => undefined);
+    const reason = refused(req);
+    if (reason) return void res.writeHead(403, { "content-type": "text/plain" }).end(`${reason}\n`);
+    servePage(root, req, res).catch(() => {
+      if (!res.headersSent) res.writeHead(500).end();
+      else res.destroy();
+    });
+  };
+  const server = web.tls
+    ? createHttpsServer({ cert: web.tls.cert, key: web.tls.key }, pages)
+    : createHttpServer(pages);
+  server.on("clientError", (_err, socket) => socket.destroy());
+  const sockets = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
+  server.on("upgrade", (req, socket, head) => {
+    socket.on("error", () => socket.destroy());
+    const reason = refused(req);
+    if (reason) {
+      socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\n${reason}\n`);
+      return;
+    }
+    sockets.handleUpgrade(req, socket, head, (ws) => relay(ws, settings.port));
+  });
+  server.listen(settings.webPort, web.host);
+  await Promise.race([
+    once(server, "listening"),
+    once(server, "error").then(([err]) => {
+      throw new Error(
+        `the noVNC viewer cannot listen on ${web.host}:${settings.webPort}: ${(err as Error).message}`,
+      );
+    }),
+  ]);
+  server.on("error", () => undefined);
+  return server;
+}
+
+/** Bytes both ways between a browser's WebSocket and x11vnc; either side closing closes both. */
+function relay(ws: import("ws").WebSocket, vncPort: number) {
+  const vnc = connect({ host: "127.0.0.1", port: vncPort });
+  const close = () => {
+    vnc.destroy();
+    ws.terminate();
+  };
+  vnc.on("error", close).on("close", close);
+  ws.on("error", close).on("close", close);
+  vnc.on("data", (data) => {
+    ws.send(data);
+    // Back-pressure: stop reading from x11vnc while the browser is behind.
+    if (ws.bufferedAmount > 4 * 1024 * 1024) {
+      vnc.pause();
+      const resume = setInterval(() => {
+        if (ws.bufferedAmount < 1024 * 1024 || ws.readyState !== ws.OPEN) {
+          clearInterval(resume);
+          vnc.resume();
+        }
+      }, 20);
+    }
+  });
+  ws.on("message", (data) => vnc.write(data as Buffer));
+}
+
+async function servePage(root: string, req: IncomingMessage, res: ServerResponse) {
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    return void res.writeHead(405, { allow: "GET, HEAD" }).end();
+  }
+  let path: string;
+  try {
+    path = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname);
+  } catch {
+    return void res.writeHead(400).end();
+  }
+  const relative = normalize(path === "/" ? VIEWER : path)
+    .replace(/^(\.\.(\/|$))+/, "")
+    .replace(/^\/+/, "");
+  if (relative.includes("\0") || relative.split("/").includes("..")) return void res.writeHead(404).end();
+  const body = await readFile(join(root, relative)).catch(() => undefined);
+  if (!body) return void res.writeHead(404, { "content-type": "text/plain" }).end("Not found\n");
+  res.writeHead(200, {
+    "content-type": TYPES[extname(relative)] ?? "application/octet-stream",
+    "content-length": body.length,
+    "x-content-type-options": "nosniff",
+  });
+  res.end(req.method === "HEAD" ? undefined : body);
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
 }
 
 async function waitForPort(port: number, name: string, child: ChildProcess, timeoutMs = 15_000) {

@@ -13,6 +13,7 @@ import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
 import { send } from "../support/clients.js";
 import { postCmd } from "../support/server.js";
 import { makeTestCertificate } from "../support/tls.js";
@@ -139,9 +140,25 @@ describe("the container entrypoint", () => {
     const vnc = await vncSecurityTypes(vncPort);
     expect(vnc.version).toBe("RFB 003.008\n");
     expect(vnc.types).toEqual([2]);
-    const page = await fetch(`http://127.0.0.1:${webPort}/vnc.html`);
+    // `/` is the viewer, served by Hangar's relay; pages of other origins are refused.
+    const page = await fetch(`http://127.0.0.1:${webPort}/`);
     expect(page.status).toBe(200);
     expect(await page.text()).toContain("noVNC");
+    const foreign = await fetch(`http://127.0.0.1:${webPort}/`, {
+      headers: { origin: "http://evil.example" },
+    });
+    expect(foreign.status).toBe(403);
+    // The viewer's WebSocket reaches x11vnc: the first bytes are its RFB greeting.
+    const ws = new WebSocket(`ws://127.0.0.1:${webPort}/websockify`, {
+      origin: `http://127.0.0.1:${webPort}`,
+    });
+    ws.on("error", () => undefined);
+    const [greeting] = await once(ws, "message");
+    expect(Buffer.from(greeting as Buffer).toString()).toBe("RFB 003.008\n");
+    ws.close();
+    const refused = new WebSocket(`ws://127.0.0.1:${webPort}/websockify`, { origin: "http://evil.example" });
+    const [, reply] = await Promise.race([once(refused, "unexpected-response"), once(refused, "error")]);
+    expect((reply as { statusCode?: number })?.statusCode).toBe(403);
     // x11vnc took the password file away once it had read it.
     const leftovers = await promisify(execFile)("sh", ["-c", `ls ${dir}/hangar-vnc-* 2>/dev/null | wc -l`]);
     expect(leftovers.stdout.trim()).toBe("0");

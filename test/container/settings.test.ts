@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -17,6 +17,34 @@ afterAll(() => {
 });
 
 describe("containerSettings", () => {
+  it("turns keys in the environment into cloud mode on 8443 with a self-signed certificate for the name", () => {
+    const s = containerSettings(
+      { HANGAR_SECRETS_DIR: empty, CONTAINER_NAME: "box", HANGAR_API_KEYS: "k" },
+      [],
+    );
+    expect(s.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8443", "--cloud"]);
+    expect(s.selfSignedFor).toBe("box");
+    expect(s.healthOrigin).toBe("https://127.0.0.1:8443");
+    const insecure = containerSettings({ HANGAR_SECRETS_DIR: empty, HANGAR_API_KEYS: "k" }, [
+      "--insecure-http",
+    ]);
+    expect(insecure.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000", "--insecure-http"]);
+    expect(insecure.insecureHttp).toBe(true);
+  });
+
+  it("takes a key file mounted at api-keys, and says how to make an unreadable one readable", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hangar-secrets-"));
+    writeFileSync(join(dir, "api-keys"), "k1\n", { mode: 0o600 });
+    const s = containerSettings({ HANGAR_SECRETS_DIR: dir }, []);
+    expect(s.serveArgs).toContain(join(dir, "api-keys"));
+    expect(s.serveArgs).toContain("--cloud");
+    if (process.getuid?.() !== 0) {
+      chmodSync(join(dir, "api-keys"), 0);
+      expect(() => containerSettings({ HANGAR_SECRETS_DIR: dir }, [])).toThrow(/--group-add/);
+    }
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it("serves plain HTTP on 8000 on every interface by default", () => {
     const s = containerSettings({ HANGAR_SECRETS_DIR: empty }, []);
     expect(s.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000"]);
@@ -42,6 +70,7 @@ describe("containerSettings", () => {
       join(secrets, "tls", "tls.key"),
       "--api-key-file",
       join(secrets, "api-keys", "keys"),
+      "--cloud",
     ]);
     expect(s.healthOrigin).toBe("https://127.0.0.1:8443");
   });
@@ -63,6 +92,7 @@ describe("containerSettings", () => {
       "--api-key-file",
       "/keys",
       "--port=9443",
+      "--cloud",
     ]);
     expect(s.healthOrigin).toBe("https://127.0.0.1:9443");
   });
@@ -93,6 +123,7 @@ describe("containerSettings", () => {
       "/scratch/hangar/tls/key.pem",
       "--api-key-file",
       join(secrets, "api-keys", "keys"),
+      "--cloud",
     ]);
     expect(() => containerSettings({ HANGAR_TLS_CERT: "CERT PEM" }, [])).toThrow(
       /HANGAR_TLS_CERT and HANGAR_TLS_KEY go together/,
