@@ -23,6 +23,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY commands ./commands
 COPY bin ./bin
+COPY web ./web
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force
 
 # Run: Debian bookworm-slim with Node 20, packages from install-deps.sh (no Debian nodejs or Python).

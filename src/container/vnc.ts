@@ -21,6 +21,7 @@ import { extname, join, normalize } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { WebSocketServer } from "ws";
 import { OriginPolicy } from "../common/origin-policy.js";
+import { relaySocket } from "../common/socket-relay.js";
 import type { VncSettings } from "./settings.js";
 
 export const NOVNC_WEB_ROOT = "/usr/share/novnc";
@@ -124,7 +125,9 @@ async function startViewer(settings: VncSettings, web: WebOptions): Promise<Serv
       socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\n${reason}\n`);
       return;
     }
-    sockets.handleUpgrade(req, socket, head, (ws) => relay(ws, settings.port));
+    sockets.handleUpgrade(req, socket, head, (ws) =>
+      relaySocket(ws, connect({ host: "127.0.0.1", port: settings.port })),
+    );
   });
   server.listen(settings.webPort, web.host);
   await Promise.race([
@@ -137,31 +140,6 @@ async function startViewer(settings: VncSettings, web: WebOptions): Promise<Serv
   ]);
   server.on("error", () => undefined);
   return server;
-}
-
-/** Bytes both ways between a browser's WebSocket and x11vnc; either side closing closes both. */
-function relay(ws: import("ws").WebSocket, vncPort: number) {
-  const vnc = connect({ host: "127.0.0.1", port: vncPort });
-  const close = () => {
-    vnc.destroy();
-    ws.terminate();
-  };
-  vnc.on("error", close).on("close", close);
-  ws.on("error", close).on("close", close);
-  vnc.on("data", (data) => {
-    ws.send(data);
-    // Back-pressure: stop reading from x11vnc while the browser is behind.
-    if (ws.bufferedAmount > 4 * 1024 * 1024) {
-      vnc.pause();
-      const resume = setInterval(() => {
-        if (ws.bufferedAmount < 1024 * 1024 || ws.readyState !== ws.OPEN) {
-          clearInterval(resume);
-          vnc.resume();
-        }
-      }, 20);
-    }
-  });
-  ws.on("message", (data) => vnc.write(data as Buffer));
 }
 
 async function servePage(root: string, req: IncomingMessage, res: ServerResponse) {

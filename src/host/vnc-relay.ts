@@ -4,23 +4,20 @@
  * (see vm-details.ts); the relay only ever connects to a loopback address, and the password stays
  * the VNC server's business (the page reads it from the VM record, behind the same token).
  */
-import { connect, type Socket } from "node:net";
+import { connect } from "node:net";
 import { upgradeWebSocket } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
 import type { WebSocket } from "ws";
 import type { Logger } from "../common/logger.js";
 import { isLoopbackName } from "../common/origin-policy.js";
+import { relaySocket } from "../common/socket-relay.js";
 import type { VmService } from "./vm-service.js";
 
-/** Bytes a slow browser may have waiting before the VNC connection stops being read. */
-const BACKLOG_BYTES = 4 * 1024 * 1024;
-const GOING_AWAY = 1001;
 const UNAVAILABLE = 1011;
 
 export function vncRelay(vms: VmService, log?: Logger): MiddlewareHandler {
   return upgradeWebSocket((c) => {
     const name = c.req.param("name") ?? "";
-    let vnc: Socket | undefined;
     let closed = false;
     return {
       onOpen: async (_event, ws) => {
@@ -28,33 +25,15 @@ export function vncRelay(vms: VmService, log?: Logger): MiddlewareHandler {
         const target = await vncAddress(vms, name).catch((err: Error) => err);
         if (closed) return;
         if (target instanceof Error) return socket.close(UNAVAILABLE, target.message.slice(0, 120));
-        vnc = connect(target.port, target.host);
-        vnc.setNoDelay(true);
-        vnc.on("data", (data) => {
-          socket.send(data, { binary: true });
-          if (socket.bufferedAmount > BACKLOG_BYTES) {
-            vnc?.pause();
-            socket.send(Buffer.alloc(0), () => vnc?.resume());
-          }
+        relaySocket(socket, connect(target.port, target.host), {
+          onTcpError: (err) => log?.debug({ err, vm: name }, "vnc relay: connection failed"),
         });
-        vnc.on("error", (err) => {
-          log?.debug({ err, vm: name }, "vnc relay: connection failed");
-          socket.close(UNAVAILABLE, "The VM's VNC server went away");
-        });
-        vnc.on("close", () => socket.close(GOING_AWAY, "VNC closed"));
-      },
-      onMessage: (event) => {
-        const data = event.data;
-        if (!vnc || typeof data === "string") return;
-        vnc.write(Buffer.from(data as ArrayBuffer));
       },
       onClose: () => {
         closed = true;
-        vnc?.destroy();
       },
       onError: () => {
         closed = true;
-        vnc?.destroy();
       },
     };
   }) as MiddlewareHandler;
