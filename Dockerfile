@@ -24,12 +24,15 @@ COPY src ./src
 COPY commands ./commands
 COPY bin ./bin
 COPY web ./web
-RUN npm run build && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force
+# The nut-js backend (macOS, Windows; `--backend nut` elsewhere) is left out: on Linux the X11 one serves.
+RUN npm run build && npm pkg delete "dependencies.@nut-tree-fork/nut-js" \
+ && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force
 
-# Run: Debian bookworm-slim with Node 20, packages from install-deps.sh (no Debian nodejs or Python).
+# Run: Debian bookworm-slim with Node 20, packages from install-deps.sh (no Debian nodejs or Python), then
+# slim-image.sh removes what nothing in the container uses (Mesa's LLVM, Python, Ghostscript…).
 FROM node:20-bookworm-slim
-COPY scripts/install-deps.sh /opt/hangar/scripts/install-deps.sh
-RUN /opt/hangar/scripts/install-deps.sh --container \
+COPY scripts/install-deps.sh scripts/slim-image.sh /opt/hangar/scripts/
+RUN /opt/hangar/scripts/install-deps.sh --container && /opt/hangar/scripts/slim-image.sh \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
  && useradd --uid 10001 --user-group --create-home --shell /bin/bash hangar \
  && mkdir -p /tmp/.X11-unix && chmod 1777 /tmp/.X11-unix

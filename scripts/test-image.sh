@@ -2,24 +2,26 @@
 # Builds the desktop container from the Dockerfile and tries it from outside as a user would
 # (test/image/check.ts says what is checked). CI runs it on every run (.ci/run).
 #
-#   sudo ./scripts/test-image.sh [--cache build/image-cache] [--no-build]
+#   sudo ./scripts/test-image.sh [--cache DIR] [--no-build]
 #
 # With a Docker daemon: `docker build`, then `docker run`. Without one: buildah (`--isolation
-# chroot`, vfs storage, Docker format so the HEALTHCHECK stays), then the built root is run with
+# chroot`, overlay storage, or vfs where the kernel cannot mount overlay, Docker format so the
+# HEALTHCHECK stays), then the built root is run with
 # `chroot --userspec` as the image's user in its own PID, mount and network namespaces. When
 # node:20-bookworm-slim cannot be pulled, a stand-in is made: `debootstrap --variant=minbase
 # bookworm`, this machine's Node 20 and npm in /usr/local, the slim image's dpkg settings and this
 # machine's extra CA certificates (for npm behind an intercepting proxy).
 #
-# The cache directory keeps the stand-in base, buildah's storage with its layer cache, and the npm
-# cache: a second run rebuilds only what changed. Every step has a time limit; each phase prints
+# The cache directory (default /var/cache/hangar-image, or $HANGAR_IMAGE_CACHE: outside the
+# checkout, so that a fresh clone on the same machine uses it) keeps the stand-in base, buildah's
+# storage with its layer cache, and the npm cache: a second run rebuilds only what changed. Every step has a time limit; each phase prints
 # how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Read whole before running, so an edit of this file cannot change a run under way.
 {
 
-CACHE=build/image-cache
+CACHE=${HANGAR_IMAGE_CACHE:-/var/cache/hangar-image}
 BUILD=1
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -64,13 +66,24 @@ else
     step 10m /tmp/apt-buildah.log env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends buildah
   fi
   ENGINE=buildah
-  BUILDAH=(buildah --root "$CACHE/storage" --runroot "$CACHE/run" --storage-driver vfs)
+  # overlay keeps each layer as a difference (a few GB in all); vfs copies every layer whole (tens
+  # of GB), so it serves only where this kernel cannot mount overlay.
+  DRIVER=vfs
+  probe=$(mktemp -d "$CACHE/.overlay-probe.XXXXXX")
+  mkdir -p "$probe/lower" "$probe/upper" "$probe/work" "$probe/merged"
+  if mount -t overlay overlay -o "lowerdir=$probe/lower,upperdir=$probe/upper,workdir=$probe/work" "$probe/merged" 2>/dev/null; then
+    umount "$probe/merged"
+    DRIVER=overlay
+  fi
+  rm -rf "$probe"
+  STORAGE=$CACHE/storage-$DRIVER
+  BUILDAH=(buildah --root "$STORAGE" --runroot "$CACHE/run" --storage-driver "$DRIVER")
   # Working containers an interrupted run left behind (the storage is this script's own).
   "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
 fi
 LOGS="$CACHE/logs"
 mkdir -p "$LOGS"
-echo "test-image.sh: engine $ENGINE, cache $CACHE, logs $LOGS"
+echo "test-image.sh: engine $ENGINE${DRIVER:+ ($DRIVER storage)}, cache $CACHE, logs $LOGS"
 
 # 1. The base image: pulled, or the stand-in.
 standin_base() {
@@ -118,12 +131,13 @@ EOF
   step 5m "$LOGS/base-commit.log" "${BUILDAH[@]}" commit --format docker --rm "$ctr" "$BASE"
 }
 
-# buildah's vfs storage keeps every layer as a full copy: past the cap it starts again empty (this
-# build is then a cold one; the stand-in base's tarball stays).
+# The layer cache grows with every changed build: past the cap, or when the disk has less than
+# 10 GB free, it starts again empty (this build is then a cold one; the stand-in base's tarball stays).
 if [ "$ENGINE" = buildah ] && [ "$BUILD" -eq 1 ]; then
-  used=$(du -s --block-size=1G "$CACHE/storage" 2>/dev/null | cut -f1)
-  if [ "${used:-0}" -gt "${HANGAR_IMAGE_CACHE_GB:-40}" ]; then
-    echo "        the layer cache holds ${used} GB (cap ${HANGAR_IMAGE_CACHE_GB:-40}): emptied"
+  used=$(du -s --block-size=1G "$STORAGE" 2>/dev/null | cut -f1)
+  free=$(df --output=avail --block-size=1G "$CACHE" | tail -1 | tr -d ' ')
+  if [ "${used:-0}" -gt "${HANGAR_IMAGE_CACHE_GB:-20}" ] || [ "$free" -lt 10 ]; then
+    echo "        the layer cache holds ${used} GB (cap ${HANGAR_IMAGE_CACHE_GB:-20}), ${free} GB free on its disk: emptied"
     "${BUILDAH[@]}" rmi --all --force >/dev/null 2>&1 || true
   fi
 fi

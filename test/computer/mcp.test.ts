@@ -56,6 +56,34 @@ describe("/mcp (streamable HTTP)", () => {
     );
   });
 
+  it("declares object results as outputSchema, and the client's own check accepts what is sent", async () => {
+    const { tools } = await client.listTools();
+    const byName = new Map(tools.map((t) => [t.name, t]));
+    expect(byName.get("run_command")?.outputSchema).toMatchObject({
+      type: "object",
+      required: expect.arrayContaining(["stdout", "stderr", "return_code"]),
+    });
+    // Images travel as image content: no structured content, so no outputSchema.
+    expect(byName.get("screenshot")?.outputSchema).toBeUndefined();
+    expect(tools.filter((t) => t.outputSchema).length).toBeGreaterThan(tools.length / 2);
+    // The SDK client validates structured content against the listed outputSchema on every call
+    // (and throws when they disagree).
+    const path = join(dir, "schema.txt");
+    for (const [name, args] of [
+      ["version", {}],
+      ["run_command", { command: "echo checked" }],
+      ["write_text", { path, content: "x" }],
+      ["file_exists", { path }],
+      ["get_file_size", { path }],
+      ["list_dir", { path: dir }],
+      ["read_bytes", { path }],
+    ] as const) {
+      const r = await call(name, args);
+      expect(r.isError, name).toBeFalsy();
+      if (byName.get(name)?.outputSchema) expect(r.structuredContent, name).toBeDefined();
+    }
+  });
+
   it("runs a shell command", async () => {
     const r = await call("run_command", { command: "echo hello from mcp; exit 4" });
     expect(r.isError).toBeFalsy();

@@ -14,8 +14,9 @@ export function paramsJsonSchema(def: AnyCommand): JsonSchema {
   return z.toJSONSchema(def.params, { io: "input", unrepresentable: "any" }) as JsonSchema;
 }
 
-export function resultJsonSchema(def: AnyCommand): JsonSchema {
-  return z.toJSONSchema(def.result, { io: "output", unrepresentable: "any" }) as JsonSchema;
+/** JSON Schema of a definition's result; `draft-7` for validators of that draft (MCP clients' Ajv). */
+export function resultJsonSchema(def: AnyCommand, target?: "draft-7"): JsonSchema {
+  return z.toJSONSchema(def.result, { io: "output", unrepresentable: "any", target }) as JsonSchema;
 }
 
 /** The reference's catalog shape, plus description, JSON Schemas and result shape. */

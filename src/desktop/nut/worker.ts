@@ -151,6 +151,11 @@ async function main() {
 }
 
 main().catch((err) => {
-  process.stderr.write(`nut-js worker failed to start: ${err instanceof Error ? err.message : err}\n`);
+  const missing = (err as NodeJS.ErrnoException)?.code === "ERR_MODULE_NOT_FOUND";
+  process.stderr.write(
+    missing
+      ? "nut-js worker failed to start: @nut-tree-fork/nut-js is not installed here (the desktop container leaves it out; on Linux use the x11 backend)\n"
+      : `nut-js worker failed to start: ${err instanceof Error ? err.message : err}\n`,
+  );
   process.exit(3);
 });

@@ -3,6 +3,8 @@
  * description and JSON Schema. Served at `/mcp` (streamable HTTP, see `mcp-http.ts`) and over
  * stdio (`hangar mcp`). Like every transport it knows no command by name; a
  * result holding `image_data` and `format` becomes image content, whatever command produced it.
+ * Every other object result is also sent as structured content, and its tool declares the
+ * command's result schema as `outputSchema` (MCP clients check the one against the other).
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
@@ -15,7 +17,8 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { PACKAGE_VERSION } from "../../../common/version.js";
-import { paramsJsonSchema } from "../../core/catalog.js";
+import { paramsJsonSchema, resultJsonSchema } from "../../core/catalog.js";
+import type { AnyCommand } from "../../core/command.js";
 import type { Outcome } from "../../core/outcome.js";
 import type { CommandRegistry } from "../../core/registry.js";
 
@@ -33,11 +36,23 @@ export function toolList(registry: CommandRegistry): Tool[] {
         name: def.name,
         description: def.description,
         inputSchema: inputSchema as Tool["inputSchema"],
+        ...outputSchema(def),
       };
     });
     toolCache.set(registry, tools);
   }
   return tools;
+}
+
+/**
+ * The result schema, for results sent as structured content: objects that are not images (an
+ * image's result schema names `image_data`, which travels as image content instead).
+ */
+function outputSchema(def: AnyCommand): { outputSchema?: Tool["outputSchema"] } {
+  const { $schema: _schema, ...schema } = resultJsonSchema(def, "draft-7");
+  const properties = schema.properties as Record<string, unknown> | undefined;
+  if (schema.type !== "object" || !properties || "image_data" in properties) return {};
+  return { outputSchema: schema as Tool["outputSchema"] };
 }
 
 /** A command's outcome as an MCP tool result: JSON text (and structured content), or an image. */
