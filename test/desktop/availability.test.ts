@@ -4,9 +4,8 @@
  * the X server is there again. Also `hangar serve`'s own virtual display.
  */
 import { execFile } from "node:child_process";
-import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { silentLogger } from "../../src/common/logger.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import { parseDisplaySize, startDesktopSession } from "../../src/desktop/session.js";
@@ -53,7 +52,7 @@ describe("desktop availability", () => {
       await manager.close();
       await killXvfb(x.xvfb, n);
     });
-    return { x, server };
+    return { x, server, manager };
   }
 
   it("survives the X server dying and reconnects when it is back", async () => {
@@ -87,14 +86,22 @@ describe("desktop availability", () => {
   });
 
   it("fails a command that is waiting on the X server as soon as the server dies", async () => {
-    const { x, server } = await serverOnOwnXvfb();
+    const { x, server, manager } = await serverOnOwnXvfb();
     const n = x.n;
     expect((await server.cmd("get_screen_size")).event.success).toBe(true);
+    // The command is known to be waiting on the stopped X server once the backend has been asked.
+    const backend = await manager.get();
+    let asked = false;
+    const cursorPosition = backend.cursorPosition.bind(backend);
+    backend.cursorPosition = () => {
+      asked = true;
+      return cursorPosition();
+    };
 
     x.xvfb.kill("SIGSTOP");
     const started = Date.now();
     const pending = server.cmd("get_cursor_position");
-    await sleep(300);
+    await vi.waitFor(() => expect(asked).toBe(true));
     await killXvfb(x.xvfb, n);
     const { event } = await pending;
     expect(event).toMatchObject({ success: false, code: "unavailable" });
