@@ -132,7 +132,21 @@ export async function startComputerServer(
     server.once("listening", resolve);
     server.once("error", reject);
   });
-  const idle = idleTimer(IDLE_RELEASE_MS, collectGarbage);
+  const idle = idleTimer(IDLE_RELEASE_MS, () => {
+    collectGarbage();
+    const mb = (bytes: number) => Math.round(bytes / 1e5) / 10;
+    const { rss, heapTotal, heapUsed, external, arrayBuffers } = process.memoryUsage();
+    log.debug(
+      {
+        rssMb: mb(rss),
+        heapTotalMb: mb(heapTotal),
+        heapUsedMb: mb(heapUsed),
+        externalMb: mb(external),
+        arrayBuffersMb: mb(arrayBuffers),
+      },
+      "idle: memory after a full garbage collection",
+    );
+  });
   if (options.collectGarbageWhenIdle) {
     server.on("request", idle.touch);
     // Not on "upgrade": a second listener there stops @hono/node-server from answering upgrade

@@ -146,3 +146,31 @@ describe("cloud mode", () => {
     }
   });
 });
+
+describe("memory", () => {
+  it("keeps the cut start of a long parameter, not the whole text (100 × 1 MiB of write_bytes)", async () => {
+    const { collectGarbage } = await import("../../src/common/idle.js");
+    const log = new ActivityLog({ size: 500 });
+    const used = () => process.memoryUsage().heapUsed + process.memoryUsage().external;
+    collectGarbage();
+    const before = used();
+    for (let i = 0; i < 100; i++) {
+      // A fresh string each time, made by JSON.parse as a request body's is.
+      const content = JSON.parse(`"${Buffer.alloc(768 * 1024, i).toString("base64")}"`) as string;
+      log.record({
+        command: "write_bytes",
+        params: { path: "/tmp/x", content_b64: content },
+        transport: "http",
+        ms: 1,
+        outcome: { success: true, result: {} },
+      });
+    }
+    collectGarbage();
+    const grown = used() - before;
+    expect(log.since().length).toBe(100);
+    expect(log.since()[0].params).toMatchObject({
+      content_b64: expect.stringContaining("(1048576 characters)"),
+    });
+    expect(grown).toBeLessThan(10 * 1024 * 1024);
+  });
+});

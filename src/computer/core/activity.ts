@@ -170,8 +170,14 @@ export function redact(value: unknown, key = ""): unknown {
   return copy;
 }
 
+/**
+ * A long text cut to its start. The start is copied: V8's `slice` of a long string points into the
+ * whole string, so a kept slice of a megabyte parameter (write_bytes' content) would keep all of it.
+ */
 function cut(text: string): string {
-  return text.length > LONG_TEXT ? `${text.slice(0, LONG_TEXT)}… (${text.length} characters)` : text;
+  if (text.length <= LONG_TEXT) return text;
+  const start = Buffer.from(text.slice(0, LONG_TEXT), "utf8").toString("utf8");
+  return `${start}… (${text.length} characters)`;
 }
 
 /** The point a pointer command went to: `x`/`y`, `coordinate`, or the last point of a `path`. */
