@@ -46,6 +46,11 @@ export interface DesktopBackend {
   // capture
   screenSize(): Promise<Size>;
   capture(region?: Rect): Promise<RawImage>;
+  /**
+   * Optional: resolves true once the screen may have changed since the last capture, false after
+   * `timeoutMs` without a change, so a watcher of a still screen need not capture to find out.
+   */
+  waitForChange?(timeoutMs: number): Promise<boolean>;
 
   // pointer
   cursorPosition(): Promise<Point>;

@@ -82,6 +82,10 @@ export class X11Backend implements DesktopBackend {
     return this.screen.screenSize();
   }
 
+  waitForChange(timeoutMs: number): Promise<boolean> {
+    return this.screen.waitForChange(timeoutMs);
+  }
+
   capture(region?: Rect): Promise<RawImage> {
     return this.screen.capture(region);
   }

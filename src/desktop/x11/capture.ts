@@ -80,6 +80,8 @@ export class ScreenCapture {
   private readonly buffers: (Buffer | undefined)[] = [undefined, undefined];
   private turn = 0;
   private readonly idle = idleTimer(IDLE_RELEASE_MS, () => this.releaseBuffers());
+  /** Callers of `waitForChange`, woken by the next DamageNotify. */
+  private readonly changeWaiters = new Set<() => void>();
 
   private constructor(
     private readonly conn: XConnection,
@@ -92,7 +94,10 @@ export class ScreenCapture {
       this.damageId = conn.X.AllocID();
       damage.Create(this.damageId, conn.root, DAMAGE_REPORT_NON_EMPTY);
       conn.X.on("event", (ev: { name?: string; damage?: number }) => {
-        if (ev.name === "DamageNotify" && ev.damage === this.damageId) this.dirty = true;
+        if (ev.name !== "DamageNotify" || ev.damage !== this.damageId) return;
+        this.dirty = true;
+        for (const wake of this.changeWaiters) wake();
+        this.changeWaiters.clear();
       });
     }
   }
@@ -117,6 +122,26 @@ export class ScreenCapture {
   /** Which capture path is in use: `shm` or `core`. */
   get method(): "shm" | "core" {
     return this.shm && !this.shmBroken ? "shm" : "core";
+  }
+
+  /**
+   * Resolves true as soon as the screen may have changed since the last capture (at once if it
+   * has), false after `timeoutMs` without a change. Without DAMAGE it cannot tell: true at once.
+   */
+  waitForChange(timeoutMs: number): Promise<boolean> {
+    if (this.damageId === null || this.dirty || !this.conn.alive) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.changeWaiters.delete(wake);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.changeWaiters.delete(wake);
+        resolve(false);
+      }, timeoutMs);
+      this.changeWaiters.add(wake);
+    });
   }
 
   capture(region?: Rect): Promise<RawImage> {

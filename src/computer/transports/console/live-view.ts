@@ -60,6 +60,8 @@ type Settings = Extract<z.infer<typeof viewerFrame>, { type: "settings" }>;
 /** After this long without a change, the screen is looked at less often (a still screen costs ~0). */
 const STILL_AFTER_MS = 1000;
 const STILL_POLL_MS = 100;
+/** With a backend that reports changes, a still screen is looked at when it changes or after this. */
+const STILL_WAKE_MS = 5000;
 /**
  * A viewer asking for at least this share of the screen's width gets the screen's own size: scaling
  * costs more server CPU than the encoding itself (bench/live.ts), and the browser scales for free.
@@ -149,7 +151,12 @@ class Viewer {
     }
     const still = started - this.lastChange > STILL_AFTER_MS;
     const interval = still ? Math.max(STILL_POLL_MS, 1000 / this.settings.fps) : 1000 / this.settings.fps;
-    this.schedule(Math.max(0, interval - (performance.now() - started)));
+    const wait = Math.max(0, interval - (performance.now() - started));
+    const backend = still ? await this.options.desktop().catch(() => undefined) : undefined;
+    if (!backend?.waitForChange) return this.schedule(wait);
+    // A still screen the backend watches (X DAMAGE): no capture until something changes.
+    await backend.waitForChange(STILL_WAKE_MS);
+    this.schedule(Math.max(0, 1000 / this.settings.fps - (performance.now() - started)));
   }
 
   private async sendFrame() {
