@@ -41,7 +41,7 @@ describe("WS /live on a still screen", () => {
   it("captures nothing while the screen is still, and sends a change at once", async () => {
     const socket = new WebSocket(`${server.url.replace("http", "ws")}/live`);
     const frames: number[] = [];
-    socket.on("message", (data, binary) => {
+    socket.on("message", (_data, binary) => {
       if (binary) frames.push(performance.now());
     });
     try {
