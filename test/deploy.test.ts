@@ -189,6 +189,8 @@ describe("the systemd units (deploy/systemd)", () => {
     expect(flags.get("--port")).toBe("8000");
     // ${HANGAR_DISPLAY} comes from the unit's environment, which sets a default.
     expect(flags.get("--virtual-display")).toBe(`\${HANGAR_DISPLAY}`);
+    // The container's desktop: a panel and a wallpaper.
+    expect(flags.has("--panel")).toBe(true);
     expect(unit.get("Service")!.get("Environment")).toContain("HANGAR_DISPLAY=1280x800");
     expect(unit.get("Service")!.get("User")).toEqual(["hangar"]);
     expect(unit.get("Install")!.get("WantedBy")).toEqual(["multi-user.target"]);

@@ -44,6 +44,7 @@ export function registerServe(program: Command) {
       },
     )
     .option("--no-virtual-display", "never start a virtual display")
+    .option("--panel", "on the virtual display, also a panel (lxpanel: task list, clock) and a wallpaper")
     // Cloud mode and TLS (see serve-cloud.ts).
     .option(
       "--container-name <name>",
@@ -96,6 +97,7 @@ export function registerServe(program: Command) {
       virtualDisplay: opts.virtualDisplay,
       log,
       backend: opts.backend,
+      panel: Boolean(opts.panel),
     });
     const server = await startComputerServer({
       ...cloud,

@@ -4,6 +4,7 @@
  */
 import type { Logger } from "../common/logger.js";
 import { type BackendName, backendOptions, defaultBackend } from "./choose-backend.js";
+import { startDesktopApps } from "./furniture.js";
 import { DesktopManager } from "./manager.js";
 import {
   type AccessibilityBus,
@@ -18,6 +19,8 @@ export interface DesktopSessionOptions {
   log: Logger;
   /** `x11` or `nut`; default x11 on Linux, nut on macOS and Windows. */
   backend?: BackendName;
+  /** On a virtual display it starts: a panel (task list, clock) and a wallpaper too (furniture.ts). */
+  panel?: boolean;
 }
 
 export interface DesktopSession {
@@ -69,6 +72,9 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
         if (xvfb.exitCode === null && xvfb.signalCode === null) xvfb.kill("SIGTERM");
       });
       log.info({ display: virtualDisplay.display, ...size }, "virtual display started");
+      if (options.panel) {
+        await startDesktopApps({ ...size, env: virtualDisplay.env }, (message) => log.warn(message));
+      }
     }
   }
 

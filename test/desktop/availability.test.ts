@@ -127,6 +127,32 @@ describe("desktop availability", () => {
     ).toBe(true);
   });
 
+  it("hangar serve --panel: the virtual display gets a panel and a wallpaper, gone with it", async () => {
+    const saved = { ...process.env };
+    const session = await startDesktopSession({ virtualDisplay: "800x600", panel: true, log: silentLogger });
+    cleanups.push(async () => {
+      await session.stop();
+      for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key];
+      Object.assign(process.env, saved);
+    });
+    const env = { ...process.env, ...session.virtualDisplay?.env };
+    const panels = () =>
+      execFileAsync("xdotool", ["search", "--class", "lxpanel"], { env }).then(
+        ({ stdout }) => stdout.trim().split("\n").filter(Boolean),
+        () => [] as string[],
+      );
+    await vi.waitFor(async () => expect((await panels()).length).toBeGreaterThan(0), { timeout: 10_000 });
+    // The wallpaper's gradient (#1f3b57 to #4f7a8c) in the middle of the screen, not a bare root.
+    const shot = await (await session.manager.get()).capture({ x: 400, y: 300, width: 1, height: 1 });
+    const [r, g, b] = shot.data.subarray(0, 3);
+    expect(b).toBeGreaterThan(r);
+    expect(Math.abs(r - 55)).toBeLessThan(25);
+    expect(Math.abs(b - 113)).toBeLessThan(25);
+    const panelPid = (await execFileAsync("pgrep", ["-f", "^lxpanel$", "-n"], { env })).stdout.trim();
+    await session.stop();
+    await vi.waitFor(() => expect(() => process.kill(Number(panelPid), 0)).toThrow(), { timeout: 10_000 });
+  });
+
   it("starts no virtual display when told not to, and checks the size it is given", async () => {
     const session = await startDesktopSession({ virtualDisplay: false, log: silentLogger });
     cleanups.push(() => session.stop());

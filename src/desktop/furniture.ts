@@ -1,12 +1,12 @@
 /**
- * The container desktop's furniture, started once the X server and window manager run: a wallpaper
- * (a gradient drawn here, set with xwallpaper) and the lxpanel panel (task list, clock). Both are
- * optional: a missing program is logged and the desktop works without it. The panel ends with the
- * X server.
+ * A desktop's furniture, started once the X server and window manager run: a wallpaper (a gradient
+ * drawn here, set with xwallpaper) and the lxpanel panel (task list, clock). The container and the
+ * guest image start them (`hangar serve --panel`). Both are optional: a missing program is logged
+ * and the desktop works without it. The panel ends with the X server.
  */
 import { spawn } from "node:child_process";
-import { setX11Wallpaper } from "../desktop/wallpaper.js";
 import { findProgram } from "../os/launch.js";
+import { setX11Wallpaper } from "./wallpaper.js";
 
 interface Desktop {
   width: number;
