@@ -42,7 +42,7 @@ describe("multi-clicks and drags (X11)", () => {
       const got = fresh();
       throw new Error(
         `the window saw ${got.filter((l) => l.startsWith("press")).length} presses and ` +
-          `${got.filter((l) => l.startsWith("double")).length} double clicks of 100 and 50`,
+          `${got.filter((l) => l.startsWith("double")).length} double clicks of 100 and 50:\n${got.join("\n")}`,
       );
     });
     expect(doubles.filter((l) => l.startsWith("double 1")).length).toBe(50);

@@ -1,7 +1,8 @@
 """A GTK window that logs the clicks and drags it recognises, as the toolkit sees them.
 
-Usage: multiclick.py OUT TITLE — lines "press B", "double B", "triple B", "release B" and, while a
-button is held, "motion X Y" (window coordinates) with the time in ms since the press ("at MS").
+Usage: multiclick.py OUT TITLE — lines "press B", "double B", "triple B", "release B" (with the
+time in ms since the press, "at MS", and where: "x X y Y") and, while a button is held, "motion X Y"
+(window coordinates) with the time since the press.
 """
 import sys
 import time
@@ -28,7 +29,8 @@ def button(_widget, event):
     if kind == "press":
         pressed_at[0] = time.monotonic()
     if kind:
-        out.write(f"{kind} {event.button} at {int((time.monotonic() - pressed_at[0]) * 1000)}\n")
+        ms = int((time.monotonic() - pressed_at[0]) * 1000)
+        out.write(f"{kind} {event.button} at {ms} x {int(event.x)} y {int(event.y)}\n")
     return True
 
 
