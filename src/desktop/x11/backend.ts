@@ -137,7 +137,7 @@ export class X11Backend implements DesktopBackend {
    * press until it replays it; events sent meanwhile queue up behind, and the next command's motion
    * overtook a queued release, and once a whole click was lost (1 in ~100 double clicks under
    * load). The button state in QueryPointer changes only once its event is processed, so this asks
-   * until it shows (one round trip when nothing is frozen; at most BUTTON_SETTLE_MS).
+   * until it shows, round trip after round trip (one when nothing is frozen; at most BUTTON_SETTLE_MS).
    */
   private async buttonSettled(button: MouseButton, down: boolean): Promise<void> {
     const mask = BUTTON_MASKS[BUTTONS[button]];
@@ -148,8 +148,8 @@ export class X11Backend implements DesktopBackend {
       );
       // Buttons 8 and 9 have no bit in the mask: one round trip is all that can be done for them.
       if (mask === undefined || Boolean(pointer.keyMask & mask) === down) return;
+      // The next round trip is the wait: the window manager replays within a fraction of a ms.
       if (performance.now() > deadline) return;
-      await new Promise((resolve) => setTimeout(resolve, 1));
     }
   }
 
