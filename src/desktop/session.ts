@@ -78,6 +78,10 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
     }
   }
 
+  if (options.panel && !virtualDisplay) {
+    log.warn("--panel applies to a virtual display only: this desktop is left as it is");
+  }
+
   // A desktop of its own without a session bus (a plain Xvfb, a bare X session): start one, so that
   // the applications agents launch through Hangar are in the accessibility tree.
   let bus: AccessibilityBus | null = null;
