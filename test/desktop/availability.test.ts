@@ -147,6 +147,7 @@ describe("desktop availability", () => {
     const [r, g, b] = shot.data.subarray(0, 3);
     expect(b).toBeGreaterThan(r);
     expect(Math.abs(r - 55)).toBeLessThan(25);
+    expect(Math.abs(g - 90)).toBeLessThan(25);
     expect(Math.abs(b - 113)).toBeLessThan(25);
     const panelPid = (await execFileAsync("pgrep", ["-f", "^lxpanel$", "-n"], { env })).stdout.trim();
     await session.stop();
