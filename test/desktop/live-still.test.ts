@@ -5,7 +5,7 @@
 import { execFile } from "node:child_process";
 import { once } from "node:events";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import WebSocket from "ws";
 import type { DesktopBackend } from "../../src/desktop/backend.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
@@ -19,6 +19,7 @@ let manager: DesktopManager;
 let server: Awaited<ReturnType<typeof startTestServer>>;
 let backend: DesktopBackend;
 let captures = 0;
+let waits = 0;
 
 beforeAll(async () => {
   xvfb = await startXvfb(n);
@@ -30,12 +31,28 @@ beforeAll(async () => {
     captures++;
     return capture(region);
   };
+  const waitForChange = backend.waitForChange?.bind(backend);
+  expect(waitForChange).toBeDefined();
+  backend.waitForChange = (timeoutMs) => {
+    waits++;
+    return waitForChange!(timeoutMs);
+  };
 });
 afterAll(async () => {
   await server?.close();
   await manager?.close();
   if (xvfb) await killXvfb(xvfb, n);
 });
+
+/** True as soon as `happened()` is, false after `ms`: how an absence is watched (for a while). */
+function happensWithin(ms: number, happened: () => boolean): Promise<boolean> {
+  return vi
+    .waitFor(() => expect(happened()).toBe(true), { timeout: ms, interval: 20 })
+    .then(
+      () => true,
+      () => false,
+    );
+}
 
 describe("WS /live on a still screen", () => {
   it("captures nothing while the screen is still, and sends a change at once", async () => {
@@ -47,12 +64,12 @@ describe("WS /live on a still screen", () => {
     try {
       await once(socket, "open");
       await expect.poll(() => frames.length).toBeGreaterThan(0);
-      // The view counts a screen as still 1 s after its last change; then an absence of captures
-      // can only be watched for a while.
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      // Once the screen has been still for a second the view waits for the X server's DAMAGE
+      // notice: the wait is the event. That nothing is captured meanwhile can only be watched for a
+      // while: a view that polled would capture 10 times a second (its old rate).
+      await vi.waitFor(() => expect(waits).toBeGreaterThan(0), { timeout: 5000 });
       const before = captures;
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      expect(captures - before).toBe(0);
+      expect(await happensWithin(1000, () => captures > before)).toBe(false);
 
       const sent = frames.length;
       const changed = performance.now();

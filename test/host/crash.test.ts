@@ -13,7 +13,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import { processRunning } from "../../src/os/pid.js";
 import { startRegistry, type TestRegistry } from "../support/registry.js";
 import { boundedRequest, killQemusUnder } from "./support.js";
@@ -204,21 +204,24 @@ async function checkInvariants(afterRestart: boolean) {
   }
   // Every running QEMU is tracked: its VM reads running (with VNC when it has it), or the QEMU ends.
   for (const [pid, name] of qemusUnderHome()) {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const vm = (await request("GET", `/svc/vms/${name}`)).body;
-      const session = (() => {
-        try {
-          return JSON.parse(readFileSync(join(home, name, "session.json"), "utf8"));
-        } catch {
-          return undefined;
-        }
-      })();
-      const tracked = vm?.status === "running" && (!session?.vnc || vm.vncUrl !== null);
-      if (tracked || !processRunning(pid)) break;
-      if (Date.now() > deadline) fail(`QEMU ${pid} of ${name} runs but ${name} reads ${JSON.stringify(vm)}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    let vm: any;
+    await vi
+      .waitFor(
+        async () => {
+          vm = (await request("GET", `/svc/vms/${name}`)).body;
+          const session = (() => {
+            try {
+              return JSON.parse(readFileSync(join(home, name, "session.json"), "utf8"));
+            } catch {
+              return undefined;
+            }
+          })();
+          const tracked = vm?.status === "running" && (!session?.vnc || vm.vncUrl !== null);
+          expect(tracked || !processRunning(pid)).toBe(true);
+        },
+        { timeout: 10_000, interval: 200 },
+      )
+      .catch(() => fail(`QEMU ${pid} of ${name} runs but ${name} reads ${JSON.stringify(vm)}`));
   }
 }
 
