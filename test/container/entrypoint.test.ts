@@ -15,6 +15,7 @@ import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { send } from "../support/clients.js";
+import { rawRequest, tryUpgrade } from "../support/raw-http.js";
 import { postCmd } from "../support/server.js";
 import { makeTestCertificate } from "../support/tls.js";
 
@@ -159,6 +160,12 @@ describe("the container entrypoint", () => {
     const refused = new WebSocket(`ws://127.0.0.1:${webPort}/websockify`, { origin: "http://evil.example" });
     const [, reply] = await Promise.race([once(refused, "unexpected-response"), once(refused, "error")]);
     expect((reply as { statusCode?: number })?.statusCode).toBe(403);
+    // A foreign Host (DNS rebinding) is refused on the pages and the socket alike.
+    const web = `http://127.0.0.1:${webPort}`;
+    expect((await rawRequest(web, "GET", "/", { host: `evil.example:${webPort}` })).status).toBe(403);
+    expect(
+      await tryUpgrade(`ws://127.0.0.1:${webPort}/websockify`, { host: `evil.example:${webPort}` }),
+    ).toBe(403);
     // x11vnc took the password file away once it had read it.
     const leftovers = await promisify(execFile)("sh", ["-c", `ls ${dir}/hangar-vnc-* 2>/dev/null | wc -l`]);
     expect(leftovers.stdout.trim()).toBe("0");
