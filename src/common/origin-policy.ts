@@ -118,6 +118,16 @@ export class OriginPolicy {
   }
 }
 
+/** The headers the policy decides on, read with `get` (a header's value by its lower-case name). */
+export function policyHeaders(get: (name: string) => string | undefined) {
+  return {
+    origin: get("origin"),
+    host: get("host"),
+    fetchSite: get("sec-fetch-site"),
+    fetchMode: get("sec-fetch-mode"),
+  };
+}
+
 /**
  * The Hono middleware: refuses what the policy refuses with 403 and `body(message)`, answers the
  * CORS preflight of an allowed origin, and adds the CORS headers to its replies. It goes first, so
@@ -129,12 +139,7 @@ export function originGuard(
   onRefuse?: (reason: string, headers: { origin?: string; host?: string }) => void,
 ): MiddlewareHandler {
   return async function originGuard(c, next) {
-    const headers = {
-      origin: c.req.header("origin"),
-      host: c.req.header("host"),
-      fetchSite: c.req.header("sec-fetch-site"),
-      fetchMode: c.req.header("sec-fetch-mode"),
-    };
+    const headers = policyHeaders((name) => c.req.header(name));
     const verdict = policy.check(headers);
     if (!verdict.ok) {
       onRefuse?.(verdict.reason, headers);

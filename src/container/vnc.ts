@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { extname, join, normalize } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { WebSocketServer } from "ws";
-import { OriginPolicy } from "../common/origin-policy.js";
+import { OriginPolicy, policyHeaders } from "../common/origin-policy.js";
 import { relaySocket } from "../common/socket-relay.js";
 import type { VncSettings } from "./settings.js";
 
@@ -96,12 +96,7 @@ async function startViewer(settings: VncSettings, web: WebOptions): Promise<Serv
   const root = web.webRoot ?? NOVNC_WEB_ROOT;
   const policy = new OriginPolicy({ listenHost: web.host });
   const refused = (req: IncomingMessage) => {
-    const verdict = policy.check({
-      origin: req.headers.origin,
-      host: req.headers.host,
-      fetchSite: header(req, "sec-fetch-site"),
-      fetchMode: header(req, "sec-fetch-mode"),
-    });
+    const verdict = policy.check(policyHeaders((name) => header(req, name)));
     return verdict.ok ? undefined : verdict.reason;
   };
   const pages = (req: IncomingMessage, res: ServerResponse) => {

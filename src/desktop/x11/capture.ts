@@ -152,6 +152,8 @@ export class ScreenCapture {
 
   close() {
     this.idle.cancel();
+    // Whoever waits for a change looks now, and finds the connection gone.
+    for (const wake of this.changeWaiters) wake();
     this.releaseBuffers();
     this.segment?.release(this.conn, this.shm);
     this.segment = null;
