@@ -60,8 +60,16 @@ const p95 = (xs: number[]) =>
 const ms = (x: number) => `${x.toFixed(2)} ms`;
 const mbPerSecond = (bytes: number) => (x: number) => `${ms(x)} (${Math.round(bytes / 1e3 / x)} MB/s)`;
 
+/** Calls sent to each side, untimed, before anything is measured: a server runs warm for months. */
+const WARM_UP_CALLS = 300;
+
 /** Runs every operation on both sides, alternating which goes first each round. */
 async function compareOperations(sides: [Side, Side], operations: Operation[]): Promise<string[][]> {
+  for (const side of sides) {
+    const call = timedPost(side.url, "version");
+    for (let i = 0; i < WARM_UP_CALLS; i++) await call.run();
+    call.check();
+  }
   const cells: string[][] = [];
   for (const op of operations) {
     const samples: [number[], number[]] = [[], []];

@@ -8,8 +8,8 @@
  * first write of a process, and `sweepInterruptedWrites()`, remove those of processes that are gone.
  */
 import { randomBytes } from "node:crypto";
-import { constants } from "node:fs";
-import { lstat, mkdir, open, readdir, readlink, rename, stat, symlink, unlink } from "node:fs/promises";
+import { constants, type Stats } from "node:fs";
+import { lstat, mkdir, open, readdir, readlink, rename, symlink, unlink } from "node:fs/promises";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { fileKind, notRegularFile } from "./errors.js";
@@ -22,14 +22,9 @@ export async function writeFileAtomic(
   data: string | Uint8Array,
   options: { mode?: number } = {},
 ) {
-  const target = await followLinks(path);
+  const { target, existing } = await followLinks(path);
   const temp = join(dirname(target), `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`);
-  const mode =
-    options.mode ??
-    (await stat(target).then(
-      (s) => s.mode & 0o7777,
-      () => 0o644,
-    ));
+  const mode = options.mode ?? (existing ? existing.mode & 0o7777 : 0o644);
   const note = await journal.note(temp);
   try {
     const handle = await open(temp, "wx", mode);
@@ -44,7 +39,8 @@ export async function writeFileAtomic(
       throw err;
     }
   } finally {
-    await note.done();
+    // Not waited for: once the file is renamed, a leftover entry points at nothing and is swept.
+    void note.done();
   }
 }
 
@@ -73,12 +69,15 @@ export async function appendFileAllOrNothing(path: string, data: Uint8Array) {
   }
 }
 
-/** The path a write to `path` lands on: the end of its chain of symbolic links (which may not exist yet). */
-async function followLinks(path: string): Promise<string> {
+/**
+ * The path a write to `path` lands on: the end of its chain of symbolic links (which may not exist
+ * yet), and what is there now.
+ */
+async function followLinks(path: string): Promise<{ target: string; existing: Stats | null }> {
   let current = path;
   for (let hops = 0; hops < MAX_LINKS; hops++) {
     const info = await lstat(current).catch(() => null);
-    if (!info?.isSymbolicLink()) return current;
+    if (!info?.isSymbolicLink()) return { target: current, existing: info };
     const next = await readlink(current);
     current = isAbsolute(next) ? next : resolve(dirname(current), next);
   }

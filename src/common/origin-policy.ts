@@ -21,6 +21,7 @@
  * const policy = new OriginPolicy({ listenHost: "127.0.0.1", allowOrigins: ["http://localhost:3000"] });
  * app.use(originGuard(policy, (message) => ({ detail: message })));
  */
+import type { IncomingMessage } from "node:http";
 import { isIP } from "node:net";
 import type { MiddlewareHandler } from "hono";
 
@@ -49,6 +50,7 @@ export class OriginPolicy {
   private readonly hosts: Set<string>;
   private readonly checkHost: boolean;
   private readonly hints: { origin: string; host: string };
+  private lastHost?: { host: string; refusal: string };
 
   constructor(options: OriginPolicyOptions) {
     const origins = options.allowOrigins ?? [];
@@ -69,16 +71,8 @@ export class OriginPolicy {
   check(headers: { origin?: string; host?: string; fetchSite?: string; fetchMode?: string }): Verdict {
     const host = headers.host?.trim().toLowerCase();
     if (this.checkHost && host !== undefined) {
-      const name = hostNameOf(host);
-      if (name === undefined || !(isLoopbackName(name) || this.hosts.has(name))) {
-        return {
-          ok: false,
-          reason:
-            `Host '${host}' is refused: this server answers only to loopback names ` +
-            `(localhost, 127.0.0.1, [::1]) as a guard against DNS rebinding` +
-            (name ? `; start it with ${this.hints.host} ${name} to accept this name` : ""),
-        };
-      }
+      const refusal = this.hostRefusal(host);
+      if (refusal) return { ok: false, reason: refusal };
     }
     const origin = headers.origin?.trim();
     if (origin === undefined || origin === "") {
@@ -98,6 +92,20 @@ export class OriginPolicy {
         `Origin '${origin}' is refused: web pages of other origins may not use this server` +
         (normal ? `; start it with ${this.hints.origin} ${normal} to allow that page` : ""),
     };
+  }
+
+  /** Why `host` is refused, or "" when it is accepted; the last verdict is kept (clients repeat it). */
+  private hostRefusal(host: string): string {
+    if (host === this.lastHost?.host) return this.lastHost.refusal;
+    const name = hostNameOf(host);
+    const refusal =
+      name !== undefined && (isLoopbackName(name) || this.hosts.has(name))
+        ? ""
+        : `Host '${host}' is refused: this server answers only to loopback names ` +
+          `(localhost, 127.0.0.1, [::1]) as a guard against DNS rebinding` +
+          (name ? `; start it with ${this.hints.host} ${name} to accept this name` : "");
+    this.lastHost = { host, refusal };
+    return refusal;
   }
 
   /**
@@ -139,7 +147,12 @@ export function originGuard(
   onRefuse?: (reason: string, headers: { origin?: string; host?: string }) => void,
 ): MiddlewareHandler {
   return async function originGuard(c, next) {
-    const headers = policyHeaders((name) => c.req.header(name));
+    // Node's parsed headers when served by @hono/node-server: `c.req.header()` would build a whole
+    // Headers object for every request.
+    const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+    const headers = policyHeaders(
+      incoming ? (name) => single(incoming.headers[name]) : (name) => c.req.header(name),
+    );
     const verdict = policy.check(headers);
     if (!verdict.ok) {
       onRefuse?.(verdict.reason, headers);
@@ -162,6 +175,10 @@ export function originGuard(
     }
     return next();
   };
+}
+
+function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
 }
 
 /** `127.0.0.0/8`, `::1` (bracketed or not) and `localhost`. */

@@ -70,6 +70,10 @@ describe("GET /activity", () => {
         nested: [{ token: "[redacted]" }],
       },
     );
+    // A parameter nested 100,000 deep is shown to a depth of 8, not followed into a stack overflow.
+    let deep: unknown = [];
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    expect(JSON.stringify(redact({ a: deep }))).toBe(`{"a":${"[".repeat(7)}"…"${"]".repeat(7)}}`);
   });
 
   it("gives a click its point and the screenshot taken before it", () => {

@@ -153,19 +153,26 @@ export class ActivityLog {
   }
 }
 
-/** A copy of `value` with secrets replaced and long strings cut; `env` values are all redacted. */
-export function redact(value: unknown, key = ""): unknown {
+/** Levels of nesting kept of a parameter; deeper values are shown as `…`. */
+const DEEPEST = 8;
+
+/**
+ * A copy of `value` with secrets replaced, long strings cut and deep nesting cut off; `env` values
+ * are all redacted.
+ */
+export function redact(value: unknown, key = "", depth = 0): unknown {
   if (typeof value === "string") {
     if (SECRET_KEY.test(key)) return REDACTED;
     return cut(value);
   }
   if (value === null || typeof value !== "object") return SECRET_KEY.test(key) ? REDACTED : value;
-  if (Array.isArray(value)) return value.slice(0, 50).map((item) => redact(item, key));
+  if (depth >= DEEPEST) return "…";
+  if (Array.isArray(value)) return value.slice(0, 50).map((item) => redact(item, key, depth + 1));
   const copy: Record<string, unknown> = {};
   for (const [name, item] of Object.entries(value)) {
     if (key.toLowerCase() === "env") copy[name] = REDACTED;
     else if (SECRET_KEY.test(name)) copy[name] = REDACTED;
-    else copy[name] = redact(item, name);
+    else copy[name] = redact(item, name, depth + 1);
   }
   return copy;
 }

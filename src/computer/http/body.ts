@@ -2,12 +2,12 @@
  * Reads a request body straight from Node's stream (much faster than the Web stream for bodies of
  * megabytes), refusing more than `limit` bytes.
  */
-import { isAscii } from "node:buffer";
 import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
 import { formatBytes } from "../../common/sizes.js";
 import { type CommandFrame, parseCommandFrame } from "../core/frame.js";
 import type { ComputerEnv } from "./env.js";
+import { parseJsonBytes } from "./json-bytes.js";
 
 export class BodyTooLargeError extends Error {}
 
@@ -78,29 +78,26 @@ export async function readJsonBody(
   limit: number,
   empty: unknown = undefined,
 ): Promise<JsonBody> {
-  let text: string;
+  let body: Buffer;
   try {
-    text = decodeText(await readBody(incoming, limit));
+    body = await readBody(incoming, limit);
   } catch (err) {
     if (err instanceof BodyTooLargeError) {
       return { ok: false, status: 413, detail: `Request body too large: the limit is ${formatBytes(limit)}` };
     }
     return { ok: false, status: 400, detail: `Could not read the request body: ${(err as Error).message}` };
   }
-  if (text.trim() === "" && empty !== undefined) return { ok: true, value: empty };
+  if (empty !== undefined && onlyWhitespace(body)) return { ok: true, value: empty };
   try {
-    return { ok: true, value: JSON.parse(text) };
+    return { ok: true, value: parseJsonBytes(body) };
   } catch (err) {
     return { ok: false, status: 400, detail: `Invalid JSON body: ${(err as Error).message}` };
   }
 }
 
-/**
- * UTF-8 text of a body. Most bodies are ASCII (base64 payloads above all): checking that is cheap,
- * and a one-byte copy is then about twice as fast as decoding UTF-8 (0.5 against 1.1 ms a MiB).
- */
-function decodeText(body: Buffer): string {
-  return isAscii(body) ? body.toString("latin1") : body.toString("utf8");
+function onlyWhitespace(body: Buffer): boolean {
+  for (const byte of body) if (byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09) return false;
+  return true;
 }
 
 /**

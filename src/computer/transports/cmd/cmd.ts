@@ -1,5 +1,5 @@
 /**
- * `POST /cmd`: one command per request, answered as Server-Sent Events: the headers at once, one
+ * `POST /cmd`: one command per request, answered as Server-Sent Events: the headers (with the reply when it is quick), one
  * `data:` event per intermediate result (a streamed `run_command`) and one for the outcome, in cua's
  * framing (the result in `content` and, unless `--no-spread`, its fields beside it).
  */
@@ -20,6 +20,8 @@ export interface CmdRoutesOptions {
   bodyLimitBytes: number;
 }
 
+/** A command still running after this long has its response headers sent before its reply. */
+const HEADERS_ALONE_AFTER_MS = 20;
 /** A streaming client this far behind (bytes not yet sent) is treated as gone: its command is cancelled. */
 const STREAM_BACKLOG_LIMIT = 64 * 1024 * 1024;
 
@@ -37,7 +39,7 @@ export function cmdRoutes({ registry, log, spread, bodyLimitBytes }: CmdRoutesOp
 }
 
 /**
- * Writes the headers at once, then one `data:` event per intermediate result and one for the final
+ * Writes the headers (at once unless the reply is quick), then one `data:` event per intermediate result and one for the final
  * outcome. A client that goes away aborts the command.
  */
 async function runAsEventStream(
@@ -57,7 +59,9 @@ async function runAsEventStream(
   Object.assign(headers, preparedHeaders(c));
   sentByHand(c);
   res.writeHead(200, headers);
-  res.flushHeaders();
+  // Most commands answer within a millisecond: their headers leave with the reply, in one write.
+  // A slower one has its headers sent on their own, so the client knows it is under way.
+  const headersDue = setTimeout(() => res.flushHeaders(), HEADERS_ALONE_AFTER_MS);
 
   const gone = new AbortController();
   const onClose = () => {
@@ -91,6 +95,7 @@ async function runAsEventStream(
     log.error({ err, command }, "writing the reply failed");
     res.destroy();
   } finally {
+    clearTimeout(headersDue);
     res.off("close", onClose);
   }
   return sentByHand(c);
