@@ -43,6 +43,28 @@ describe("the window manager of the virtual desktop", () => {
     expect(await visible(beta)).toBe(true);
   });
 
+  it("sends keys typed right after a click to the window clicked (click to focus)", async () => {
+    await desk.cmd("set_window_position", { window_id: alpha, x: 40, y: 120 });
+    await desk.cmd("set_window_position", { window_id: beta, x: 40, y: 420 });
+    const entryOf = async (id: number) => {
+      const at = await desk.geometry(id);
+      return { x: at.x + 100, y: at.y + 40 };
+    };
+    await eventually(async () => (await entryOf(beta)).y - (await entryOf(alpha)).y >= 200);
+    const points = { a: await entryOf(alpha), b: await entryOf(beta) };
+    // Back to back, the focus changing each time: each click's press is held by the window manager
+    // until it has focused the window, and the keys must not overtake it. (GTK selects an entry's
+    // text when it gets the focus: the key typed replaces it.)
+    for (let i = 0; i < 12; i++) {
+      const [target, other] = i % 2 === 0 ? ["b", "a"] : ["a", "b"];
+      const untouched = desk.read(`${other}.txt`);
+      expect((await desk.cmd("left_click", points[target as "a" | "b"])).success).toBe(true);
+      expect((await desk.cmd("type_text", { text: String(i % 10) })).success).toBe(true);
+      await eventually(() => desk.read(`${target}.txt`).endsWith(String(i % 10)), 10_000);
+      expect(desk.read(`${other}.txt`)).toBe(untouched);
+    }
+  });
+
   it("lists every window when get_application_windows is given no app", async () => {
     const all = await desk.cmd("get_application_windows", {});
     expect(all.success).toBe(true);

@@ -37,6 +37,9 @@ const coordinate = (v: number) => Math.max(-32768, Math.min(32767, Math.round(v)
 
 export class X11Backend implements DesktopBackend {
   readonly name = "x11";
+  /** The last button event sent, until it is known to be processed (see `settled`). */
+  private unsettled?: { button: MouseButton; down: boolean };
+  private settling?: Promise<void>;
 
   private constructor(
     private readonly conn: XConnection,
@@ -96,11 +99,13 @@ export class X11Backend implements DesktopBackend {
     return this.screen.waitForChange(timeoutMs);
   }
 
-  capture(region?: Rect): Promise<RawImage> {
+  async capture(region?: Rect): Promise<RawImage> {
+    await this.settled();
     return this.screen.capture(region);
   }
 
   async cursorPosition(): Promise<Point> {
+    await this.settled();
     const pointer = await this.conn.call<{ rootX: number; rootY: number }>((cb) =>
       this.conn.X.QueryPointer(this.conn.root, cb),
     );
@@ -108,6 +113,7 @@ export class X11Backend implements DesktopBackend {
   }
 
   async moveCursor(to: Point): Promise<void> {
+    await this.settled();
     this.fake(MOTION_NOTIFY, 0, coordinate(to.x), coordinate(to.y));
     await this.conn.sync();
   }
@@ -118,26 +124,50 @@ export class X11Backend implements DesktopBackend {
    * was awaited (which cost a round trip apiece).
    */
   async click(button: MouseButton, count: number, at?: Point): Promise<void> {
+    await this.settled();
     if (at) this.fake(MOTION_NOTIFY, 0, coordinate(at.x), coordinate(at.y));
     for (let i = 0; i < count; i++) {
       this.fake(BUTTON_PRESS, BUTTONS[button]);
       this.fake(BUTTON_RELEASE, BUTTONS[button]);
     }
-    await this.buttonSettled(button, false);
+    this.unsettled = { button, down: false };
+    await this.conn.sync();
   }
 
   async mouseButton(button: MouseButton, action: "down" | "up"): Promise<void> {
+    await this.settled();
     this.fake(action === "down" ? BUTTON_PRESS : BUTTON_RELEASE, BUTTONS[button]);
-    await this.buttonSettled(button, action === "down");
+    this.unsettled = { button, down: action === "down" };
+    await this.conn.sync();
   }
 
   /**
-   * Waits until the X server has processed the button's last event, not only received it. A window
+   * Waits until the X server has processed the last button event, not only received it. A window
    * manager that binds presses on windows (openbox's click to focus) freezes the pointer at each
-   * press until it replays it; events sent meanwhile queue up behind, and the next command's motion
+   * press until it replays it; events sent meanwhile queue up behind: the next command's motion
    * overtook a queued release, and once a whole click was lost (1 in ~100 double clicks under
-   * load). The button state in QueryPointer changes only once its event is processed, so this asks
-   * until it shows, round trip after round trip (one when nothing is frozen; at most BUTTON_SETTLE_MS).
+   * load), and keys typed after a click could reach the window focused before it.
+   *
+   * A click is answered once the X server has its events (as cua's server does); this wait is
+   * paid by whatever comes next on this desktop (input, a capture, a window or pointer query),
+   * usually after the window manager has long replayed the press.
+   */
+  private settled(): Promise<void> {
+    if (this.unsettled) {
+      const { button, down } = this.unsettled;
+      this.unsettled = undefined;
+      // Shared: a capture or a query running beside the next input command waits for the same.
+      const waiting: Promise<void> = this.buttonSettled(button, down).finally(() => {
+        if (this.settling === waiting) this.settling = undefined;
+      });
+      this.settling = waiting;
+    }
+    return this.settling ?? Promise.resolve();
+  }
+
+  /**
+   * The button state in QueryPointer changes only once its event is processed, so this asks until
+   * it shows, round trip after round trip (one when nothing is frozen; at most BUTTON_SETTLE_MS).
    */
   private async buttonSettled(button: MouseButton, down: boolean): Promise<void> {
     const mask = BUTTON_MASKS[BUTTONS[button]];
@@ -154,6 +184,7 @@ export class X11Backend implements DesktopBackend {
   }
 
   async scroll(dx: number, dy: number): Promise<void> {
+    await this.settled();
     const notches = (count: number, button: number) => {
       for (let i = 0; i < Math.min(Math.abs(Math.round(count)), MAX_NOTCHES); i++) {
         this.fake(BUTTON_PRESS, button);
@@ -165,11 +196,13 @@ export class X11Backend implements DesktopBackend {
     await this.conn.sync();
   }
 
-  key(key: string, action: "down" | "up"): Promise<void> {
+  async key(key: string, action: "down" | "up"): Promise<void> {
+    await this.settled();
     return this.keyboard.key(key, action);
   }
 
-  typeText(text: string, signal?: AbortSignal): Promise<void> {
+  async typeText(text: string, signal?: AbortSignal): Promise<void> {
+    await this.settled();
     return this.keyboard.typeText(text, signal);
   }
 
@@ -183,19 +216,23 @@ export class X11Backend implements DesktopBackend {
     return writeClipboard(this.conn.display, text);
   }
 
-  listWindows(): Promise<WindowInfo[]> {
+  async listWindows(): Promise<WindowInfo[]> {
+    await this.settled();
     return this.windows.list();
   }
 
-  activeWindow(): Promise<WindowInfo | null> {
+  async activeWindow(): Promise<WindowInfo | null> {
+    await this.settled();
     return this.windows.active();
   }
 
-  setWindowBounds(id: string, bounds: Partial<Rect>): Promise<void> {
+  async setWindowBounds(id: string, bounds: Partial<Rect>): Promise<void> {
+    await this.settled();
     return this.windows.setBounds(id, bounds);
   }
 
-  windowAction(id: string, action: "activate" | "minimize" | "maximize" | "close"): Promise<void> {
+  async windowAction(id: string, action: "activate" | "minimize" | "maximize" | "close"): Promise<void> {
+    await this.settled();
     return this.windows.act(id, action);
   }
 
