@@ -88,10 +88,13 @@ export class XConnection {
         // The socket is made here, not by the x11 package, so that a failed connect can be closed.
         stream = local?.socket ? openUnixSocket(local.socket) : undefined;
         stream?.on("error", fail);
+        // Requests are gathered into one socket write until one that waits for a reply (or until the
+        // event loop is about to wait): a click's motion, press, release and sync go out together.
+        const common = { shm: options.shm, bufferRequests: true };
         const client = x11.createClient(
           stream
-            ? { display, shm: options.shm, stream, auth: undefined }
-            : { display: local ? `tcp/localhost:${local.number}` : display, shm: options.shm },
+            ? { display, stream, auth: undefined, ...common }
+            : { display: local ? `tcp/localhost:${local.number}` : display, ...common },
           (err: Error | null, info: XDisplayInfo) => {
             if (err) return fail(err);
             if (settled) return client.terminate?.();
