@@ -8,6 +8,7 @@ const UNIT = [
   "test/computer/envelope.test.ts",
   "test/computer/registry.test.ts",
   "test/container/settings.test.ts",
+  "test/desktop/jpeg-strips.test.ts",
   "test/desktop/keys.test.ts",
   "test/desktop/nut-key-strokes.test.ts",
   "test/host/oci-auth.test.ts",

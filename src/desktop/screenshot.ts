@@ -10,6 +10,7 @@ import type { Sharp, SharpOptions } from "sharp";
 import { CommandError } from "../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import type { DesktopBackend, Point, RawImage, Rect, Size } from "./backend.js";
+import { encodeInStrips, type StripCache } from "./jpeg-strips.js";
 
 export type ImageFormat = "png" | "jpeg" | "webp";
 
@@ -76,6 +77,7 @@ let queue: Promise<unknown> = Promise.resolve();
 /** The capture and its encodings are let go after a few idle seconds (a 1080p capture is 8 MB). */
 const idle = idleTimer(IDLE_RELEASE_MS, () => {
   cached = null;
+  jpegStrips = null;
 });
 
 /**
@@ -181,7 +183,10 @@ export function targetSize(width: number, height: number, options: ScreenshotOpt
 async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point): Promise<Screenshot> {
   const size = targetSize(raw.width, raw.height, options);
   try {
-    const data = await (await pipelineFor(raw, size, options.format, options.quality)).toBuffer();
+    const whole = size.width === raw.width && size.height === raw.height;
+    const data =
+      (options.format === "jpeg" && whole && (await jpegInStrips(raw, options.quality))) ||
+      (await (await pipelineFor(raw, size, options.format, options.quality)).toBuffer());
     return {
       data,
       base64: data.toString("base64"),
@@ -194,6 +199,28 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
   } catch (err) {
     throw new CommandError("failed", `Screenshot encoding failed: ${(err as Error).message}`);
   }
+}
+
+/** The strips of the last JPEG at full size (see jpeg-strips.ts); let go with the capture when idle. */
+let jpegStrips: StripCache | null = null;
+
+/** A full-size JPEG of which only the strips that changed since the last one are encoded. */
+async function jpegInStrips(raw: RawImage, quality: number): Promise<Buffer | null> {
+  const sharp = await loadSharp();
+  const previous = jpegStrips;
+  jpegStrips = null;
+  const encoded = await encodeInStrips(
+    raw,
+    `q${quality}`,
+    (rows, height) => {
+      let strip = sharp(rows, { raw: { width: raw.width, height, channels: raw.channels } });
+      if (raw.channels === 4) strip = strip.removeAlpha();
+      return strip.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
+    },
+    previous,
+  );
+  jpegStrips = encoded?.cache ?? null;
+  return encoded?.data ?? null;
 }
 
 /** The sharp pipeline from a capture to an image of `size` in `format`. */

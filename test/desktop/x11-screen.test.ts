@@ -138,6 +138,9 @@ describe("screenshots (X11)", () => {
     const repeatMs = performance.now() - started;
     expect(again.image_data).toBe(first.image_data);
     expect(repeatMs).toBeLessThan(250);
+    // JPEG keeps the strips of its last encoding and encodes again only those that change.
+    const firstJpeg = await decode((await desk.cmd("screenshot", { format: "jpeg", quality: 90 })).image_data);
+    expect(near(firstJpeg.pixel(AT.x + 50, AT.y + 90), RED, 40)).toBe(true);
 
     desk.spawn(PYTHON, [join(APPS, "pattern.py"), "600", "400"]);
     const changed = await eventually(async () => {
@@ -145,6 +148,10 @@ describe("screenshots (X11)", () => {
       return near((await decode(shot.image_data)).pixel(650, 450), RED, 0) ? shot : null;
     }, 15_000);
     expect(changed.image_data).not.toBe(first.image_data);
+    const jpeg = await decode((await desk.cmd("screenshot", { format: "jpeg", quality: 90 })).image_data);
+    expect(near(jpeg.pixel(650, 450), RED, 40)).toBe(true);
+    expect(near(jpeg.pixel(AT.x + 150, AT.y + 90), GREEN, 40)).toBe(true);
+    expect(near(jpeg.pixel(AT.x + 250, AT.y + 90), BLUE, 40)).toBe(true);
   });
 
   it("serves concurrent screenshots in different formats and sizes", async () => {
