@@ -8,6 +8,13 @@ import { runInNewContext } from "node:vm";
 /** Seconds of quiet after which caches are dropped and the heap is collected. */
 export const IDLE_RELEASE_MS = 5_000;
 
+/**
+ * When the server collects garbage after a quiet spell: a second after the caches (screen captures,
+ * encodings) have let go, which their own timers, touched a little later in each request, do at
+ * `IDLE_RELEASE_MS`. Collected before them, 24 MB of pixels waited for V8's next collection.
+ */
+export const IDLE_COLLECT_MS = IDLE_RELEASE_MS + 1_000;
+
 export interface IdleTimer {
   /** Activity: the quiet spell starts again from now. */
   touch(): void;

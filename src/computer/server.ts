@@ -8,7 +8,7 @@ import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
 import { type BrowserOptions, BrowserSession } from "../browser/session.js";
 import { sweepInterruptedWrites } from "../common/atomic-write.js";
-import { collectGarbage, IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
+import { collectGarbage, IDLE_COLLECT_MS, idleTimer } from "../common/idle.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy } from "../common/origin-policy.js";
 import { LazyWebSocketServer } from "../common/ws-server.js";
@@ -132,7 +132,7 @@ export async function startComputerServer(
     server.once("listening", resolve);
     server.once("error", reject);
   });
-  const idle = idleTimer(IDLE_RELEASE_MS, () => {
+  const idle = idleTimer(IDLE_COLLECT_MS, () => {
     collectGarbage();
     const mb = (bytes: number) => Math.round(bytes / 1e5) / 10;
     const { rss, heapTotal, heapUsed, external, arrayBuffers } = process.memoryUsage();

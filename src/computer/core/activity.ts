@@ -52,7 +52,10 @@ export interface StoredScreenshot {
 export interface ActivityOptions {
   /** Entries kept (default 500). */
   size?: number;
-  /** Bytes of screenshots kept, newest first (default 32 MiB). */
+  /**
+   * Bytes of screenshots kept, newest first (default 16 MiB: about 50 changed 1080p JPEGs or 35 PNGs;
+   * they stay in memory while the server runs).
+   */
   screenshotBytes?: number;
 }
 
@@ -85,7 +88,7 @@ export class ActivityLog {
 
   constructor(options: ActivityOptions = {}) {
     this.size = Math.max(1, options.size ?? 500);
-    this.screenshotBytes = options.screenshotBytes ?? 32 * 1024 * 1024;
+    this.screenshotBytes = options.screenshotBytes ?? 16 * 1024 * 1024;
   }
 
   record(run: CommandRun) {
