@@ -9,7 +9,17 @@
  */
 import { randomBytes } from "node:crypto";
 import { constants, type Stats } from "node:fs";
-import { lstat, mkdir, open, readdir, readlink, rename, symlink, unlink } from "node:fs/promises";
+import {
+  type FileHandle,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readlink,
+  rename,
+  symlink,
+  unlink,
+} from "node:fs/promises";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { fileKind, notRegularFile } from "./errors.js";
@@ -29,10 +39,11 @@ export async function writeFileAtomic(
   try {
     const handle = await open(temp, "wx", mode);
     try {
-      await handle.writeFile(data);
-      await handle.sync();
-      await handle.close();
-      await rename(temp, target);
+      await writeAll(handle, typeof data === "string" ? Buffer.from(data, "utf8") : data);
+      // The data and the size that reaches it are on disk before the name points at them.
+      await handle.datasync();
+      // An open file can be renamed: both at once, one trip through the thread pool fewer.
+      await Promise.all([rename(temp, target), handle.close()]);
     } catch (err) {
       await handle.close().catch(() => undefined);
       await unlink(temp).catch(() => undefined);
@@ -41,6 +52,15 @@ export async function writeFileAtomic(
   } finally {
     // Not waited for: once the file is renamed, a leftover entry points at nothing and is swept.
     void note.done();
+  }
+}
+
+/** Writes all of `data` from the file's start, in as few calls as the system allows (one, usually). */
+async function writeAll(handle: FileHandle, data: Uint8Array) {
+  let written = 0;
+  while (written < data.length) {
+    const { bytesWritten } = await handle.write(data, written, data.length - written, written);
+    written += bytesWritten;
   }
 }
 

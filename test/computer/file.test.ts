@@ -58,6 +58,18 @@ describe("file commands", () => {
     expect((await server.cmd("ls", { path: d })).event.files).toEqual(["a.txt", "inner", "z.txt"]);
   });
 
+  it("large write_bytes bodies, one after another and at once, each land with their own bytes", async () => {
+    // Bodies of this size are read into a reused buffer (http/body.ts): none may see another's bytes.
+    const chunks = Array.from({ length: 6 }, (_, i) => randomBytes(400_000 + i * 150_000));
+    const write = (i: number) =>
+      server.cmd("write_bytes", { path: p(`big-${i}.bin`), content_b64: chunks[i].toString("base64") });
+    for (const i of [0, 1, 2]) expect((await write(i)).event.success).toBe(true);
+    const together = await Promise.all([3, 4, 5].map(write));
+    expect(together.map((r) => r.event.success)).toEqual([true, true, true]);
+    for (const [i, chunk] of chunks.entries())
+      expect(readFileSync(p(`big-${i}.bin`)).equals(chunk)).toBe(true);
+  });
+
   it("read_bytes chunks read at the same time each come back whole", async () => {
     const chunk = 1024 * 1024;
     const data = randomBytes(8 * chunk);

@@ -4,6 +4,7 @@
  */
 import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
+import { IDLE_RELEASE_MS, idleTimer } from "../../common/idle.js";
 import { formatBytes } from "../../common/sizes.js";
 import { type CommandFrame, parseCommandFrame } from "../core/frame.js";
 import type { ComputerEnv } from "./env.js";
@@ -11,28 +12,37 @@ import { parseJsonBytes } from "./json-bytes.js";
 
 export class BodyTooLargeError extends Error {}
 
-export function readBody(incoming: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * The whole body. With `into` (at least `content-length` bytes), the body is copied there as it
+ * arrives instead of being gathered and joined: the caller reuses that buffer from body to body.
+ */
+export function readBody(incoming: IncomingMessage, limit: number, into?: Buffer): Promise<Buffer> {
   const declared = Number(incoming.headers["content-length"]);
   if (declared > limit) {
     dropTheRest(incoming);
     return Promise.reject(new BodyTooLargeError());
   }
+  const target = into && declared <= into.length ? into : undefined;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
+      if (size + chunk.length > limit) {
         cleanup();
         dropTheRest(incoming);
         reject(new BodyTooLargeError());
         return;
       }
-      chunks.push(chunk);
+      if (target && size + chunk.length <= target.length) chunk.copy(target, size);
+      else chunks.push(chunk);
+      size += chunk.length;
     };
     const onEnd = () => {
       cleanup();
-      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      if (target && chunks.length === 0) resolve(target.subarray(0, size));
+      // Node's parser keeps a body to its content-length, so this is a body that came without one.
+      else if (target) resolve(Buffer.concat([target.subarray(0, size - sum(chunks)), ...chunks], size));
+      else resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
     };
     const onError = (err: Error) => {
       cleanup();
@@ -79,20 +89,56 @@ export async function readJsonBody(
   empty: unknown = undefined,
 ): Promise<JsonBody> {
   let body: Buffer;
+  const scratch = scratchFor(Number(incoming.headers["content-length"]));
   try {
-    body = await readBody(incoming, limit);
+    body = await readBody(incoming, limit, scratch?.buffer);
   } catch (err) {
+    scratch?.giveBack();
     if (err instanceof BodyTooLargeError) {
       return { ok: false, status: 413, detail: `Request body too large: the limit is ${formatBytes(limit)}` };
     }
     return { ok: false, status: 400, detail: `Could not read the request body: ${(err as Error).message}` };
   }
-  if (empty !== undefined && onlyWhitespace(body)) return { ok: true, value: empty };
   try {
+    if (empty !== undefined && onlyWhitespace(body)) return { ok: true, value: empty };
+    // What is parsed is copied out of the body: its buffer can serve the next one.
     return { ok: true, value: parseJsonBytes(body) };
   } catch (err) {
     return { ok: false, status: 400, detail: `Invalid JSON body: ${(err as Error).message}` };
+  } finally {
+    scratch?.giveBack();
   }
+}
+
+/** Bodies of this size or more (and at most SCRATCH_LARGEST) are read into a reused buffer. */
+const SCRATCH_SMALLEST = 256 * 1024;
+const SCRATCH_LARGEST = 8 * 1024 * 1024;
+let spareScratch: Buffer | undefined;
+/** The spare buffer is let go after a quiet spell, with the other caches. */
+const scratchIdle = idleTimer(IDLE_RELEASE_MS, () => {
+  spareScratch = undefined;
+});
+
+/**
+ * A buffer for a body of `declared` bytes (megabyte `write_bytes` chunks come one after another):
+ * the spare one when it is large enough and free, else a new one that becomes the spare.
+ */
+function scratchFor(declared: number): { buffer: Buffer; giveBack(): void } | undefined {
+  if (!(declared >= SCRATCH_SMALLEST && declared <= SCRATCH_LARGEST)) return undefined;
+  scratchIdle.touch();
+  let buffer = spareScratch && spareScratch.length >= declared ? spareScratch : undefined;
+  spareScratch = undefined;
+  buffer ??= Buffer.allocUnsafeSlow(Math.max(declared, 2 * 1024 * 1024));
+  return {
+    buffer,
+    giveBack: () => {
+      if (!spareScratch || spareScratch.length < buffer.length) spareScratch = buffer;
+    },
+  };
+}
+
+function sum(chunks: Buffer[]): number {
+  return chunks.reduce((total, chunk) => total + chunk.length, 0);
 }
 
 function onlyWhitespace(body: Buffer): boolean {
