@@ -31,6 +31,7 @@ export function registerServe(program: Command) {
       DEFAULT_KEEP_ALIVE_TIMEOUT_MS / 1000,
     )
     .option("--no-spread", "on /cmd, send results in `content` only (no copy of their fields beside it)")
+    .option("--no-warm-shells", "spawn a shell for each run_command instead of keeping shells waiting")
     .option(
       "--virtual-display [WxH]",
       "start a private Xvfb + openbox desktop (default when DISPLAY is unset), e.g. 1920x1080",
@@ -112,6 +113,7 @@ export function registerServe(program: Command) {
       port: opts.port,
       log,
       spreadResult: opts.spread,
+      warmShells: opts.warmShells,
       bodyLimitBytes,
       collectGarbageWhenIdle: true,
       keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,

@@ -1,0 +1,553 @@
+/**
+ * Warm shells: `run_command` without forking the server. To start a process, Node forks itself (a
+ * clone that copies its page tables: about 1 ms at 60 MB of memory, 9 ms at 200 MB) and its event
+ * loop waits for the fork and the exec, so every other request waits too. Instead, a small `/bin/sh`
+ * launcher, started at the first command, keeps a few shells waiting. Each one is `/bin/sh -s` in a
+ * session and process group of its own (setsid), blocked reading its script from a FIFO, with
+ * stdout and stderr on FIFOs that the server reads. Running a command writes it into a waiting
+ * shell and closes the FIFO; the shell reads it, runs it, and meets the end of its input. A watcher
+ * (a subshell of the launcher) waits for the shell and reports its exit status. The launcher starts
+ * a replacement meanwhile.
+ *
+ *     server ──"make ids", "start ids"──▶ launcher ──fork──▶ watcher ──&──▶ setsid /bin/sh -s
+ *            ◀──"made ids", "ready id pid", "exit id status"───┘
+ *
+ * What the command sees is what `/bin/sh -c` gives it: the same environment and working directory,
+ * stdin at its end, stdout and stderr, exit codes, error messages ("/bin/sh: 1: x: not found",
+ * line numbers included), EXIT traps, and default signal dispositions (`env --default-signal`: a
+ * shell started in the background would ignore SIGINT and SIGQUIT). It differs where a shell that
+ * reads its commands (`-s`) differs from one given them (`-c`): the last program is run as a child,
+ * not exec'd in the shell's place, so a program killed by signal N ends with status 128+N and the
+ * shell prints the signal's name ("Killed") on stderr, as after any other command in a script.
+ *
+ * The server's side of a waiting shell is three descriptors: the script FIFO (held open for
+ * reading and writing, so that the shell's read does not end before its command comes, and does end
+ * when the server dies) and the two output FIFOs (read ends, opened before the shell opens them so
+ * that no output is lost). The FIFOs live in a private 0700 directory named after the server's pid,
+ * and each is unlinked as soon as both ends are open.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { EventEmitter } from "node:events";
+import { closeSync, constants, mkdtempSync, openSync, readdirSync, rm, rmSync, unlink, writeSync } from "node:fs";
+import { Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Logger, silentLogger } from "../common/logger.js";
+import { processExists } from "./pid.js";
+import type { ShellRun, StartedShell } from "./process.js";
+
+/**
+ * Waiting shells kept by default. A client sending commands back to back takes one per command
+ * while the launcher replaces about one every 2 ms: this many carry a burst of a few dozen.
+ */
+export const DEFAULT_WARM_SHELLS = 8;
+/**
+ * The longest script a waiting shell takes (bytes). The shell reads its input 8 KiB at a time; the
+ * whole script must arrive in one read so that a command reading stdin finds it at its end.
+ */
+const LONGEST_SCRIPT = 8000;
+/** After a launcher that failed or died, the next one starts no sooner than this (ms). */
+const RESTART_DELAY_MS = 1000;
+const DIR_PREFIX = "hangar-shells-";
+
+/**
+ * The launcher, run as `/bin/sh -c LAUNCHER sh DIR`. It reads requests on stdin (`make IDS`: the
+ * FIFOs of each id; `start IDS`: a watcher and a shell for each) and reports on stdout. A watcher
+ * opens each FIFO read-write first, so that opening its own end never blocks, whatever the server
+ * has already closed. At the end of its input (the server closed it or died) it removes DIR.
+ */
+const LAUNCHER = `d=$1
+for tool in mkfifo setsid env; do
+  command -v $tool >/dev/null || { echo "unsupported: no $tool"; exit 0; }
+done
+env --default-signal=INT true 2>/dev/null || { echo "unsupported: env has no --default-signal"; exit 0; }
+while read -r op ids; do
+  case $op in
+  make)
+    set --
+    for id in $ids; do set -- "$@" "$d/$id.c" "$d/$id.o" "$d/$id.e"; done
+    if mkfifo -m 600 "$@" 2>/dev/null; then echo "made $ids"; else echo "failed $ids"; fi ;;
+  start)
+    for id in $ids; do
+      (
+        command exec 2>/dev/null 7<>"$d/$id.c" 8<>"$d/$id.o" 9<>"$d/$id.e" || { echo "failed $id"; exit; }
+        exec 4<"$d/$id.c" 5>"$d/$id.o" 6>"$d/$id.e" 7<&- 8<&- 9<&-
+        env --default-signal=INT,QUIT setsid /bin/sh -s <&4 >&5 2>&6 4<&- 5>&- 6>&- &
+        echo "ready $id $!"
+        exec 4<&- 5>&- 6>&-
+        wait $!
+        echo "exit $id $?"
+      ) &
+    done
+    jobs >/dev/null ;;
+  esac
+done
+rm -rf "$d"`;
+
+export interface WarmShellsOptions {
+  /** Waiting shells to keep (default `DEFAULT_WARM_SHELLS`). */
+  size?: number;
+  log?: Logger;
+}
+
+/**
+ * The pool of waiting shells of one server. `start()` hands a command to a waiting shell, or
+ * answers undefined when the command should be spawned the usual way: not on Linux, a system
+ * without what the launcher needs, a command with its own environment variables or one the
+ * protocol cannot carry, no shell waiting, or a launcher that has just died.
+ */
+export class WarmShells {
+  private readonly size: number;
+  private readonly log: Logger;
+  private launcher?: Launcher;
+  private unsupported = process.platform !== "linux";
+  private closed = false;
+  private notBefore = 0;
+  private swept = false;
+
+  constructor(options: WarmShellsOptions = {}) {
+    this.size = options.size ?? DEFAULT_WARM_SHELLS;
+    this.log = options.log ?? silentLogger;
+  }
+
+  /** A shell already running the command, or undefined when the caller should spawn one. */
+  start(run: ShellRun): StartedShell | undefined {
+    if (this.unsupported || this.closed || run.env) return undefined;
+    const launcher = this.currentLauncher();
+    if (!launcher) return undefined;
+    const script = scriptOf(run.command, run.cwd ?? process.cwd(), launcher.cwd);
+    return script ? launcher.take(script) : undefined;
+  }
+
+  /**
+   * Starts the launcher now rather than at the first command and resolves once `count` shells wait
+   * (all of them by default), or when the launcher cannot keep them.
+   */
+  async warmUp(count = this.size): Promise<void> {
+    const launcher = this.currentLauncher();
+    await launcher?.waitForIdle(Math.min(count, this.size));
+  }
+
+  /** Stops the launcher, kills the waiting shells and removes their directory. Running commands go on. */
+  close() {
+    this.closed = true;
+    this.launcher?.retire();
+    this.launcher = undefined;
+  }
+
+  /** The launcher to take a shell from, started or restarted as needed; undefined while none can run. */
+  private currentLauncher(): Launcher | undefined {
+    if (this.unsupported || this.closed) return undefined;
+    const current = this.launcher;
+    if (current?.alive && current.environmentIsCurrent()) return current;
+    if (current) {
+      // A changed environment (a virtual display exports DISPLAY) needs shells that have it.
+      if (current.alive) this.log.debug("warm shells: the environment changed; starting a new launcher");
+      current.retire();
+      this.launcher = undefined;
+    }
+    if (Date.now() < this.notBefore) return undefined;
+    this.sweepStaleDirectories();
+    try {
+      this.launcher = new Launcher(this.size, this.log, (reason) => this.launcherEnded(reason));
+    } catch (err) {
+      this.log.warn({ err }, "warm shells: could not start the launcher; commands spawn their shells");
+      this.notBefore = Date.now() + RESTART_DELAY_MS;
+      return undefined;
+    }
+    return this.launcher;
+  }
+
+  private launcherEnded(reason: LauncherEnd) {
+    if (reason.unsupported) {
+      this.unsupported = true;
+      this.log.info({ reason: reason.unsupported }, "warm shells unavailable; commands spawn their shells");
+    } else if (!this.closed) {
+      this.log.warn({ reason: reason.exit }, "warm shells: the launcher ended; it restarts at a later command");
+      this.notBefore = Date.now() + RESTART_DELAY_MS;
+    }
+  }
+
+  /** Removes the FIFO directories of servers that died without removing theirs. */
+  private sweepStaleDirectories() {
+    if (this.swept) return;
+    this.swept = true;
+    const dir = tmpdir();
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const pid = Number(/^hangar-shells-(\d+)-/.exec(name)?.[1]);
+      if (pid && pid !== process.pid && !processExists(pid)) {
+        rm(join(dir, name), { recursive: true, force: true }, () => undefined);
+      }
+    }
+  }
+}
+
+/**
+ * The text the shell reads: the command as it is, after a `cd` on the same line when it runs
+ * elsewhere than the launcher (so that line numbers in messages stay the command's own). Undefined
+ * when the protocol cannot carry it: a NUL, a newline in the directory, too long.
+ */
+function scriptOf(command: string, cwd: string, launcherCwd: string): Buffer | undefined {
+  if (command.includes("\0") || cwd.includes("\0") || cwd.includes("\n")) return undefined;
+  let text = command;
+  if (cwd !== launcherCwd) {
+    // `cd` sets OLDPWD; a shell started in the directory has the server's instead.
+    const oldPwd = process.env.OLDPWD;
+    const restore = oldPwd === undefined ? "unset OLDPWD" : `OLDPWD=${quote(oldPwd)}`;
+    text = `cd -P -- ${quote(cwd)} && ${restore} || exit; ${command}`;
+  }
+  const script = Buffer.from(text);
+  return script.length <= LONGEST_SCRIPT ? script : undefined;
+}
+
+function quote(text: string) {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+interface LauncherEnd {
+  unsupported?: string;
+  exit?: string;
+}
+
+/** The server's ends of one waiting shell's FIFOs. */
+interface Fifos {
+  script: number;
+  stdout: number;
+  stderr: number;
+}
+
+interface Waiting extends Fifos {
+  id: number;
+  pid: number;
+}
+
+let lastId = 0;
+
+/**
+ * One launcher and the shells it started. When it is retired (or dies), the shells still running
+ * commands go on reporting through its stdout, which stays open as long as one of them lives.
+ */
+class Launcher {
+  readonly cwd = process.cwd();
+  private readonly env = { ...process.env };
+  private readonly envSize = Object.keys(this.env).length;
+  private readonly dir = mkdtempSync(join(tmpdir(), `${DIR_PREFIX}${process.pid}-`));
+  private readonly child: ChildProcess;
+  /** Shells waiting for a command, oldest first. */
+  private readonly waiting: Waiting[] = [];
+  /** Shells whose FIFOs are open here, being started. */
+  private readonly starting = new Map<number, Fifos>();
+  /** FIFOs asked for and not made yet. */
+  private requested = 0;
+  private readonly running = new Map<number, WarmShell>();
+  private readonly idleWaiters = new Set<() => void>();
+  private refillNotBefore = 0;
+  private reports = "";
+  alive = true;
+  private ended = false;
+
+  constructor(
+    private readonly size: number,
+    private readonly log: Logger,
+    private readonly onEnd: (reason: LauncherEnd) => void,
+  ) {
+    try {
+      this.child = spawn("/bin/sh", ["-c", LAUNCHER, "sh", this.dir], {
+        stdio: ["pipe", "pipe", "ignore"],
+        // Its own session: a Ctrl-C meant for the server's terminal does not reach it.
+        detached: true,
+      });
+    } catch (err) {
+      rmSync(this.dir, { recursive: true, force: true });
+      throw err;
+    }
+    // The launcher never keeps the server's process alive.
+    this.child.unref();
+    const { stdin, stdout } = this.child;
+    for (const stream of [stdin, stdout] as const) {
+      (stream as Socket | null)?.unref();
+      stream?.on("error", () => undefined);
+    }
+    stdout?.setEncoding("utf8");
+    stdout?.on("data", (text: string) => this.readReports(text));
+    // Every watcher holds stdout: once it closes, no shell is left to report an exit.
+    stdout?.on("close", () => {
+      for (const shell of this.running.values()) shell.exited(-1);
+      this.running.clear();
+    });
+    this.child.on("error", (err) => this.end({ exit: err.message }));
+    this.child.on("exit", (code, signal) => this.end({ exit: signal ?? `exit code ${code}` }));
+    this.refill();
+  }
+
+  /** Whether the server's environment and working directory are still what the shells were given. */
+  environmentIsCurrent(): boolean {
+    const env = process.env;
+    let size = 0;
+    for (const name in env) {
+      if (env[name] !== this.env[name]) return false;
+      size++;
+    }
+    return size === this.envSize;
+  }
+
+  /** Hands the script to the oldest waiting shell; undefined when none is waiting. */
+  take(script: Buffer): StartedShell | undefined {
+    const shell = this.waiting.shift();
+    this.refill();
+    if (!shell) return undefined;
+    let stdout: Socket | undefined;
+    let stderr: Socket | undefined;
+    try {
+      stdout = new Socket({ fd: shell.stdout, readable: true, writable: false });
+      stderr = new Socket({ fd: shell.stderr, readable: true, writable: false });
+      writeSync(shell.script, script);
+    } catch (err) {
+      this.log.debug({ err }, "warm shells: a waiting shell could not take a command");
+      if (stdout) stdout.destroy();
+      else closeQuietly(shell.stdout);
+      if (stderr) stderr.destroy();
+      else closeQuietly(shell.stderr);
+      closeQuietly(shell.script);
+      killGroup(shell.pid);
+      return undefined;
+    }
+    // The end of the script: once the shell has read it, stdin is at its end for the command.
+    closeQuietly(shell.script);
+    const started = new WarmShell(shell.pid, stdout, stderr);
+    this.running.set(shell.id, started);
+    // A command's exit comes through the launcher's stdout: until then it keeps the process alive.
+    (this.child.stdout as Socket | null)?.ref();
+    return started;
+  }
+
+  /** Resolves once `count` shells wait, or the launcher has ended. */
+  waitForIdle(count: number): Promise<void> {
+    return new Promise((resolve) => {
+      // The launcher does not keep the process alive; whoever waits for it does.
+      const alive = setInterval(() => undefined, 60_000);
+      const check = () => {
+        if (this.waiting.length < count && !this.ended) return;
+        this.idleWaiters.delete(check);
+        clearInterval(alive);
+        resolve();
+      };
+      this.idleWaiters.add(check);
+      check();
+    });
+  }
+
+  /** Stops it: kills the waiting shells and the launcher, removes the directory. */
+  retire() {
+    this.end({});
+    this.child.kill("SIGKILL");
+  }
+
+  private end(reason: LauncherEnd) {
+    if (this.ended) return;
+    this.ended = true;
+    this.alive = false;
+    for (const shell of this.waiting.splice(0)) {
+      killGroup(shell.pid);
+      closeFifos(shell);
+    }
+    for (const fifos of this.starting.values()) closeFifos(fifos);
+    this.starting.clear();
+    this.child.stdin?.destroy();
+    rm(this.dir, { recursive: true, force: true }, () => undefined);
+    for (const wake of [...this.idleWaiters]) wake();
+    if (reason.unsupported || reason.exit) this.onEnd(reason);
+  }
+
+  /** Asks for as many shells as are missing. */
+  private refill() {
+    if (this.ended || Date.now() < this.refillNotBefore) return;
+    const missing = this.size - this.waiting.length - this.starting.size - this.requested;
+    if (missing <= 0) return;
+    const ids = Array.from({ length: missing }, () => ++lastId);
+    this.requested += ids.length;
+    this.child.stdin?.write(`make ${ids.join(" ")}\n`);
+  }
+
+  private readReports(text: string) {
+    this.reports += text;
+    let end = this.reports.indexOf("\n");
+    while (end >= 0) {
+      const [word, ...args] = this.reports.slice(0, end).split(" ");
+      this.reports = this.reports.slice(end + 1);
+      this.report(word, args);
+      end = this.reports.indexOf("\n");
+    }
+  }
+
+  private report(word: string, args: string[]) {
+    const ids = args.map(Number);
+    switch (word) {
+      case "made":
+        this.requested -= ids.length;
+        this.opened(ids);
+        break;
+      case "failed":
+        if (this.requested > 0) this.requested = Math.max(0, this.requested - ids.length);
+        for (const id of ids) this.forget(id);
+        this.pauseRefill();
+        break;
+      case "ready":
+        this.ready(ids[0], ids[1]);
+        break;
+      case "exit":
+        this.exited(ids[0], ids[1]);
+        break;
+      case "unsupported:":
+        this.end({ unsupported: args.join(" ") });
+        this.child.kill("SIGKILL");
+        break;
+    }
+  }
+
+  /** Opens the server's ends of new FIFOs, then has the launcher start their shells. */
+  private opened(ids: number[]) {
+    const started: number[] = [];
+    for (const id of ids) {
+      if (this.ended) {
+        this.unlinkFifos(id);
+        continue;
+      }
+      try {
+        this.starting.set(id, this.openFifos(id));
+        started.push(id);
+      } catch (err) {
+        this.log.debug({ err }, "warm shells: could not open a shell's FIFOs");
+        this.unlinkFifos(id);
+        this.pauseRefill();
+      }
+    }
+    if (started.length > 0) this.child.stdin?.write(`start ${started.join(" ")}\n`);
+  }
+
+  private openFifos(id: number): Fifos {
+    const opened: number[] = [];
+    try {
+      // Read-write: the shell's read waits for a command instead of ending, and ends if the server dies.
+      opened.push(openSync(this.fifo(id, "c"), constants.O_RDWR | constants.O_NONBLOCK));
+      for (const name of ["o", "e"]) {
+        opened.push(openSync(this.fifo(id, name), constants.O_RDONLY | constants.O_NONBLOCK));
+      }
+    } catch (err) {
+      for (const fd of opened) closeQuietly(fd);
+      throw err;
+    }
+    const [script, stdout, stderr] = opened;
+    return { script, stdout, stderr };
+  }
+
+  private ready(id: number, pid: number) {
+    const fifos = this.starting.get(id);
+    if (!fifos) return;
+    this.starting.delete(id);
+    // Both ends of each FIFO are open: the names are no longer needed.
+    this.unlinkFifos(id);
+    if (this.ended) {
+      killGroup(pid);
+      closeFifos(fifos);
+      return;
+    }
+    this.waiting.push({ id, pid, ...fifos });
+    for (const wake of [...this.idleWaiters]) wake();
+  }
+
+  private exited(id: number, status: number) {
+    const shell = this.running.get(id);
+    if (shell) {
+      this.running.delete(id);
+      if (this.running.size === 0) (this.child.stdout as Socket | null)?.unref();
+      shell.exited(status);
+      return;
+    }
+    // A waiting shell that died (killed from outside): it can no longer take a command.
+    const index = this.waiting.findIndex((w) => w.id === id);
+    if (index >= 0) {
+      closeFifos(this.waiting[index]);
+      this.waiting.splice(index, 1);
+      this.refill();
+    }
+  }
+
+  private forget(id: number) {
+    const fifos = this.starting.get(id);
+    if (fifos) closeFifos(fifos);
+    this.starting.delete(id);
+    this.unlinkFifos(id);
+  }
+
+  private pauseRefill() {
+    this.refillNotBefore = Date.now() + RESTART_DELAY_MS;
+  }
+
+  private fifo(id: number, name: string) {
+    return join(this.dir, `${id}.${name}`);
+  }
+
+  private unlinkFifos(id: number) {
+    for (const name of ["c", "o", "e"]) unlink(this.fifo(id, name), () => undefined);
+  }
+}
+
+/** A command running in a warm shell, seen as `runShell` sees a spawned one. */
+class WarmShell extends EventEmitter implements StartedShell {
+  readonly warm = true;
+  private status?: number;
+  private open = 2;
+
+  constructor(
+    readonly pid: number,
+    readonly stdout: Socket,
+    readonly stderr: Socket,
+  ) {
+    super();
+    for (const stream of [stdout, stderr]) {
+      stream.on("close", () => {
+        this.open--;
+        this.closeIfDone();
+      });
+    }
+  }
+
+  /** The watcher's report: the shell's exit status (128+N after signal N), or -1 when none will come. */
+  exited(status: number) {
+    if (this.status !== undefined) return;
+    this.status = status;
+    this.emit("exit", status);
+    this.closeIfDone();
+  }
+
+  private closeIfDone() {
+    if (this.status !== undefined && this.open === 0) this.emit("close", this.status);
+  }
+}
+
+function closeFifos(fifos: Fifos) {
+  for (const fd of [fifos.script, fifos.stdout, fifos.stderr]) closeQuietly(fd);
+}
+
+function closeQuietly(fd: number) {
+  try {
+    closeSync(fd);
+  } catch {
+    // already closed
+  }
+}
+
+function killGroup(pid: number) {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}
