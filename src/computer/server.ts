@@ -55,10 +55,10 @@ export interface ComputerServerOptions {
   /** Commands kept in the activity timeline (default 500). */
   activitySize?: number;
   /**
-   * Keep shells waiting for `run_command` (default on; src/os/warm-shells.ts), so that a command
-   * does not fork this process. False: each command spawns its shell.
+   * Shells kept waiting for `run_command` (src/os/warm-shells.ts), so that a command does not fork
+   * this process (default `DEFAULT_WARM_SHELLS`); 0: each command spawns its shell.
    */
-  warmShells?: boolean;
+  warmShells?: number;
   /** Collect garbage after a few seconds without requests, so that memory goes back to the system. */
   collectGarbageWhenIdle?: boolean;
   /**
@@ -93,7 +93,7 @@ export async function startComputerServer(
   // The desktop's variables are read when the browser starts: a virtual display exports them here.
   const browser = new BrowserSession({ env: () => process.env, ...options.browser, log });
   const activity = new ActivityLog({ size: options.activitySize });
-  const shells = options.warmShells === false ? undefined : new WarmShells({ log });
+  const shells = options.warmShells === 0 ? undefined : new WarmShells({ max: options.warmShells, log });
   const registry = new CommandRegistry(allCommands, {
     desktop: options.desktop,
     accessibility,

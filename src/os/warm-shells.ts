@@ -28,7 +28,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { closeSync, constants, mkdtempSync, openSync, readdirSync, rm, rmSync, unlink, writeSync } from "node:fs";
+import { close, closeSync, constants, mkdtempSync, openSync, readdirSync, rm, rmSync, unlinkSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,17 +36,27 @@ import { type Logger, silentLogger } from "../common/logger.js";
 import { processExists } from "./pid.js";
 import type { ShellRun, StartedShell } from "./process.js";
 
+/** Shells kept waiting at most (`hangar serve --warm-shells`). */
+export const DEFAULT_WARM_SHELLS = 32;
 /**
- * Waiting shells kept by default. A client sending commands back to back takes one per command
- * while the launcher replaces about one every 2 ms: this many carry a burst of a few dozen.
+ * Shells kept waiting while commands come one at a time. A command that finds none waiting (a
+ * burst) raises that to the maximum, until `BURST_MEMORY_MS` pass without another such command.
  */
-export const DEFAULT_WARM_SHELLS = 8;
+const IDLE_SHELLS = 4;
+const BURST_MEMORY_MS = 5 * 60_000;
+/**
+ * Replacements are started once no command has been taken for this long (ms): starting a shell
+ * costs about 2 ms of CPU (three exec's), which the commands of a burst would wait for.
+ */
+const QUIET_MS = 3;
+/** And one at a time, this far apart (ms), so that a command arriving meanwhile finds a CPU. */
+const START_GAP_MS = 1;
 /**
  * The longest script a waiting shell takes (bytes). The shell reads its input 8 KiB at a time; the
  * whole script must arrive in one read so that a command reading stdin finds it at its end.
  */
 const LONGEST_SCRIPT = 8000;
-/** After a launcher that failed or died, the next one starts no sooner than this (ms). */
+/** After a launcher or a shell that failed to start, the next one starts no sooner than this (ms). */
 const RESTART_DELAY_MS = 1000;
 const DIR_PREFIX = "hangar-shells-";
 
@@ -57,6 +67,17 @@ const DIR_PREFIX = "hangar-shells-";
  * has already closed. At the end of its input (the server closed it or died) it removes DIR.
  */
 const LAUNCHER = `d=$1
+[ $# -gt 1 ] && lc=$2
+# A shell: env restores SIGINT and SIGQUIT, which a command started with & ignores; setsid and env
+# run in the C locale, which they start faster in, and the shell gets back the server's LC_ALL.
+shell() {
+  export LC_ALL=C
+  if [ -n "\${lc+set}" ]; then
+    exec setsid env --default-signal=INT,QUIT "LC_ALL=$lc" /bin/sh -s
+  else
+    exec setsid env -u LC_ALL --default-signal=INT,QUIT /bin/sh -s
+  fi
+}
 for tool in mkfifo setsid env; do
   command -v $tool >/dev/null || { echo "unsupported: no $tool"; exit 0; }
 done
@@ -72,7 +93,7 @@ while read -r op ids; do
       (
         command exec 2>/dev/null 7<>"$d/$id.c" 8<>"$d/$id.o" 9<>"$d/$id.e" || { echo "failed $id"; exit; }
         exec 4<"$d/$id.c" 5>"$d/$id.o" 6>"$d/$id.e" 7<&- 8<&- 9<&-
-        env --default-signal=INT,QUIT setsid /bin/sh -s <&4 >&5 2>&6 4<&- 5>&- 6>&- &
+        shell <&4 >&5 2>&6 4<&- 5>&- 6>&- &
         echo "ready $id $!"
         exec 4<&- 5>&- 6>&-
         wait $!
@@ -85,8 +106,10 @@ done
 rm -rf "$d"`;
 
 export interface WarmShellsOptions {
-  /** Waiting shells to keep (default `DEFAULT_WARM_SHELLS`). */
-  size?: number;
+  /** Shells kept waiting at most (default `DEFAULT_WARM_SHELLS`). */
+  max?: number;
+  /** Shells kept waiting while commands come one at a time (default 4, at most `max`). */
+  idle?: number;
   log?: Logger;
 }
 
@@ -97,7 +120,7 @@ export interface WarmShellsOptions {
  * protocol cannot carry, no shell waiting, or a launcher that has just died.
  */
 export class WarmShells {
-  private readonly size: number;
+  private readonly sizes: PoolSizes;
   private readonly log: Logger;
   private launcher?: Launcher;
   private unsupported = process.platform !== "linux";
@@ -106,7 +129,8 @@ export class WarmShells {
   private swept = false;
 
   constructor(options: WarmShellsOptions = {}) {
-    this.size = options.size ?? DEFAULT_WARM_SHELLS;
+    const max = options.max ?? DEFAULT_WARM_SHELLS;
+    this.sizes = { max, idle: Math.min(options.idle ?? IDLE_SHELLS, max) };
     this.log = options.log ?? silentLogger;
   }
 
@@ -120,12 +144,11 @@ export class WarmShells {
   }
 
   /**
-   * Starts the launcher now rather than at the first command and resolves once `count` shells wait
-   * (all of them by default), or when the launcher cannot keep them.
+   * Starts the launcher now rather than at the first command and resolves once the shells kept
+   * while idle wait, or when the launcher cannot keep them.
    */
-  async warmUp(count = this.size): Promise<void> {
-    const launcher = this.currentLauncher();
-    await launcher?.waitForIdle(Math.min(count, this.size));
+  async warmUp(): Promise<void> {
+    await this.currentLauncher()?.waitForIdle();
   }
 
   /** Stops the launcher, kills the waiting shells and removes their directory. Running commands go on. */
@@ -149,7 +172,7 @@ export class WarmShells {
     if (Date.now() < this.notBefore) return undefined;
     this.sweepStaleDirectories();
     try {
-      this.launcher = new Launcher(this.size, this.log, (reason) => this.launcherEnded(reason));
+      this.launcher = new Launcher(this.sizes, this.log, (reason) => this.launcherEnded(reason));
     } catch (err) {
       this.log.warn({ err }, "warm shells: could not start the launcher; commands spawn their shells");
       this.notBefore = Date.now() + RESTART_DELAY_MS;
@@ -210,21 +233,30 @@ function quote(text: string) {
   return `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
+interface PoolSizes {
+  max: number;
+  idle: number;
+}
+
 interface LauncherEnd {
   unsupported?: string;
   exit?: string;
 }
 
-/** The server's ends of one waiting shell's FIFOs. */
+/** The server's ends of a new shell's FIFOs: descriptors until the shell is ready. */
 interface Fifos {
   script: number;
   stdout: number;
   stderr: number;
 }
 
-interface Waiting extends Fifos {
+/** A shell waiting for a command: its pid (and process group) and the server's ends of its FIFOs. */
+interface Waiting {
   id: number;
   pid: number;
+  script: number;
+  stdout: Socket;
+  stderr: Socket;
 }
 
 let lastId = 0;
@@ -236,29 +268,41 @@ let lastId = 0;
 class Launcher {
   readonly cwd = process.cwd();
   private readonly env = { ...process.env };
-  private readonly envSize = Object.keys(this.env).length;
+  private readonly envNames = Object.keys(this.env);
   private readonly dir = mkdtempSync(join(tmpdir(), `${DIR_PREFIX}${process.pid}-`));
   private readonly child: ChildProcess;
   /** Shells waiting for a command, oldest first. */
   private readonly waiting: Waiting[] = [];
-  /** Shells whose FIFOs are open here, being started. */
-  private readonly starting = new Map<number, Fifos>();
-  /** FIFOs asked for and not made yet. */
+  /** Ids whose FIFOs are made, not yet given to a shell. */
+  private readonly made: number[] = [];
+  /** FIFOs asked for, not made yet. */
   private requested = 0;
+  /** Shells being started: the server's ends of their FIFOs are open. */
+  private readonly starting = new Map<number, Fifos>();
   private readonly running = new Map<number, WarmShell>();
   private readonly idleWaiters = new Set<() => void>();
-  private refillNotBefore = 0;
+  /** Shells to keep waiting now: the idle size, or the maximum after a burst. */
+  private target: number;
+  private lastBurst = 0;
+  private lastTake = 0;
+  private lastStart = 0;
+  private pumpTimer?: NodeJS.Timeout;
+  private readonly shrinkTimer: NodeJS.Timeout;
+  private supplyPausedUntil = 0;
   private reports = "";
   alive = true;
   private ended = false;
 
   constructor(
-    private readonly size: number,
+    private readonly sizes: PoolSizes,
     private readonly log: Logger,
     private readonly onEnd: (reason: LauncherEnd) => void,
   ) {
+    this.target = sizes.idle;
     try {
-      this.child = spawn("/bin/sh", ["-c", LAUNCHER, "sh", this.dir], {
+      const lcAll = process.env.LC_ALL;
+      const args = ["-c", LAUNCHER, "sh", this.dir, ...(lcAll === undefined ? [] : [lcAll])];
+      this.child = spawn("/bin/sh", args, {
         stdio: ["pipe", "pipe", "ignore"],
         // Its own session: a Ctrl-C meant for the server's terminal does not reach it.
         detached: true,
@@ -283,57 +327,60 @@ class Launcher {
     });
     this.child.on("error", (err) => this.end({ exit: err.message }));
     this.child.on("exit", (code, signal) => this.end({ exit: signal ?? `exit code ${code}` }));
-    this.refill();
+    this.shrinkTimer = setInterval(() => this.shrinkAfterBurst(), BURST_MEMORY_MS).unref();
+    this.pump();
   }
 
-  /** Whether the server's environment and working directory are still what the shells were given. */
+  /** Whether the server's environment is still what the shells were given. */
   environmentIsCurrent(): boolean {
+    // Reading names from the snapshot is several times faster than enumerating process.env.
     const env = process.env;
-    let size = 0;
-    for (const name in env) {
-      if (env[name] !== this.env[name]) return false;
-      size++;
-    }
-    return size === this.envSize;
+    for (const name of this.envNames) if (env[name] !== this.env[name]) return false;
+    return Object.keys(env).length === this.envNames.length;
   }
 
   /** Hands the script to the oldest waiting shell; undefined when none is waiting. */
   take(script: Buffer): StartedShell | undefined {
     const shell = this.waiting.shift();
-    this.refill();
-    if (!shell) return undefined;
-    let stdout: Socket | undefined;
-    let stderr: Socket | undefined;
+    this.lastTake = performance.now();
+    if (!shell) {
+      // A burst: keep more shells from now on.
+      this.target = this.sizes.max;
+      this.lastBurst = Date.now();
+    }
+    this.pump();
+    return shell && this.hand(shell, script);
+  }
+
+  /** Writes the script into the shell and closes it; undefined when the shell cannot take it. */
+  private hand(shell: Waiting, script: Buffer): StartedShell | undefined {
     try {
-      stdout = new Socket({ fd: shell.stdout, readable: true, writable: false });
-      stderr = new Socket({ fd: shell.stderr, readable: true, writable: false });
       writeSync(shell.script, script);
     } catch (err) {
       this.log.debug({ err }, "warm shells: a waiting shell could not take a command");
-      if (stdout) stdout.destroy();
-      else closeQuietly(shell.stdout);
-      if (stderr) stderr.destroy();
-      else closeQuietly(shell.stderr);
-      closeQuietly(shell.script);
-      killGroup(shell.pid);
+      dropWaiting(shell);
       return undefined;
     }
-    // The end of the script: once the shell has read it, stdin is at its end for the command.
-    closeQuietly(shell.script);
-    const started = new WarmShell(shell.pid, stdout, stderr);
+    // The end of the script: once the shell has read it, stdin is at its end for the command. Closed
+    // on the thread pool: the shell, woken by the write, is reading, and a close here would wait
+    // for it (a tenth of a millisecond).
+    close(shell.script, () => undefined);
+    shell.stdout.ref();
+    shell.stderr.ref();
+    const started = new WarmShell(shell.pid, shell.stdout, shell.stderr);
     this.running.set(shell.id, started);
     // A command's exit comes through the launcher's stdout: until then it keeps the process alive.
     (this.child.stdout as Socket | null)?.ref();
     return started;
   }
 
-  /** Resolves once `count` shells wait, or the launcher has ended. */
-  waitForIdle(count: number): Promise<void> {
+  /** Resolves once the shells to keep wait, or the launcher has ended. */
+  waitForIdle(): Promise<void> {
     return new Promise((resolve) => {
       // The launcher does not keep the process alive; whoever waits for it does.
       const alive = setInterval(() => undefined, 60_000);
       const check = () => {
-        if (this.waiting.length < count && !this.ended) return;
+        if (this.waiting.length < this.target && !this.ended) return;
         this.idleWaiters.delete(check);
         clearInterval(alive);
         resolve();
@@ -353,10 +400,9 @@ class Launcher {
     if (this.ended) return;
     this.ended = true;
     this.alive = false;
-    for (const shell of this.waiting.splice(0)) {
-      killGroup(shell.pid);
-      closeFifos(shell);
-    }
+    clearTimeout(this.pumpTimer);
+    clearInterval(this.shrinkTimer);
+    for (const shell of this.waiting.splice(0)) dropWaiting(shell);
     for (const fifos of this.starting.values()) closeFifos(fifos);
     this.starting.clear();
     this.child.stdin?.destroy();
@@ -365,14 +411,52 @@ class Launcher {
     if (reason.unsupported || reason.exit) this.onEnd(reason);
   }
 
-  /** Asks for as many shells as are missing. */
-  private refill() {
-    if (this.ended || Date.now() < this.refillNotBefore) return;
-    const missing = this.size - this.waiting.length - this.starting.size - this.requested;
+  /**
+   * Starts shells until `target` wait, once commands pause and one at a time (see QUIET_MS and
+   * START_GAP_MS), and asks for their FIFOs ahead.
+   */
+  private pump() {
+    if (this.ended || Date.now() < this.supplyPausedUntil) return;
+    const missing = this.target - this.waiting.length - this.starting.size;
     if (missing <= 0) return;
-    const ids = Array.from({ length: missing }, () => ++lastId);
-    this.requested += ids.length;
-    this.child.stdin?.write(`make ${ids.join(" ")}\n`);
+    const wait = Math.max(this.lastTake + QUIET_MS, this.lastStart + START_GAP_MS) - performance.now();
+    if (wait > 0) {
+      clearTimeout(this.pumpTimer);
+      this.pumpTimer = setTimeout(() => this.pump(), wait).unref();
+      return;
+    }
+    const id = this.made.shift();
+    if (id !== undefined) this.startShell(id);
+    if (this.made.length === 0 && this.requested === 0) {
+      const ids = Array.from({ length: this.target }, () => ++lastId);
+      this.requested = ids.length;
+      this.child.stdin?.write(`make ${ids.join(" ")}\n`);
+    }
+    if (id !== undefined && missing > 1) {
+      clearTimeout(this.pumpTimer);
+      this.pumpTimer = setTimeout(() => this.pump(), START_GAP_MS).unref();
+    }
+  }
+
+  /** Back to the idle size once a burst is long past: the surplus shells are stopped. */
+  private shrinkAfterBurst() {
+    if (this.target === this.sizes.idle || Date.now() - this.lastBurst < BURST_MEMORY_MS) return;
+    this.target = this.sizes.idle;
+    for (const shell of this.waiting.splice(this.target)) dropWaiting(shell);
+  }
+
+  /** Opens the server's ends of an id's FIFOs, then has the launcher start their shell. */
+  private startShell(id: number) {
+    try {
+      this.starting.set(id, this.openFifos(id));
+    } catch (err) {
+      this.log.debug({ err }, "warm shells: could not open a shell's FIFOs");
+      this.unlinkFifos(id);
+      this.pauseSupply();
+      return;
+    }
+    this.lastStart = performance.now();
+    this.child.stdin?.write(`start ${id}\n`);
   }
 
   private readReports(text: string) {
@@ -390,13 +474,12 @@ class Launcher {
     const ids = args.map(Number);
     switch (word) {
       case "made":
-        this.requested -= ids.length;
-        this.opened(ids);
+        this.requested = Math.max(0, this.requested - ids.length);
+        this.made.push(...ids);
+        this.pump();
         break;
       case "failed":
-        if (this.requested > 0) this.requested = Math.max(0, this.requested - ids.length);
-        for (const id of ids) this.forget(id);
-        this.pauseRefill();
+        this.failed(ids);
         break;
       case "ready":
         this.ready(ids[0], ids[1]);
@@ -409,26 +492,6 @@ class Launcher {
         this.child.kill("SIGKILL");
         break;
     }
-  }
-
-  /** Opens the server's ends of new FIFOs, then has the launcher start their shells. */
-  private opened(ids: number[]) {
-    const started: number[] = [];
-    for (const id of ids) {
-      if (this.ended) {
-        this.unlinkFifos(id);
-        continue;
-      }
-      try {
-        this.starting.set(id, this.openFifos(id));
-        started.push(id);
-      } catch (err) {
-        this.log.debug({ err }, "warm shells: could not open a shell's FIFOs");
-        this.unlinkFifos(id);
-        this.pauseRefill();
-      }
-    }
-    if (started.length > 0) this.child.stdin?.write(`start ${started.join(" ")}\n`);
   }
 
   private openFifos(id: number): Fifos {
@@ -458,8 +521,31 @@ class Launcher {
       closeFifos(fifos);
       return;
     }
-    this.waiting.push({ id, pid, ...fifos });
+    // The sockets are made now rather than when a command comes: that takes a while.
+    this.waiting.push({
+      id,
+      pid,
+      script: fifos.script,
+      stdout: idleSocket(fifos.stdout),
+      stderr: idleSocket(fifos.stderr),
+    });
+    this.pump();
     for (const wake of [...this.idleWaiters]) wake();
+  }
+
+  /** FIFOs that could not be made, or a shell that could not open them. */
+  private failed(ids: number[]) {
+    for (const id of ids) {
+      const fifos = this.starting.get(id);
+      if (fifos) {
+        closeFifos(fifos);
+        this.starting.delete(id);
+      } else {
+        this.requested = Math.max(0, this.requested - 1);
+      }
+      this.unlinkFifos(id);
+    }
+    this.pauseSupply();
   }
 
   private exited(id: number, status: number) {
@@ -473,30 +559,49 @@ class Launcher {
     // A waiting shell that died (killed from outside): it can no longer take a command.
     const index = this.waiting.findIndex((w) => w.id === id);
     if (index >= 0) {
-      closeFifos(this.waiting[index]);
+      dropWaiting(this.waiting[index]);
       this.waiting.splice(index, 1);
-      this.refill();
+      this.pump();
     }
   }
 
-  private forget(id: number) {
-    const fifos = this.starting.get(id);
-    if (fifos) closeFifos(fifos);
-    this.starting.delete(id);
-    this.unlinkFifos(id);
-  }
-
-  private pauseRefill() {
-    this.refillNotBefore = Date.now() + RESTART_DELAY_MS;
+  /** After a failure (descriptors or disk short), no new shell for a while; commands spawn theirs. */
+  private pauseSupply() {
+    this.supplyPausedUntil = Date.now() + RESTART_DELAY_MS;
+    clearTimeout(this.pumpTimer);
+    this.pumpTimer = setTimeout(() => this.pump(), RESTART_DELAY_MS).unref();
   }
 
   private fifo(id: number, name: string) {
     return join(this.dir, `${id}.${name}`);
   }
 
+  /** Synchronously: a few microseconds, where an asynchronous unlink costs a thread pool round trip. */
   private unlinkFifos(id: number) {
-    for (const name of ["c", "o", "e"]) unlink(this.fifo(id, name), () => undefined);
+    for (const name of ["c", "o", "e"]) {
+      try {
+        unlinkSync(this.fifo(id, name));
+      } catch {
+        // already gone (the directory was removed)
+      }
+    }
   }
+}
+
+/** A read end that does not keep the process alive while its shell waits. */
+function idleSocket(fd: number): Socket {
+  const socket = new Socket({ fd, readable: true, writable: false });
+  socket.on("error", () => undefined);
+  socket.unref();
+  return socket;
+}
+
+/** Kills a waiting shell and closes the server's ends of its FIFOs. */
+function dropWaiting(shell: Waiting) {
+  killGroup(shell.pid);
+  closeQuietly(shell.script);
+  shell.stdout.destroy();
+  shell.stderr.destroy();
 }
 
 /** A command running in a warm shell, seen as `runShell` sees a spawned one. */
