@@ -24,10 +24,8 @@ const WARMUP = 3;
 const BALLAST_MB = 180;
 
 /** What bench/loop-probe.mjs answers. */
-interface LoopDelays {
-  maxMs: number;
-  p99Ms: number;
-  samples: number;
+interface Stall {
+  longestMs: number;
   ballastMb: number;
 }
 
@@ -36,8 +34,8 @@ interface Side {
   server: SpawnedServer;
   echo: number[];
   version: number[];
-  /** The longest event-loop block while each command ran. */
-  blocks: number[];
+  /** The event loop's longest stall while each command ran. */
+  stalls: number[];
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -56,9 +54,10 @@ async function burst(fn: () => Promise<unknown>): Promise<number[]> {
   return times;
 }
 
-function loopDelays(server: SpawnedServer): Promise<LoopDelays> {
-  const reply = once(server.child, "message").then(([message]) => message as LoopDelays);
-  server.child.send("loop");
+/** The server's longest event-loop stall since the previous call. */
+function stall(server: SpawnedServer): Promise<Stall> {
+  const reply = once(server.child, "message").then(([message]) => message as Stall);
+  server.child.send("stall");
   return reply;
 }
 
@@ -68,7 +67,7 @@ async function startSide(name: string, args: string[], ballastMb: number): Promi
     { BENCH_BALLAST_MB: String(ballastMb) },
     { nodeArgs: ["--import", "./bench/loop-probe.mjs"], ipc: true },
   );
-  return { name, server, echo: [], version: [], blocks: [] };
+  return { name, server, echo: [], version: [], stalls: [] };
 }
 
 const echoHi = (url: string) => async () => {
@@ -94,15 +93,14 @@ try {
       side.echo.push(...(await burst(echoHi(side.server.url))));
     }
   }
-  // The event loop while each command runs (the probe's answer between commands, not timed above).
+  // The event loop while each command runs (asked between commands, so not timed above).
   for (const side of sides) {
     for (let i = 0; i < WARMUP + BURST; i++) {
-      await loopDelays(side.server);
+      await stall(side.server);
       await echoHi(side.server.url)();
-      const { maxMs } = await loopDelays(side.server);
-      if (i >= WARMUP) side.blocks.push(maxMs);
+      const { longestMs } = await stall(side.server);
+      if (i >= WARMUP) side.stalls.push(longestMs);
     }
-    await new Promise((resolve) => setTimeout(resolve, 200));
   }
   for (const side of sides) {
     cells.push([
@@ -110,7 +108,7 @@ try {
       `${ms(median(side.echo))} (p95 ${ms(p95(side.echo))})`,
       ms(median(side.version)),
       ms(median(side.echo) - median(side.version)),
-      `${ms(median(side.blocks))} (p95 ${ms(p95(side.blocks))})`,
+      `${ms(median(side.stalls))} (p95 ${ms(p95(side.stalls))})`,
       `${side.server.rssMb().toFixed(0)} MB`,
     ]);
   }
@@ -124,7 +122,7 @@ printMarkdown(
     "run_command median",
     "version median",
     "command above version",
-    "event-loop block per command",
+    "longest event-loop stall per command (1 ms: none)",
     "RSS",
   ],
   cells,

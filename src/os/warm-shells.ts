@@ -13,12 +13,12 @@
  *            ◀──"made ids", "ready id pid", "exit id status"───┘
  *
  * What the command sees is what `/bin/sh -c` gives it: the same environment and working directory,
- * stdin at its end, stdout and stderr, exit codes, error messages ("/bin/sh: 1: x: not found",
- * line numbers included), EXIT traps, and default signal dispositions (`env --default-signal`: a
- * shell started in the background would ignore SIGINT and SIGQUIT). It differs where a shell that
- * reads its commands (`-s`) differs from one given them (`-c`): the last program is run as a child,
- * not exec'd in the shell's place, so a program killed by signal N ends with status 128+N and the
- * shell prints the signal's name ("Killed") on stderr, as after any other command in a script.
+ * stdin at its end, stdout and stderr, exit statuses (128+N after signal N, on both paths), error
+ * messages ("/bin/sh: 1: x: not found", line numbers included), `$0`, `$-`, EXIT traps, and default
+ * signal dispositions (`env --default-signal`: a shell started in the background would ignore
+ * SIGINT and SIGQUIT). That holds for dash, the only shell used so: it reads a script from a pipe
+ * 8 KiB at a time (bash reads it byte by byte, and a command reading stdin would eat the lines
+ * after it) and forks the last command of `-c` as it does that of `-s` (bash execs it).
  *
  * The server's side of a waiting shell is three descriptors: the script FIFO (held open for
  * reading and writing, so that the shell's read does not end before its command comes, and does end
@@ -28,10 +28,22 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { close, closeSync, constants, mkdtempSync, openSync, readdirSync, rm, rmSync, unlinkSync, writeSync } from "node:fs";
+import {
+  close,
+  closeSync,
+  constants,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  realpathSync,
+  rm,
+  rmSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
 import { Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { processExists } from "./pid.js";
 import type { ShellRun, StartedShell } from "./process.js";
@@ -129,6 +141,7 @@ export class WarmShells {
   private swept = false;
 
   constructor(options: WarmShellsOptions = {}) {
+    if (!this.unsupported && !systemShellIsDash()) this.unsupported = true;
     const max = options.max ?? DEFAULT_WARM_SHELLS;
     this.sizes = { max, idle: Math.min(options.idle ?? IDLE_SHELLS, max) };
     this.log = options.log ?? silentLogger;
@@ -211,21 +224,31 @@ export class WarmShells {
   }
 }
 
+/** Whether /bin/sh is dash (see the module's comment for why no other shell). */
+function systemShellIsDash(): boolean {
+  try {
+    return basename(realpathSync("/bin/sh")) === "dash";
+  } catch {
+    return false;
+  }
+}
+
 /**
- * The text the shell reads: the command as it is, after a `cd` on the same line when it runs
- * elsewhere than the launcher (so that line numbers in messages stay the command's own). Undefined
- * when the protocol cannot carry it: a NUL, a newline in the directory, too long.
+ * The text the shell reads: the command, after what makes the shell look like `/bin/sh -c` (`set
+ * +s`: `$-` without the s of a shell reading its input) and a `cd` when the command runs elsewhere
+ * than the launcher, all on the command's first line so that line numbers in messages stay its own.
+ * Undefined when the protocol cannot carry it: a NUL, a newline in the directory, too long.
  */
 function scriptOf(command: string, cwd: string, launcherCwd: string): Buffer | undefined {
   if (command.includes("\0") || cwd.includes("\0") || cwd.includes("\n")) return undefined;
-  let text = command;
+  let prefix = "set +s; ";
   if (cwd !== launcherCwd) {
     // `cd` sets OLDPWD; a shell started in the directory has the server's instead.
     const oldPwd = process.env.OLDPWD;
     const restore = oldPwd === undefined ? "unset OLDPWD" : `OLDPWD=${quote(oldPwd)}`;
-    text = `cd -P -- ${quote(cwd)} && ${restore} || exit; ${command}`;
+    prefix += `cd -P -- ${quote(cwd)} && ${restore} || exit; `;
   }
-  const script = Buffer.from(text);
+  const script = Buffer.from(prefix + command);
   return script.length <= LONGEST_SCRIPT ? script : undefined;
 }
 
