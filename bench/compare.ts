@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import autocannon from "autocannon";
 import { startVirtualDisplay, type VirtualDisplay } from "../src/desktop/virtual-display.js";
-import { printMarkdown } from "./lib.js";
+import { median, ms, p95, printMarkdown } from "./lib.js";
 import { activate, closeClient, MIXED, sampleWithSetup, sceneOn, screenChanger, timedPost } from "./scene.js";
 import { rssWhileIdle, type SpawnedServer, spawnHangar } from "./support.js";
 
@@ -54,10 +54,6 @@ interface Operation {
   show?: (ms: number) => string;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const p95 = (xs: number[]) =>
-  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
-const ms = (x: number) => `${x.toFixed(2)} ms`;
 const mbPerSecond = (bytes: number) => (x: number) => `${ms(x)} (${Math.round(bytes / 1e3 / x)} MB/s)`;
 
 /** Runs every operation on both sides, alternating which goes first each round. */

@@ -13,7 +13,7 @@ import { once } from "node:events";
 import { parseArgs } from "node:util";
 import { runShell } from "../src/os/process.js";
 import { WarmShells } from "../src/os/warm-shells.js";
-import { printMarkdown } from "./lib.js";
+import { median, ms, p95, printMarkdown } from "./lib.js";
 import { cmd, type SpawnedServer, spawnHangar } from "./support.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "5" } } });
@@ -37,11 +37,6 @@ interface Side {
   /** The event loop's longest stall while each command ran. */
   stalls: number[];
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const p95 = (xs: number[]) =>
-  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
-const ms = (x: number) => `${x.toFixed(2)} ms`;
 
 /** Calls `fn` WARMUP + BURST times back to back; the times of the last BURST. */
 async function burst(fn: () => Promise<unknown>): Promise<number[]> {

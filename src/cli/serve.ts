@@ -4,9 +4,9 @@ import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import { parseBytes } from "../common/sizes.js";
 import { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, startComputerServer } from "../computer/server.js";
-import { DEFAULT_WARM_SHELLS } from "../os/warm-shells.js";
 import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
 import { type DesktopSession, parseDisplaySize, startDesktopSession } from "../desktop/session.js";
+import { DEFAULT_WARM_SHELLS } from "../os/warm-shells.js";
 import { cloudServeOptions, relaunchWithoutKeysInEnvironment } from "./serve-cloud.js";
 import {
   browserAccess,

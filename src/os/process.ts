@@ -8,7 +8,6 @@ import { EventEmitter } from "node:events";
 import { constants } from "node:os";
 import type { Readable } from "node:stream";
 import { describeOsError } from "../common/errors.js";
-import type { WarmShells } from "./warm-shells.js";
 
 export interface ShellRun {
   command: string;
@@ -21,8 +20,13 @@ export interface ShellRun {
   onOutput?: (stream: "stdout" | "stderr", data: string) => void;
   /** Bytes kept of each stream (default 64 MiB); the rest is dropped and said so. */
   maxOutputBytes?: number;
-  /** Waiting shells to run the command in, when one can take it. */
-  warm?: WarmShells;
+  /** Waiting shells to run the command in, when one can take it (warm-shells.ts). */
+  warm?: ShellPool;
+}
+
+/** Shells started ahead: one running the command, or undefined when it is to be spawned. */
+export interface ShellPool {
+  start(run: ShellRun): StartedShell | undefined;
 }
 
 export interface ShellResult {

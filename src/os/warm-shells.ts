@@ -45,8 +45,8 @@ import { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { type Logger, silentLogger } from "../common/logger.js";
-import { processExists } from "./pid.js";
-import type { ShellRun, StartedShell } from "./process.js";
+import { processExists, processRunning } from "./pid.js";
+import type { ShellPool, ShellRun, StartedShell } from "./process.js";
 
 /** Shells kept waiting at most (`hangar serve --warm-shells`). */
 export const DEFAULT_WARM_SHELLS = 32;
@@ -71,6 +71,8 @@ const LONGEST_SCRIPT = 8000;
 /** After a launcher or a shell that failed to start, the next one starts no sooner than this (ms). */
 const RESTART_DELAY_MS = 1000;
 const DIR_PREFIX = "hangar-shells-";
+/** How often a running command's shell is looked at, in case its watcher died (ms). */
+const WATCHER_CHECK_MS = 1000;
 
 /**
  * The launcher, run as `/bin/sh -c LAUNCHER sh DIR`. It reads requests on stdin (`make IDS`: the
@@ -131,7 +133,7 @@ export interface WarmShellsOptions {
  * without what the launcher needs, a command with its own environment variables or one the
  * protocol cannot carry, no shell waiting, or a launcher that has just died.
  */
-export class WarmShells {
+export class WarmShells implements ShellPool {
   private readonly sizes: PoolSizes;
   private readonly log: Logger;
   private launcher?: Launcher;
@@ -199,7 +201,10 @@ export class WarmShells {
       this.unsupported = true;
       this.log.info({ reason: reason.unsupported }, "warm shells unavailable; commands spawn their shells");
     } else if (!this.closed) {
-      this.log.warn({ reason: reason.exit }, "warm shells: the launcher ended; it restarts at a later command");
+      this.log.warn(
+        { reason: reason.exit },
+        "warm shells: the launcher ended; it restarts at a later command",
+      );
       this.notBefore = Date.now() + RESTART_DELAY_MS;
     }
   }
@@ -442,7 +447,9 @@ class Launcher {
     if (this.ended || Date.now() < this.supplyPausedUntil) return;
     const missing = this.target - this.waiting.length - this.starting.size;
     if (missing <= 0) return;
-    const wait = Math.max(this.lastTake + QUIET_MS, this.lastStart + START_GAP_MS) - performance.now();
+    // With none waiting, commands are spawned meanwhile: replacements then start at once.
+    const quietFrom = this.waiting.length > 0 ? this.lastTake + QUIET_MS : 0;
+    const wait = Math.max(quietFrom, this.lastStart + START_GAP_MS) - performance.now();
     if (wait > 0) {
       clearTimeout(this.pumpTimer);
       this.pumpTimer = setTimeout(() => this.pump(), wait).unref();
@@ -632,6 +639,11 @@ class WarmShell extends EventEmitter implements StartedShell {
   readonly warm = true;
   private status?: number;
   private open = 2;
+  /**
+   * Its watcher may die before reporting (a command that kills its parent): once the shell has
+   * been gone for a whole check, no report will come.
+   */
+  private readonly watch: NodeJS.Timeout;
 
   constructor(
     readonly pid: number,
@@ -645,11 +657,17 @@ class WarmShell extends EventEmitter implements StartedShell {
         this.closeIfDone();
       });
     }
+    let gone = false;
+    this.watch = setInterval(() => {
+      if (gone) this.exited(-1);
+      gone = !processRunning(pid);
+    }, WATCHER_CHECK_MS).unref();
   }
 
   /** The watcher's report: the shell's exit status (128+N after signal N), or -1 when none will come. */
   exited(status: number) {
     if (this.status !== undefined) return;
+    clearInterval(this.watch);
     this.status = status;
     this.emit("exit", status);
     this.closeIfDone();

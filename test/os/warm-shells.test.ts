@@ -3,6 +3,7 @@
  * does; a timeout or a cancellation kills its whole process group; it follows the server's
  * environment; a killed launcher is replaced; a closed pool leaves nothing behind.
  */
+import { spawnSync } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
@@ -82,7 +83,7 @@ describe("a command in a warm shell", () => {
     mkdirSync(join(dir, "sub"), { recursive: true });
     symlinkSync(join(dir, "sub"), join(dir, "link"));
     for (const cwd of [dir, join(dir, "link")]) {
-      const { warm, spawned } = await bothWays({ command: 'pwd; echo "$PWD ${OLDPWD-unset}"; ls', cwd });
+      const { warm, spawned } = await bothWays({ command: `pwd; echo "$PWD \${OLDPWD-unset}"; ls`, cwd });
       expect(seen(warm)).toEqual(seen(spawned));
     }
   });
@@ -125,9 +126,17 @@ describe("a command in a warm shell", () => {
     await vi.waitFor(() => expect(isRunning(pid)).toBe(false));
   });
 
+  it("answers when the command kills the watcher that would report its exit", async () => {
+    await shells.warmUp();
+    const started = Date.now();
+    const r = await runShell({ command: "kill -9 $PPID; echo survived", warm: shells });
+    expect(r).toMatchObject({ stdout: "survived\n", returnCode: -1, warm: true });
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
   it("follows changes to the server's environment", async () => {
     await shells.warmUp();
-    const echo = () => runShell({ command: 'echo "${HANGAR_WARM_TEST-unset}"', warm: shells });
+    const echo = () => runShell({ command: `echo "\${HANGAR_WARM_TEST-unset}"`, warm: shells });
     try {
       for (const value of ["first", "second"]) {
         process.env.HANGAR_WARM_TEST = value;
@@ -162,6 +171,24 @@ describe("a command in a warm shell", () => {
       { timeout: 5000, interval: 200 },
     );
     expect(launchers().map((p) => p.pid)).not.toContain(launcher.pid);
+  });
+});
+
+describe("a new pool", () => {
+  it("removes the FIFO directories of servers that died, and only theirs", async () => {
+    const exited = spawnSync("true");
+    const stale = join(tmpdir(), `hangar-shells-${exited.pid}-test`);
+    const living = join(tmpdir(), `hangar-shells-${process.ppid}-test`);
+    for (const path of [stale, living]) mkdirSync(join(path, "sub"), { recursive: true });
+    try {
+      const pool = new WarmShells({ idle: 1 });
+      await pool.warmUp();
+      pool.close();
+      await vi.waitFor(() => expect(existsSync(stale)).toBe(false));
+      expect(existsSync(living)).toBe(true);
+    } finally {
+      for (const path of [stale, living]) rmSync(path, { recursive: true, force: true });
+    }
   });
 });
 
