@@ -318,7 +318,6 @@ class Launcher {
   private readonly shrinkTimer: NodeJS.Timeout;
   private supplyPausedUntil = 0;
   private reports = "";
-  alive = true;
   private ended = false;
 
   constructor(
@@ -357,6 +356,10 @@ class Launcher {
     this.child.on("exit", (code, signal) => this.end({ exit: signal ?? `exit code ${code}` }));
     this.shrinkTimer = setInterval(() => this.shrinkAfterBurst(), BURST_MEMORY_MS).unref();
     this.pump();
+  }
+
+  get alive() {
+    return !this.ended;
   }
 
   /** Whether the server's environment is still what the shells were given. */
@@ -427,7 +430,6 @@ class Launcher {
   private end(reason: LauncherEnd) {
     if (this.ended) return;
     this.ended = true;
-    this.alive = false;
     clearTimeout(this.pumpTimer);
     clearInterval(this.shrinkTimer);
     for (const shell of this.waiting.splice(0)) dropWaiting(shell);
