@@ -436,7 +436,12 @@ class Launcher {
     for (const fifos of this.starting.values()) closeFifos(fifos);
     this.starting.clear();
     this.child.stdin?.destroy();
-    rm(this.dir, { recursive: true, force: true }, () => undefined);
+    // At once: the server may be on its way out (a few FIFOs at most).
+    try {
+      rmSync(this.dir, { recursive: true, force: true });
+    } catch (err) {
+      this.log.warn({ err, dir: this.dir }, "warm shells: could not remove the FIFO directory");
+    }
     for (const wake of [...this.idleWaiters]) wake();
     if (reason.unsupported || reason.exit) this.onEnd(reason);
   }
