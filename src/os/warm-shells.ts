@@ -48,8 +48,11 @@ import { type Logger, silentLogger } from "../common/logger.js";
 import { processExists, processRunning } from "./pid.js";
 import type { ShellPool, ShellRun, StartedShell } from "./process.js";
 
-/** Shells kept waiting at most (`hangar serve --warm-shells`). */
-export const DEFAULT_WARM_SHELLS = 32;
+/**
+ * Shells kept waiting at most (`hangar serve --warm-shells`): enough for a client that sends two
+ * rounds of 33 commands back to back, as `npm run bench -- --compare` does.
+ */
+export const DEFAULT_WARM_SHELLS = 64;
 /**
  * Shells kept waiting while commands come one at a time. A command that finds none waiting (a
  * burst) raises that to the maximum, until `BURST_MEMORY_MS` pass without another such command.
@@ -58,11 +61,12 @@ const IDLE_SHELLS = 4;
 const BURST_MEMORY_MS = 5 * 60_000;
 /**
  * Replacements are started once no command has been taken for this long (ms): starting a shell
- * costs about 2 ms of CPU (three exec's), which the commands of a burst would wait for.
+ * costs about 2 ms of CPU (three exec's), which the commands of a burst would wait for (during a
+ * burst that empties the pool, commands are spawned as before).
  */
 const QUIET_MS = 3;
-/** And one at a time, this far apart (ms), so that a command arriving meanwhile finds a CPU. */
-const START_GAP_MS = 1;
+/** And one at a time, this far apart (ms): about one CPU at most, whatever else runs meanwhile. */
+const START_GAP_MS = 2;
 /**
  * The longest script a waiting shell takes (bytes). The shell reads its input 8 KiB at a time; the
  * whole script must arrive in one read so that a command reading stdin finds it at its end.
@@ -454,9 +458,7 @@ class Launcher {
     if (this.ended || Date.now() < this.supplyPausedUntil) return;
     const missing = this.target - this.waiting.length - this.starting.size;
     if (missing <= 0) return;
-    // With none waiting, commands are spawned meanwhile: replacements then start at once.
-    const quietFrom = this.waiting.length > 0 ? this.lastTake + QUIET_MS : 0;
-    const wait = Math.max(quietFrom, this.lastStart + START_GAP_MS) - performance.now();
+    const wait = Math.max(this.lastTake + QUIET_MS, this.lastStart + START_GAP_MS) - performance.now();
     if (wait > 0) {
       clearTimeout(this.pumpTimer);
       this.pumpTimer = setTimeout(() => this.pump(), wait).unref();
