@@ -3,13 +3,15 @@
  * beside a shell spawned per command (`--warm-shells 0`), each with the server at its idle size and
  * grown to about 250 MB (a probe holds the memory and watches the event loop: bench/loop-probe.mjs).
  * Rounds of 33 commands back to back, as bench/compare.ts sends them, interleaved between the
- * servers; `version` beside them is the floor of a command over HTTP. Then the same without HTTP,
- * in this process, and, when Python 3 is here, `asyncio.create_subprocess_shell` (how cua's server
- * runs a command) as a reference.
+ * servers with a pause after each (a warm server replaces its shells then, which would otherwise
+ * slow the next server's round); `version` beside them is the floor of a command over HTTP. Then
+ * the same without HTTP, in this process, and, when Python 3 is here,
+ * `asyncio.create_subprocess_shell` (how cua's server runs a command) as a reference.
  * Run after `npm run build`: node --import tsx bench/shell.ts [--rounds 5]
  */
 import { spawnSync } from "node:child_process";
 import { once } from "node:events";
+import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { runShell } from "../src/os/process.js";
 import { WarmShells } from "../src/os/warm-shells.js";
@@ -22,6 +24,8 @@ const BURST = 30;
 const WARMUP = 3;
 /** Memory a probe holds in the grown servers: about 250 MB in all. */
 const BALLAST_MB = 180;
+/** Between bursts, so that each runs on a machine left quiet by the one before (ms). */
+const PAUSE_MS = 300;
 
 /** What bench/loop-probe.mjs answers. */
 interface Stall {
@@ -80,12 +84,14 @@ const cells: string[][] = [];
 try {
   // The first command starts the launcher; its shells are then ready before the first round.
   for (const side of sides) await echoHi(side.server.url)();
-  await new Promise((resolve) => setTimeout(resolve, 500));
+  await sleep(500);
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? sides : [...sides].reverse();
     for (const side of order) {
       side.version.push(...(await burst(() => cmd(side.server.url, "version"))));
       side.echo.push(...(await burst(echoHi(side.server.url))));
+      // A warm server starts its replacement shells now: not during the next server's burst.
+      await sleep(PAUSE_MS);
     }
   }
   // The event loop while each command runs (asked between commands, so not timed above).
@@ -127,6 +133,7 @@ printMarkdown(
 const inProcess: string[][] = [];
 const warm = new WarmShells({ idle: BURST + WARMUP, max: BURST + WARMUP });
 await warm.warmUp();
+await sleep(PAUSE_MS);
 for (const [name, pool] of [
   ["runShell, warm shell", warm],
   ["runShell, spawned shell", undefined],
@@ -135,6 +142,8 @@ for (const [name, pool] of [
   for (let round = 0; round < ROUNDS; round++) {
     times.push(...(await burst(() => runShell({ command: "echo hi", warm: pool }))));
     await warm.warmUp();
+    // A shell is reported once forked, and reads its input a few exec's later.
+    await sleep(PAUSE_MS);
   }
   inProcess.push([name, `${ms(median(times))} (p95 ${ms(p95(times))})`]);
 }
