@@ -75,6 +75,8 @@ const LONGEST_SCRIPT = 8000;
 /** After a launcher or a shell that failed to start, the next one starts no sooner than this (ms). */
 const RESTART_DELAY_MS = 1000;
 const DIR_PREFIX = "hangar-shells-";
+/** A retired launcher still running after this long is killed (ms). */
+const RETIRE_GRACE_MS = 1000;
 /** How often a running command's shell is looked at, in case its watcher died (ms). */
 const WATCHER_CHECK_MS = 1000;
 
@@ -86,6 +88,9 @@ const WATCHER_CHECK_MS = 1000;
  */
 const LAUNCHER = `d=$1
 [ $# -gt 1 ] && lc=$2
+# A server that died while the launcher answered it: remove DIR all the same (a trapped signal is
+# back to its default in the watchers and shells).
+trap 'rm -rf "$d"; exit' PIPE
 # A shell: env restores SIGINT and SIGQUIT, which a command started with & ignores; setsid and env
 # run in the C locale, which they start faster in, and the shell gets back the server's LC_ALL.
 shell() {
@@ -357,7 +362,11 @@ class Launcher {
       this.running.clear();
     });
     this.child.on("error", (err) => this.end({ exit: err.message }));
-    this.child.on("exit", (code, signal) => this.end({ exit: signal ?? `exit code ${code}` }));
+    this.child.on("exit", (code, signal) => {
+      this.end({ exit: signal ?? `exit code ${code}` });
+      // Its own removal did not run if it was killed.
+      this.removeDirectory();
+    });
     this.shrinkTimer = setInterval(() => this.shrinkAfterBurst(), BURST_MEMORY_MS).unref();
     this.pump();
   }
@@ -425,10 +434,14 @@ class Launcher {
     });
   }
 
-  /** Stops it: kills the waiting shells and the launcher, removes the directory. */
+  /**
+   * Stops it: kills the waiting shells and ends the launcher's input, at which it removes the
+   * directory and exits (even if this process exits first: it may be shutting down); killed if it
+   * has not within a second.
+   */
   retire() {
     this.end({});
-    this.child.kill("SIGKILL");
+    setTimeout(() => this.child.kill("SIGKILL"), RETIRE_GRACE_MS).unref();
   }
 
   private end(reason: LauncherEnd) {
@@ -440,12 +453,6 @@ class Launcher {
     for (const fifos of this.starting.values()) closeFifos(fifos);
     this.starting.clear();
     this.child.stdin?.destroy();
-    // At once: the server may be on its way out (a few FIFOs at most).
-    try {
-      rmSync(this.dir, { recursive: true, force: true });
-    } catch (err) {
-      this.log.warn({ err, dir: this.dir }, "warm shells: could not remove the FIFO directory");
-    }
     for (const wake of [...this.idleWaiters]) wake();
     if (reason.unsupported || reason.exit) this.onEnd(reason);
   }
@@ -609,6 +616,14 @@ class Launcher {
     this.supplyPausedUntil = Date.now() + RESTART_DELAY_MS;
     clearTimeout(this.pumpTimer);
     this.pumpTimer = setTimeout(() => this.pump(), RESTART_DELAY_MS).unref();
+  }
+
+  private removeDirectory() {
+    try {
+      rmSync(this.dir, { recursive: true, force: true });
+    } catch (err) {
+      this.log.warn({ err, dir: this.dir }, "warm shells: could not remove the FIFO directory");
+    }
   }
 
   private fifo(id: number, name: string) {
