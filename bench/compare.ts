@@ -15,10 +15,11 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import autocannon from "autocannon";
 import { startVirtualDisplay, type VirtualDisplay } from "../src/desktop/virtual-display.js";
-import { printMarkdown } from "./lib.js";
+import { median, ms, p95, printMarkdown } from "./lib.js";
 import { activate, closeClient, MIXED, sampleWithSetup, sceneOn, screenChanger, timedPost } from "./scene.js";
 import { rssWhileIdle, type SpawnedServer, spawnHangar } from "./support.js";
 
@@ -54,10 +55,6 @@ interface Operation {
   show?: (ms: number) => string;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const p95 = (xs: number[]) =>
-  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
-const ms = (x: number) => `${x.toFixed(2)} ms`;
 const mbPerSecond = (bytes: number) => (x: number) => `${ms(x)} (${Math.round(bytes / 1e3 / x)} MB/s)`;
 
 /**
@@ -66,6 +63,8 @@ const mbPerSecond = (bytes: number) => (x: number) => `${ms(x)} (${Math.round(by
  * ms over the first 300 and 0.32 ms after 3,000).
  */
 const WARM_UP_CALLS = 2000;
+/** A pause after each side's round of an operation (ms). */
+const SETTLE_MS = 300;
 /** Untimed calls of each operation on each side before its rounds (its own code warms up too). */
 const WARM_UP_RUNS = 10;
 
@@ -92,6 +91,9 @@ async function compareOperations(sides: [Side, Side], operations: Operation[]): 
         const call = timedPost(sides[i].url, op.command, op.params ?? {});
         samples[i].push(...(await sampleWithSetup(op.runs, op.setup, call.run)));
         call.check();
+        // What a side does after a round (Hangar starts shells to replace those a burst of
+        // run_command used) happens before the next round, not during the other side's.
+        await sleep(SETTLE_MS);
       }
     }
     const [ours, theirs] = samples.map(median);

@@ -35,6 +35,14 @@ export function summarize(samples: number[], unit = "ms", digits = 2) {
   return { median: `${at(0.5).toFixed(digits)} ${unit}`, p95: `${at(0.95).toFixed(digits)} ${unit}` };
 }
 
+/** The median of some samples. */
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+/** Their 95th percentile. */
+export const p95 = (xs: number[]) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];
+/** Milliseconds as a table shows them. */
+export const ms = (x: number) => `${x.toFixed(2)} ms`;
+
 /** The machine's load when a table was taken: figures on a loaded machine are not comparable. */
 export function machineLoad(): string {
   const [one, five, fifteen] = loadavg().map((x) => x.toFixed(2));

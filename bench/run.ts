@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 
 const ALL = [
   "core",
+  "shell",
   "transport",
   "desktop",
   "nut",

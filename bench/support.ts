@@ -32,12 +32,21 @@ export async function rssWhileIdle(server: SpawnedServer): Promise<string> {
   return `${after10.toFixed(1)} MB after 10 s, ${server.rssMb().toFixed(1)} MB after 60 s`;
 }
 
-export async function spawnHangar(args: string[], env: Record<string, string> = {}): Promise<SpawnedServer> {
+/**
+ * Starts `hangar ARGS` on a free port. `nodeArgs` go to Node before the script (e.g. `--import` of a
+ * probe); `ipc` opens a message channel to the server's process (for such a probe).
+ */
+export async function spawnHangar(
+  args: string[],
+  env: Record<string, string> = {},
+  options: { nodeArgs?: string[]; ipc?: boolean } = {},
+): Promise<SpawnedServer> {
   const port = await freePort();
-  const child = spawn(process.execPath, ["bin/hangar.js", ...args, "--port", String(port)], {
+  const script = [...(options.nodeArgs ?? []), "bin/hangar.js", ...args, "--port", String(port)];
+  const child = spawn(process.execPath, script, {
     // The allocator settings the container and the systemd unit start the server with.
     env: { ...process.env, ...ALLOCATOR_ENV, HANGAR_LOG_LEVEL: "warn", ...env },
-    stdio: ["ignore", "ignore", "inherit"],
+    stdio: options.ipc ? ["ignore", "ignore", "inherit", "ipc"] : ["ignore", "ignore", "inherit"],
   });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 200; i++) {

@@ -42,6 +42,7 @@ export const runCommand = defineCommand({
       signal: ctx.signal,
       onOutput: emit ? (stream, data) => emit({ stream, data }) : undefined,
       maxOutputBytes: emit ? STREAMED_KEPT_BYTES : undefined,
+      warm: ctx.shells,
     });
     if (run.timedOut) {
       throw new CommandError("timeout", `Command timed out after ${p.timeout}s`, {

@@ -6,6 +6,7 @@ import { parseBytes } from "../common/sizes.js";
 import { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, startComputerServer } from "../computer/server.js";
 import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
 import { type DesktopSession, parseDisplaySize, startDesktopSession } from "../desktop/session.js";
+import { DEFAULT_WARM_SHELLS } from "../os/warm-shells.js";
 import { cloudServeOptions, relaunchWithoutKeysInEnvironment } from "./serve-cloud.js";
 import {
   browserAccess,
@@ -31,6 +32,12 @@ export function registerServe(program: Command) {
       DEFAULT_KEEP_ALIVE_TIMEOUT_MS / 1000,
     )
     .option("--no-spread", "on /cmd, send results in `content` only (no copy of their fields beside it)")
+    .option(
+      "--warm-shells <count>",
+      "shells kept waiting for run_command, so that a command does not fork the server; 0: spawn one per command",
+      wholeNumber(0, 64),
+      DEFAULT_WARM_SHELLS,
+    )
     .option(
       "--virtual-display [WxH]",
       "start a private Xvfb + openbox desktop (default when DISPLAY is unset), e.g. 1920x1080",
@@ -74,7 +81,7 @@ export function registerServe(program: Command) {
     .option(
       "--activity-size <count>",
       "commands kept in the activity timeline (GET /activity)",
-      parseCount,
+      wholeNumber(1, 1_000_000),
       500,
     )
     .option("--browser-evaluate", "let agents run JavaScript in pages (browser_evaluate)")
@@ -112,6 +119,7 @@ export function registerServe(program: Command) {
       port: opts.port,
       log,
       spreadResult: opts.spread,
+      warmShells: opts.warmShells,
       bodyLimitBytes,
       collectGarbageWhenIdle: true,
       keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,
@@ -138,12 +146,15 @@ function parseSeconds(value: string): number {
   return seconds;
 }
 
-function parseCount(value: string): number {
-  const count = Number(value);
-  if (!Number.isInteger(count) || count < 1 || count > 1_000_000) {
-    throw new InvalidArgumentError("expected a whole number from 1 to 1000000");
-  }
-  return count;
+/** A parser of whole numbers from `min` to `max`. */
+function wholeNumber(min: number, max: number) {
+  return (value: string): number => {
+    const count = Number(value);
+    if (!Number.isInteger(count) || count < min || count > max) {
+      throw new InvalidArgumentError(`expected a whole number from ${min} to ${max}`);
+    }
+    return count;
+  };
 }
 
 function parseBackend(value: string): BackendName {

@@ -15,6 +15,7 @@ import { LazyWebSocketServer } from "../common/ws-server.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
+import { WarmShells } from "../os/warm-shells.js";
 import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
@@ -53,6 +54,11 @@ export interface ComputerServerOptions {
   wsAuthDeadlineMs?: number;
   /** Commands kept in the activity timeline (default 500). */
   activitySize?: number;
+  /**
+   * Shells kept waiting for `run_command` (src/os/warm-shells.ts), so that a command does not fork
+   * this process (default `DEFAULT_WARM_SHELLS`); 0: each command spawns its shell.
+   */
+  warmShells?: number;
   /** Collect garbage after a few seconds without requests, so that memory goes back to the system. */
   collectGarbageWhenIdle?: boolean;
   /**
@@ -87,10 +93,12 @@ export async function startComputerServer(
   // The desktop's variables are read when the browser starts: a virtual display exports them here.
   const browser = new BrowserSession({ env: () => process.env, ...options.browser, log });
   const activity = new ActivityLog({ size: options.activitySize });
+  const shells = options.warmShells === 0 ? undefined : new WarmShells({ max: options.warmShells, log });
   const registry = new CommandRegistry(allCommands, {
     desktop: options.desktop,
     accessibility,
     browser: async () => browser,
+    shells,
     log,
     observe: (run) => activity.record(run),
   });
@@ -160,6 +168,7 @@ export async function startComputerServer(
     registry,
     close: async () => {
       idle.cancel();
+      shells?.close();
       ownAccessibility?.close();
       pty.close();
       sockets.terminateAll();

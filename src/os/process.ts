@@ -1,8 +1,12 @@
 /**
  * Runs a shell command line in its own process group, collects its output (bounded) and kills the
- * whole group on timeout or cancellation.
+ * whole group on timeout or cancellation. The shell is a warm one when a pool is given and can take
+ * the command (warm-shells.ts), else a new one spawned from this process.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
+import { EventEmitter } from "node:events";
+import { constants } from "node:os";
+import type { Readable } from "node:stream";
 import { describeOsError } from "../common/errors.js";
 
 export interface ShellRun {
@@ -16,15 +20,38 @@ export interface ShellRun {
   onOutput?: (stream: "stdout" | "stderr", data: string) => void;
   /** Bytes kept of each stream (default 64 MiB); the rest is dropped and said so. */
   maxOutputBytes?: number;
+  /** Waiting shells to run the command in, when one can take it (warm-shells.ts). */
+  warm?: ShellPool;
+}
+
+/** Shells started ahead: one running the command, or undefined when it is to be spawned. */
+export interface ShellPool {
+  start(run: ShellRun): StartedShell | undefined;
 }
 
 export interface ShellResult {
   stdout: string;
   stderr: string;
-  /** Exit code; -1 when killed by a signal or the timeout. */
+  /**
+   * The shell's exit status: 128+N when it (or the program it exec'd) was killed by signal N, as a
+   * shell reports it; -1 when the timeout or a cancellation killed it.
+   */
   returnCode: number;
   timedOut: boolean;
   cancelled: boolean;
+  /** Whether a warm shell ran it rather than one spawned for it. */
+  warm: boolean;
+}
+
+/** A shell running a command: spawned for it, or a warm one. Its pid is its process group's. */
+export interface StartedShell {
+  readonly pid: number | undefined;
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  readonly warm: boolean;
+  /** `exit`: the shell has exited; `close`: and its output pipes are closed. Both with its status. */
+  on(event: "exit" | "close", listener: (status: number) => void): this;
+  on(event: "error", listener: (err: Error) => void): this;
 }
 
 const DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024;
@@ -42,20 +69,12 @@ const LEFTOVER_CHECK_MS = 1000;
  * (E2BIG) is `invalid_params`.
  */
 export function runShell(options: ShellRun): Promise<ShellResult> {
-  const shell = process.platform === "win32" ? "cmd.exe" : "/bin/sh";
-  const args = process.platform === "win32" ? ["/d", "/s", "/c", options.command] : ["-c", options.command];
   const limit = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
 
   return new Promise((resolve, reject) => {
-    let child: ChildProcess;
+    let child: StartedShell;
     try {
-      child = spawn(shell, args, {
-        cwd: options.cwd,
-        env: options.env ? { ...process.env, ...options.env } : process.env,
-        stdio: ["ignore", "pipe", "pipe"],
-        detached: process.platform !== "win32",
-        windowsHide: true,
-      });
+      child = options.warm?.start(options) ?? spawnShell(options);
     } catch (err) {
       reject(describeOsError(err));
       return;
@@ -90,7 +109,7 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
     options.signal?.addEventListener("abort", onAbort, { once: true });
 
     const streams = [child.stdout, child.stderr];
-    const finish = (code: number | null) => {
+    const finish = (code: number) => {
       if (settled) return;
       settled = true;
       clearTimeout(drain);
@@ -103,7 +122,14 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
         // With a timeout, what the command left running still dies when it passes.
         watchLeftovers(timer);
       }
-      resolve({ stdout: out.text(), stderr: err.text(), returnCode: code ?? -1, timedOut, cancelled });
+      resolve({
+        stdout: out.text(),
+        stderr: err.text(),
+        returnCode: timedOut || cancelled ? -1 : code,
+        timedOut,
+        cancelled,
+        warm: child.warm,
+      });
     };
     const fail = (error: Error) => {
       if (settled) return;
@@ -161,6 +187,36 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
     child.on("close", (code) => finish(code));
     if (options.signal?.aborted) onAbort();
   });
+}
+
+/** Spawns `/bin/sh -c command` (`cmd.exe` on Windows) in a new process group. */
+function spawnShell(options: ShellRun): StartedShell {
+  const shell = process.platform === "win32" ? "cmd.exe" : "/bin/sh";
+  const args = process.platform === "win32" ? ["/d", "/s", "/c", options.command] : ["-c", options.command];
+  const child = spawn(shell, args, {
+    cwd: options.cwd,
+    env: options.env ? { ...process.env, ...options.env } : process.env,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: process.platform !== "win32",
+    windowsHide: true,
+  });
+  const started = Object.assign(new EventEmitter(), {
+    pid: child.pid,
+    stdout: child.stdout,
+    stderr: child.stderr,
+    warm: false,
+  });
+  child.on("error", (err) => started.emit("error", err));
+  child.on("exit", (code, signal) => started.emit("exit", exitStatus(code, signal)));
+  child.on("close", (code, signal) => started.emit("close", exitStatus(code, signal)));
+  return started;
+}
+
+/** A process's exit status as a shell reports it: its exit code, or 128+N after signal N. */
+function exitStatus(code: number | null, signal: NodeJS.Signals | null): number {
+  if (code !== null) return code;
+  const number = signal ? constants.signals[signal] : undefined;
+  return number === undefined ? -1 : 128 + number;
 }
 
 function collector(limit: number) {

@@ -1,7 +1,8 @@
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { descendants } from "../support/processes.js";
 import { startTestServer } from "../support/server.js";
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -101,6 +102,58 @@ describe("run_command", () => {
     expect(r.event.error).toMatch(/unknown parameter 'color' for run_command/);
   });
 });
+
+describe("warm shells", () => {
+  /** The shell a command ran in, as its own /proc entry says. */
+  const shellOf = async (target: Awaited<ReturnType<typeof startTestServer>>) =>
+    (await target.cmd("run_command", { command: "tr '\\0' ' ' < /proc/$$/cmdline" })).event.stdout;
+
+  it("run commands once they wait, and a client that goes away still kills the whole group", async () => {
+    // The first command starts the launcher; the next ones find shells waiting.
+    await vi.waitFor(async () => expect(await shellOf(server)).toBe("/bin/sh -s "), { interval: 100 });
+    const [shellFile, pidFile] = [join(dir, "warm.shell"), join(dir, "warm.pid")];
+    const controller = new AbortController();
+    const request = fetch(`${server.url}/cmd`, {
+      method: "POST",
+      body: JSON.stringify({
+        command: "run_command",
+        params: {
+          command: `tr '\\0' ' ' < /proc/$$/cmdline > ${shellFile}; sleep 30 & echo $! > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; wait`,
+        },
+      }),
+      signal: controller.signal,
+    }).catch(() => undefined);
+    await vi.waitFor(() => expect(existsSync(pidFile)).toBe(true), { timeout: 5000 });
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    expect(readFileSync(shellFile, "utf8")).toBe("/bin/sh -s ");
+    expect(alive(pid)).toBe(true);
+    controller.abort();
+    await request;
+    await vi.waitFor(() => expect(alive(pid)).toBe(false));
+  });
+
+  it("leave nothing behind when the server closes: no launcher, no waiting shell, no FIFO directory", async () => {
+    const directoriesBefore = fifoDirectories();
+    const other = await startTestServer();
+    await vi.waitFor(async () => expect(await shellOf(other)).toBe("/bin/sh -s "), { interval: 100 });
+    const [directory] = fifoDirectories().filter((name) => !directoriesBefore.includes(name));
+    // Its launcher: `/bin/sh -c <script> sh <its directory>`.
+    const launcher = descendants(process.pid).find(
+      (p) => p.ppid === process.pid && p.args.includes(`/${directory}`),
+    );
+    expect(launcher).toBeDefined();
+    const family = [launcher!, ...descendants(launcher!.pid)];
+    expect(family.filter((p) => p.args === "/bin/sh -s").length).toBeGreaterThan(0);
+    await other.close();
+    await vi.waitFor(() => expect(family.filter((p) => alive(p.pid))).toEqual([]));
+    await vi.waitFor(() => expect(fifoDirectories()).not.toContain(directory));
+  });
+});
+
+/** This process's warm-shell FIFO directories. */
+function fifoDirectories() {
+  return readdirSync(tmpdir()).filter((name) => name.startsWith(`hangar-shells-${process.pid}-`));
+}
 
 describe("batch", () => {
   it("runs steps in order and returns one cua-shaped result per step", async () => {

@@ -139,7 +139,9 @@ describe("screenshots (X11)", () => {
     expect(again.image_data).toBe(first.image_data);
     expect(repeatMs).toBeLessThan(250);
     // JPEG keeps the strips of its last encoding and encodes again only those that change.
-    const firstJpeg = await decode((await desk.cmd("screenshot", { format: "jpeg", quality: 90 })).image_data);
+    const firstJpeg = await decode(
+      (await desk.cmd("screenshot", { format: "jpeg", quality: 90 })).image_data,
+    );
     expect(near(firstJpeg.pixel(AT.x + 50, AT.y + 90), RED, 40)).toBe(true);
 
     desk.spawn(PYTHON, [join(APPS, "pattern.py"), "600", "400"]);

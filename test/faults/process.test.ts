@@ -4,9 +4,13 @@
  * kills the whole process group, background children included.
  */
 import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
 import { Agent, request } from "node:http";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isAlive, waitUntilGone } from "../support/processes.js";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { postCommand } from "../support/clients.js";
+import { descendants, isAlive, isRunning, waitUntilGone } from "../support/processes.js";
 import { startTestServer } from "../support/server.js";
 import { serveProcess } from "./support.js";
 
@@ -109,6 +113,32 @@ describe("run_command under faults", () => {
     expect(isAlive(sleeper)).toBe(true);
     expect(await waitUntilGone(sleeper, 3000)).toBe(true);
   });
+
+  it.each(["SIGTERM", "SIGKILL"] as const)(
+    "a server stopped by %s takes its launcher and waiting shells with it, and their FIFO directory",
+    async (signal) => {
+      const serve = await serveProcess();
+      try {
+        const shell = async () =>
+          (await postCommand(serve.url, "run_command", { command: "tr '\\0' ' ' < /proc/$$/cmdline" })).event
+            .stdout;
+        // The first command starts the launcher; the next ones find shells waiting.
+        await vi.waitFor(async () => expect(await shell()).toBe("/bin/sh -s "), { interval: 100 });
+        const family = descendants(serve.child.pid as number);
+        expect(family.filter((p) => p.args === "/bin/sh -s").length).toBeGreaterThan(0);
+        const directories = readdirSync(tmpdir()).filter((name) =>
+          name.startsWith(`hangar-shells-${serve.child.pid}-`),
+        );
+        expect(directories).toHaveLength(1);
+        // SIGKILL: the server cannot clean up; its shells and launcher see their input end.
+        serve.child.kill(signal);
+        await vi.waitFor(() => expect(family.filter((p) => isRunning(p.pid))).toEqual([]), { timeout: 5000 });
+        await vi.waitFor(() => expect(existsSync(join(tmpdir(), directories[0]))).toBe(false));
+      } finally {
+        await serve.stop();
+      }
+    },
+  );
 
   it("a client that goes away kills the group, background children included", async () => {
     const controller = new AbortController();

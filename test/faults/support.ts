@@ -78,13 +78,15 @@ export function shmSegments(pid: number): number {
 
 /**
  * The pid of the server itself: `hangar serve` started with `HANGAR_API_KEYS` runs the server in a
- * child of its own (see serve-cloud.ts), otherwise it is the process that was started.
+ * child of its own (see serve-cloud.ts), otherwise it is the process that was started (whose
+ * children are then its warm shells' launcher and the programs it runs).
  */
 export function serverPid(serve: ServeProcess): number {
   const pid = serve.child.pid!;
-  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+  const server = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
     .trim()
     .split(/\s+/)
-    .filter(Boolean);
-  return children.length > 0 ? Number(children[0]) : pid;
+    .filter(Boolean)
+    .find((child) => readFileSync(`/proc/${child}/cmdline`, "utf8").includes(CLI));
+  return server ? Number(server) : pid;
 }

@@ -1,4 +1,5 @@
 /** Whether processes are still there, for tests of what kills them. */
+import { readdirSync, readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 
 export function isAlive(pid: number): boolean {
@@ -15,4 +16,51 @@ export async function waitUntilGone(pid: number, timeoutMs = 3000): Promise<bool
   const deadline = Date.now() + timeoutMs;
   while (isAlive(pid) && Date.now() < deadline) await sleep(20);
   return !isAlive(pid);
+}
+
+/** A process seen in /proc: its id, its parent's and its command line (arguments joined by spaces). */
+export interface ProcessEntry {
+  pid: number;
+  ppid: number;
+  args: string;
+}
+
+/** Every live process under `root` (children, grandchildren, …), zombies left out. */
+export function descendants(root: number): ProcessEntry[] {
+  const all: ProcessEntry[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (state === "Z") continue;
+      const args = readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").join(" ").trim();
+      all.push({ pid: Number(name), ppid: Number(ppid), args });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const found: ProcessEntry[] = [];
+  const parents = new Set([root]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const entry of all) {
+      if (parents.has(entry.ppid) && !parents.has(entry.pid)) {
+        parents.add(entry.pid);
+        found.push(entry);
+        grew = true;
+      }
+    }
+  }
+  return found;
+}
+
+/** True while the process runs: not gone, and not a zombie waiting for its parent to reap it. */
+export function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
 }

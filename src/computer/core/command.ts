@@ -16,6 +16,7 @@ import type { BrowserSession } from "../../browser/session.js";
 import type { Logger } from "../../common/logger.js";
 import type { AccessibilityBackend } from "../../desktop/accessibility.js";
 import type { DesktopBackend } from "../../desktop/backend.js";
+import type { WarmShells } from "../../os/warm-shells.js";
 import type { Outcome } from "./outcome.js";
 
 export interface CommandContext {
@@ -27,6 +28,8 @@ export interface CommandContext {
   accessibility(): Promise<AccessibilityBackend>;
   /** The browser driven by DOM commands; throws `CommandError("unavailable")` when there is none. */
   browser(): Promise<BrowserSession>;
+  /** Shells kept waiting for `run_command`; undefined where each command spawns its own. */
+  readonly shells?: WarmShells;
   /** Runs another command through the registry (validation, queue and deadline included). */
   run(name: string, params: unknown): Promise<Outcome>;
   /**

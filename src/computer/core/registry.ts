@@ -9,6 +9,7 @@ import { CommandError } from "../../common/errors.js";
 import { type Logger, silentLogger } from "../../common/logger.js";
 import { type AccessibilityProvider, noAccessibility } from "../../desktop/accessibility.js";
 import { type DesktopProvider, noDesktop } from "../../desktop/backend.js";
+import type { WarmShells } from "../../os/warm-shells.js";
 import type { CommandRun } from "./activity.js";
 import type { AnyCommand, CommandContext } from "./command.js";
 import { failure, type Outcome } from "./outcome.js";
@@ -20,6 +21,8 @@ export interface RegistryOptions {
   accessibility?: AccessibilityProvider;
   /** Where the `browser_*` commands get the browser from. */
   browser?: BrowserProvider;
+  /** Shells kept waiting for `run_command` (without them, each command spawns its shell). */
+  shells?: WarmShells;
   log?: Logger;
   /**
    * Check every successful result against its command's `result` schema and fail the command when
@@ -51,6 +54,7 @@ export class CommandRegistry {
   private readonly desktop: DesktopProvider;
   private readonly accessibility: AccessibilityProvider;
   private readonly browser: BrowserProvider;
+  private readonly shells?: WarmShells;
   private readonly log: Logger;
   private readonly defaultDeadlineMs: number;
   private readonly checkResults: boolean;
@@ -60,6 +64,7 @@ export class CommandRegistry {
     this.desktop = options.desktop ?? noDesktop;
     this.accessibility = options.accessibility ?? noAccessibility;
     this.browser = options.browser ?? noBrowser;
+    this.shells = options.shells;
     this.log = options.log ?? silentLogger;
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
     this.checkResults = options.checkResults ?? process.env.HANGAR_CHECK_RESULTS === "1";
@@ -163,6 +168,7 @@ export class CommandRegistry {
       desktop: () => this.desktop(),
       accessibility: () => this.accessibility(),
       browser: () => this.browser(),
+      shells: this.shells,
       run: (name, params) =>
         this.run(name, params, { signal, transport: "batch", connection: options.connection }),
       emit: options.emit,
