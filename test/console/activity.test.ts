@@ -175,6 +175,8 @@ describe("memory", () => {
     expect(log.since()[0].params).toMatchObject({
       content_b64: expect.stringContaining("(1048576 characters)"),
     });
-    expect(grown).toBeLessThan(10 * 1024 * 1024);
+    // Kept whole, the texts would hold 100 MiB; cut, a few hundred KiB. The margin is for what else
+    // the test process allocates meanwhile (10 MiB was once exceeded by 50 KiB).
+    expect(grown).toBeLessThan(25 * 1024 * 1024);
   });
 });
