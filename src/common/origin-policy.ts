@@ -151,7 +151,7 @@ export function originGuard(
     // Headers object for every request.
     const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
     const headers = policyHeaders(
-      incoming ? (name) => single(incoming.headers[name]) : (name) => c.req.header(name),
+      incoming ? (name) => nodeHeader(incoming, name) : (name) => c.req.header(name),
     );
     const verdict = policy.check(headers);
     if (!verdict.ok) {
@@ -177,7 +177,9 @@ export function originGuard(
   };
 }
 
-function single(value: string | string[] | undefined): string | undefined {
+/** A header of a Node request by its lower-case name (the first, when it came more than once). */
+export function nodeHeader(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
   return Array.isArray(value) ? value[0] : value;
 }
 

@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { extname, join, normalize } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { WebSocketServer } from "ws";
-import { OriginPolicy, policyHeaders } from "../common/origin-policy.js";
+import { nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
 import { relaySocket } from "../common/socket-relay.js";
 import type { VncSettings } from "./settings.js";
 
@@ -96,7 +96,7 @@ async function startViewer(settings: VncSettings, web: WebOptions): Promise<Serv
   const root = web.webRoot ?? NOVNC_WEB_ROOT;
   const policy = new OriginPolicy({ listenHost: web.host });
   const refused = (req: IncomingMessage) => {
-    const verdict = policy.check(policyHeaders((name) => header(req, name)));
+    const verdict = policy.check(policyHeaders((name) => nodeHeader(req, name)));
     return verdict.ok ? undefined : verdict.reason;
   };
   const pages = (req: IncomingMessage, res: ServerResponse) => {
@@ -159,11 +159,6 @@ async function servePage(root: string, req: IncomingMessage, res: ServerResponse
     "x-content-type-options": "nosniff",
   });
   res.end(req.method === "HEAD" ? undefined : body);
-}
-
-function header(req: IncomingMessage, name: string): string | undefined {
-  const value = req.headers[name];
-  return Array.isArray(value) ? value[0] : value;
 }
 
 function closeServer(server: Server): Promise<void> {
