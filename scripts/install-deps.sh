@@ -27,6 +27,8 @@ RUNTIME=(
   # a browser, a GTK text editor and file manager, AT-SPI for GTK 2, and `xdg-open` (which needs
   # `file`) to start them
   lxpanel chromium mousepad pcmanfm libatk-adaptor xdg-utils file
+  # the server's allocator: gives back what transfers and screenshots freed (src/common/allocator-env.ts)
+  libjemalloc2
 )
 
 # The desktop container: an init that reaps the clipboard helpers' zombies, and VNC for watching.

@@ -1,6 +1,7 @@
 /** `hangar serve`: the computer server. */
 import { setFlagsFromString } from "node:v8";
 import { type Command, InvalidArgumentError } from "commander";
+import { forgetPreloadedAllocator } from "../common/allocator-env.js";
 import { createLogger } from "../common/logger.js";
 import { parseBytes } from "../common/sizes.js";
 import { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, startComputerServer } from "../computer/server.js";
@@ -93,6 +94,7 @@ export function registerServe(program: Command) {
     );
   browserAccessOptions(serve).action(async (opts) => {
     if (await relaunchWithoutKeysInEnvironment()) return;
+    forgetPreloadedAllocator();
     growHeapInLargerSteps();
     const log = createLogger({ level: opts.logLevel, name: "computer" });
     keepServingThroughStrayErrors(log);
