@@ -84,6 +84,8 @@ async function compareOperations(sides: [Side, Side], operations: Operation[]): 
       const call = timedPost(side.url, op.command, op.params ?? {});
       await sampleWithSetup(Math.min(op.runs, WARM_UP_RUNS), op.setup, call.run);
       call.check();
+      // As after each round: the warm-up's leftovers (shells to replace) are not the first round's.
+      await sleep(SETTLE_MS);
     }
     const samples: [number[], number[]] = [[], []];
     for (let round = 0; round < ROUNDS; round++) {
