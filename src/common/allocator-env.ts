@@ -8,7 +8,8 @@
  * (request bodies, base64 text, read chunks, JPEG strips) freed in another order than taken; glibc
  * keeps the holes they leave, jemalloc gives freed pages back half a second later. One arena and no
  * thread caches, so that the thread pool's idle threads hold nothing. After `bench/core.ts`'s
- * transfers, 10 s later: 73 MB with jemalloc against 106-109 MB with glibc's settings below; as fast.
+ * transfers, 60 s later: 68-69 MB with jemalloc against 106 MB with glibc's settings below (10 s
+ * later: 76-84 against 109); transfers as fast.
  *
  * Without jemalloc, glibc's settings: two arenas in all (by default each thread that allocates gets
  * its own, and libvips' worker threads fill theirs), and blocks of 2 MiB or more mapped on their
