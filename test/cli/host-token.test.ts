@@ -3,10 +3,10 @@
  * in a file or missing; and the refusal to listen beyond loopback without a token.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningCli, startCli } from "../support/cli-process.js";
 
 const TOKEN = "f00dfeedf00dfeedf00dfeedf00dfeed";
@@ -35,6 +35,12 @@ beforeAll(async () => {
   url = service.url;
   const log = service.log();
   expect(log).not.toContain(TOKEN);
+});
+
+// The service outlived the suite: a `host serve` was left running after every test run.
+afterAll(async () => {
+  await service?.stop();
+  rmSync(root, { recursive: true, force: true });
 });
 
 describe("the host service's token on the command line", () => {
