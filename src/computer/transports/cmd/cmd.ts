@@ -1,7 +1,8 @@
 /**
- * `POST /cmd`: one command per request, answered as Server-Sent Events: the headers (with the reply when it is quick), one
- * `data:` event per intermediate result (a streamed `run_command`) and one for the outcome, in cua's
- * framing (the result in `content` and, unless `--no-spread`, its fields beside it).
+ * `POST /cmd`: one command per request, answered as Server-Sent Events: the headers (together with
+ * the reply when it is quick), one `data:` event per intermediate result (a streamed `run_command`)
+ * and one for the outcome, in cua's framing (the result in `content` and, unless `--no-spread`, its
+ * fields beside it).
  */
 import { type Context, Hono } from "hono";
 import { CommandError } from "../../../common/errors.js";
