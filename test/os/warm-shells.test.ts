@@ -152,9 +152,11 @@ describe("a command in a warm shell", () => {
 
   it("goes on after its launcher is killed: its waiting shells die, commands run, a new launcher comes", async () => {
     await shells.warmUp();
-    const [launcher] = launchers();
-    // Reported ready once forked: each is `/bin/sh -s` a few exec's later.
+    // Reported ready once forked: each is `/bin/sh -s` a few exec's later. A launcher retired by
+    // an earlier test (the environment changed) may still be on its way out: wait for it to go.
     const shellsOf = (pid: number) => descendants(pid).filter((p) => p.args === "/bin/sh -s");
+    await vi.waitFor(() => expect(launchers()).toHaveLength(1), { timeout: 5000 });
+    const [launcher] = launchers();
     await vi.waitFor(() => expect(shellsOf(launcher.pid)).toHaveLength(2));
     const waiting = shellsOf(launcher.pid);
     process.kill(launcher.pid, "SIGKILL");
