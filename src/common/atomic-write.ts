@@ -24,6 +24,9 @@ import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { fileKind, notRegularFile } from "./errors.js";
 
+/** A new file (`wx`) whose writes are synced, where the system has O_DSYNC (not Windows). */
+const NEW_SYNCED_FILE =
+  constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_DSYNC ?? 0);
 /** Links followed before giving up, as the kernel's ELOOP limit. */
 const MAX_LINKS = 40;
 
@@ -37,11 +40,12 @@ export async function writeFileAtomic(
   const mode = options.mode ?? (existing ? existing.mode & 0o7777 : 0o644);
   const note = await journal.note(temp);
   try {
-    const handle = await open(temp, "wx", mode);
+    const handle = await open(temp, NEW_SYNCED_FILE, mode);
     try {
       await writeAll(handle, typeof data === "string" ? Buffer.from(data, "utf8") : data);
-      // The data and the size that reaches it are on disk before the name points at them.
-      await handle.datasync();
+      // The data and the size that reaches it are on disk before the name points at them: with
+      // O_DSYNC each write returns once they are (one trip through the thread pool fewer).
+      if (!constants.O_DSYNC) await handle.datasync();
       // An open file can be renamed: both at once, one trip through the thread pool fewer.
       await Promise.all([rename(temp, target), handle.close()]);
     } catch (err) {
