@@ -25,8 +25,7 @@ import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { fileKind, notRegularFile } from "./errors.js";
 
 /** A new file (`wx`) whose writes are synced, where the system has O_DSYNC (not Windows). */
-const NEW_SYNCED_FILE =
-  constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_DSYNC ?? 0);
+const NEW_SYNCED_FILE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_DSYNC ?? 0);
 /** Links followed before giving up, as the kernel's ELOOP limit. */
 const MAX_LINKS = 40;
 
