@@ -32,6 +32,24 @@ describe("file commands", () => {
     expect((await server.cmd("write_file", { path: p("b.txt"), content: "b" })).event.success).toBe(true);
   });
 
+  it("a long text that is also base64 is written as that text by write_text, and decoded by write_bytes", async () => {
+    // The body reader decodes a long base64 string under params; a command that takes text gets it back.
+    const bytes = randomBytes(300_000);
+    const text = bytes.toString("base64");
+    expect((await server.cmd("write_text", { path: p("b64.txt"), content: text })).event.success).toBe(true);
+    expect(readFileSync(p("b64.txt"), "latin1")).toBe(text);
+    expect((await server.cmd("write_bytes", { path: p("b64.bin"), content_b64: text })).event.success).toBe(
+      true,
+    );
+    expect(readFileSync(p("b64.bin")).equals(bytes)).toBe(true);
+    // Non-zero padding bits: not decoded by the reader, taken by the parameter as before.
+    const loose = `${bytes.subarray(0, 299_999).toString("base64").slice(0, -2)}B=`;
+    expect(
+      (await server.cmd("write_bytes", { path: p("loose.bin"), content_b64: loose })).event.success,
+    ).toBe(true);
+    expect(readFileSync(p("loose.bin")).equals(Buffer.from(loose, "base64"))).toBe(true);
+  });
+
   it("file_exists and directory_exists tell files from directories", async () => {
     mkdirSync(p("sub"), { recursive: true });
     writeFileSync(p("f"), "x");

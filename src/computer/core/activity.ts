@@ -168,6 +168,13 @@ export function redact(value: unknown, key = "", depth = 0): unknown {
     if (SECRET_KEY.test(key)) return REDACTED;
     return cut(value);
   }
+  if (Buffer.isBuffer(value)) {
+    // Bytes a body's base64 was decoded into: shown as that text would be, cut.
+    if (SECRET_KEY.test(key)) return REDACTED;
+    const length = Math.ceil(value.length / 3) * 4;
+    const start = value.subarray(0, (LONG_TEXT / 4) * 3).toString("base64");
+    return length <= LONG_TEXT ? start : `${start}… (${length} characters)`;
+  }
   if (value === null || typeof value !== "object") return SECRET_KEY.test(key) ? REDACTED : value;
   if (depth >= DEEPEST) return "…";
   if (Array.isArray(value)) return value.slice(0, 50).map((item) => redact(item, key, depth + 1));

@@ -4,14 +4,27 @@
  */
 import { z } from "zod";
 import { PACKAGE_VERSION } from "../../common/version.js";
+import { base64ParamJsonSchema, isBase64Param } from "./bytes.js";
 import type { AnyCommand } from "./command.js";
 import type { CommandRegistry } from "./registry.js";
 
 type JsonSchema = Record<string, unknown>;
 
-/** JSON Schema of a definition's parameters (as input: defaults make fields optional). */
+/**
+ * JSON Schema of a definition's parameters (as input: defaults make fields optional). A base64
+ * parameter, which also takes bytes decoded in the server, is a base64 string to clients.
+ */
 export function paramsJsonSchema(def: AnyCommand): JsonSchema {
-  return z.toJSONSchema(def.params, { io: "input", unrepresentable: "any" }) as JsonSchema;
+  return z.toJSONSchema(def.params, {
+    io: "input",
+    unrepresentable: "any",
+    override: ({ zodSchema, jsonSchema }) => {
+      if (!isBase64Param(zodSchema)) return;
+      const { description } = jsonSchema;
+      for (const key of Object.keys(jsonSchema)) delete (jsonSchema as JsonSchema)[key];
+      Object.assign(jsonSchema, base64ParamJsonSchema(description));
+    },
+  }) as JsonSchema;
 }
 
 /** JSON Schema of a definition's result; `draft-7` for validators of that draft (MCP clients' Ajv). */

@@ -11,6 +11,7 @@ import { type AccessibilityProvider, noAccessibility } from "../../desktop/acces
 import { type DesktopProvider, noDesktop } from "../../desktop/backend.js";
 import type { WarmShells } from "../../os/warm-shells.js";
 import type { CommandRun } from "./activity.js";
+import { isBase64Param } from "./bytes.js";
 import type { AnyCommand, CommandContext } from "./command.js";
 import { failure, type Outcome } from "./outcome.js";
 
@@ -239,7 +240,7 @@ function parseParams(def: AnyCommand, raw: unknown) {
     const kind = Array.isArray(value) ? "an array" : `a ${typeof value}`;
     return { success: false as const, error: `Invalid params: expected an object, got ${kind}` };
   }
-  const result = def.params.safeParse(value);
+  const result = def.params.safeParse(asTheCommandTakesThem(def, value as Record<string, unknown>));
   if (result.success) return { success: true as const, data: result.data };
   const unknown = result.error.issues.find(
     (issue) => issue.code === "unrecognized_keys" && issue.path.length === 0,
@@ -248,6 +249,22 @@ function parseParams(def: AnyCommand, raw: unknown) {
     return { success: false as const, error: unknownParamsMessage(def, unknown.keys) };
   }
   return { success: false as const, error: describeZodError(result.error) };
+}
+
+/**
+ * The parameters with the bytes that the body reader decoded (a parameter given as base64 text, see
+ * http/json-bytes.ts) given back as that text where the command does not take bytes.
+ */
+function asTheCommandTakesThem(def: AnyCommand, params: Record<string, unknown>): Record<string, unknown> {
+  let copy: Record<string, unknown> | undefined;
+  for (const key of Object.keys(params)) {
+    const value = params[key];
+    if (Buffer.isBuffer(value) && !isBase64Param(def.params.shape[key])) {
+      copy ??= { ...params };
+      copy[key] = value.toString("base64");
+    }
+  }
+  return copy ?? params;
 }
 
 /** `Unknown parameter 'coordinate' for left_click (did you mean 'x'?); it takes: x, y, modifiers` */

@@ -8,7 +8,7 @@ import { IDLE_RELEASE_MS, idleTimer } from "../../common/idle.js";
 import { formatBytes } from "../../common/sizes.js";
 import { type CommandFrame, parseCommandFrame } from "../core/frame.js";
 import type { ComputerEnv } from "./env.js";
-import { parseJsonBytes } from "./json-bytes.js";
+import { type ParseJsonOptions, parseJsonBytes } from "./json-bytes.js";
 
 export class BodyTooLargeError extends Error {}
 
@@ -87,6 +87,7 @@ export async function readJsonBody(
   incoming: IncomingMessage,
   limit: number,
   empty: unknown = undefined,
+  parsing: ParseJsonOptions = {},
 ): Promise<JsonBody> {
   let body: Buffer;
   const scratch = scratchFor(Number(incoming.headers["content-length"]));
@@ -102,7 +103,7 @@ export async function readJsonBody(
   try {
     if (empty !== undefined && onlyWhitespace(body)) return { ok: true, value: empty };
     // What is parsed is copied out of the body: its buffer can serve the next one.
-    return { ok: true, value: parseJsonBytes(body) };
+    return { ok: true, value: parseJsonBytes(body, parsing) };
   } catch (err) {
     return { ok: false, status: 400, detail: `Invalid JSON body: ${(err as Error).message}` };
   } finally {
@@ -147,6 +148,14 @@ function onlyWhitespace(body: Buffer): boolean {
 }
 
 /**
+ * A frame's long base64 parameters come decoded, as Buffers (`write_bytes`' chunks); the registry
+ * gives any that a command takes as text back as text.
+ */
+const frameParsing: ParseJsonOptions = {
+  decodeBase64At: (path) => path.length === 2 && path[0] === "params",
+};
+
+/**
  * The command frame in the body of `/cmd` or `/playwright_exec`, or the 4xx reply that says what is
  * wrong with it (too large, not JSON, not a frame).
  */
@@ -154,7 +163,7 @@ export async function readCommandFrame(
   c: Context<ComputerEnv>,
   limit: number,
 ): Promise<CommandFrame | Response> {
-  const read = await readJsonBody(c.env.incoming, limit);
+  const read = await readJsonBody(c.env.incoming, limit, undefined, frameParsing);
   if (!read.ok) {
     if (read.status === 413) return c.json({ detail: `${read.detail} (--body-limit)` }, 413);
     return c.json({ detail: read.detail }, 400);

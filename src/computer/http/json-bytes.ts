@@ -7,9 +7,13 @@
  *
  * Only plain strings are cut: ASCII, no escape sequence, not an object key. Everything else, and
  * every body that does not parse, goes through JSON.parse whole, so that its errors read as usual.
+ *
+ * Where the caller says that bytes are wanted (`decodeBase64At`), a long string of canonical base64
+ * comes decoded, as a Buffer, and no string is made of it at all (`decodeBase64Text`).
  */
 import { isAscii } from "node:buffer";
 import { randomBytes } from "node:crypto";
+import { decodeBase64Text } from "../core/bytes.js";
 
 /** A string at least this long (in bytes) is cut out. */
 const LONG = 64 * 1024;
@@ -20,13 +24,21 @@ const BACKSLASH = 0x5c;
 /** Starts the stand-in of a cut string: NUL cannot be sent unescaped, and the nonce is this process's. */
 const STAND_IN = `\u0000hangar-long-${randomBytes(6).toString("hex")}-`;
 
+/** Where in the parsed value a string is: the keys and indexes from the top. */
+export type JsonPath = readonly (string | number)[];
+
+export interface ParseJsonOptions {
+  /** Whether a long base64 string at this place comes decoded (see above). */
+  decodeBase64At?: (path: JsonPath) => boolean;
+}
+
 /** Parses a JSON body (UTF-8); throws JSON.parse's SyntaxError when it is not JSON. */
-export function parseJsonBytes(body: Buffer): unknown {
+export function parseJsonBytes(body: Buffer, options: ParseJsonOptions = {}): unknown {
   const ascii = isAscii(body);
   if (ascii && body.length >= LONG) {
     const cuts = longStrings(body);
     if (cuts.length > 0) {
-      const parsed = parseAround(body, cuts);
+      const parsed = parseAround(body, cuts, options);
       if (parsed.ok) return parsed.value;
     }
   }
@@ -68,6 +80,7 @@ function isKey(body: Buffer, at: number): boolean {
 function parseAround(
   body: Buffer,
   cuts: Array<[number, number]>,
+  options: ParseJsonOptions,
 ): { ok: true; value: unknown } | { ok: false } {
   const parts: string[] = [];
   let from = 0;
@@ -82,22 +95,40 @@ function parseAround(
   } catch {
     return { ok: false };
   }
-  const strings = cuts.map(([start, end]) => body.toString("latin1", start, end));
-  return { ok: true, value: putBack(value, strings) };
+  // What a stand-in is replaced by, given where it is.
+  const stringAt = (index: number, path: JsonPath): unknown => {
+    const cut = cuts[index];
+    if (!cut) return undefined;
+    const [start, end] = cut;
+    const bytes = options.decodeBase64At?.(path) ? decodeBase64Text(body.subarray(start, end)) : undefined;
+    return bytes ?? body.toString("latin1", start, end);
+  };
+  return { ok: true, value: putBack(value, stringAt, []) };
 }
 
-/** `value` with every stand-in replaced by the string it stands for. */
-function putBack(value: unknown, strings: string[]): unknown {
+/** `value` with every stand-in replaced by the string (or bytes) it stands for. */
+function putBack(
+  value: unknown,
+  stringAt: (index: number, path: JsonPath) => unknown,
+  path: (string | number)[],
+): unknown {
   if (typeof value === "string") {
-    return value.startsWith(STAND_IN) ? (strings[Number(value.slice(STAND_IN.length))] ?? value) : value;
+    if (!value.startsWith(STAND_IN)) return value;
+    return stringAt(Number(value.slice(STAND_IN.length)), path) ?? value;
   }
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) value[i] = putBack(value[i], strings);
+    for (let i = 0; i < value.length; i++) {
+      path.push(i);
+      value[i] = putBack(value[i], stringAt, path);
+      path.pop();
+    }
   } else if (value !== null && typeof value === "object") {
     const record = value as Record<string, unknown>;
     for (const key of Object.keys(record)) {
       const before = record[key];
-      const after = putBack(before, strings);
+      path.push(key);
+      const after = putBack(before, stringAt, path);
+      path.pop();
       // Defined, not assigned: a key named `__proto__` stays a key.
       if (after !== before)
         Object.defineProperty(record, key, {
