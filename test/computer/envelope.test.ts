@@ -26,8 +26,6 @@ const asText = (outcome: Outcome, spread: boolean) => {
 describe("the /cmd event and the /ws reply", () => {
   const results: Record<string, unknown> = {
     "a base64 field alone": { content_b64: new Base64Bytes(bytes) },
-    // Encoded in pieces of 48 KiB: three whole ones and the start of a fourth.
-    "a base64 field of several pieces": { content_b64: new Base64Bytes(randomBytes(3 * 48 * 1024 + 1)) },
     "fields around it, an undefined one skipped": {
       name: "ünï ✓",
       content_b64: new Base64Bytes(bytes),
@@ -58,12 +56,10 @@ describe("the /cmd event and the /ws reply", () => {
   }
 
   it("carries base64 that decodes to the original bytes, in content and beside it", () => {
-    for (const original of [bytes, randomBytes(1024 * 1024 + 2)]) {
-      const event = JSON.parse(
-        asText({ success: true, result: { content_b64: new Base64Bytes(original) } }, true).slice(6),
-      );
-      expect(event.content_b64).toBe(original.toString("base64"));
-      expect(event.content.content_b64).toBe(event.content_b64);
-    }
+    const event = JSON.parse(
+      asText({ success: true, result: { content_b64: new Base64Bytes(bytes) } }, true).slice(6),
+    );
+    expect(Buffer.from(event.content_b64, "base64").equals(bytes)).toBe(true);
+    expect(event.content.content_b64).toBe(event.content_b64);
   });
 });

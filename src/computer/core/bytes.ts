@@ -6,26 +6,12 @@
  */
 import { z } from "zod";
 
-/** Bytes encoded per piece of text: 48 KiB, 64 KiB of base64 (a multiple of 3: no padding between). */
-const PIECE_BYTES = 48 * 1024;
-
 export class Base64Bytes {
-  /**
-   * The base64 text in pieces of 64 KiB: ASCII only, so it needs no JSON escaping. A megabyte
-   * string would live outside V8's heap and bring its next full collection nearer; pieces this
-   * size are young strings, gone at the next scavenge.
-   */
-  readonly pieces: string[] = [];
+  /** The base64 text: ASCII only, so it needs no JSON escaping. */
+  readonly text: string;
 
   constructor(bytes: Buffer) {
-    for (let at = 0; at < bytes.length; at += PIECE_BYTES) {
-      this.pieces.push(bytes.toString("base64", at, Math.min(at + PIECE_BYTES, bytes.length)));
-    }
-  }
-
-  /** The whole text. */
-  get text(): string {
-    return this.pieces.join("");
+    this.text = bytes.toString("base64");
   }
 
   toJSON(): string {

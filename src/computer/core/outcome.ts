@@ -86,7 +86,7 @@ function objectJson(object: Record<string, unknown>): [Buffer, ...EventPiece[]] 
     text += `${separator}${JSON.stringify(key)}:`;
     separator = ",";
     if (value instanceof Base64Bytes) {
-      pieces.push(Buffer.from(text), QUOTE, ...value.pieces, QUOTE);
+      pieces.push(Buffer.from(text), QUOTE, value.text, QUOTE);
       text = "";
     } else {
       text += json;
