@@ -5,8 +5,9 @@
  * typed client's cost per call over a raw `fetch` of the same `/cmd` request.
  */
 import { Hangar } from "../src/client/index.js";
+import { post, timedPost } from "./client.js";
 import { printTable, type Row, summarize, timeIt } from "./lib.js";
-import { post, screenChanger, startScene, timedPost, timeWithSetup } from "./scene.js";
+import { screenChanger, startScene, timeWithSetup } from "./scene.js";
 
 const RUNS = 30;
 const CLIENT_RUNS = 2000;

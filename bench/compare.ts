@@ -19,8 +19,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import autocannon from "autocannon";
 import { startVirtualDisplay, type VirtualDisplay } from "../src/desktop/virtual-display.js";
+import { closeClient, timedPost } from "./client.js";
 import { median, ms, p95, printMarkdown } from "./lib.js";
-import { activate, closeClient, MIXED, sampleWithSetup, sceneOn, screenChanger, timedPost } from "./scene.js";
+import { activate, MIXED, sampleWithSetup, sceneOn, screenChanger } from "./scene.js";
 import { rssWhileIdle, type SpawnedServer, spawnHangar } from "./support.js";
 
 const { values } = parseArgs({

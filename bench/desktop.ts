@@ -4,17 +4,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import sharp, { type PngOptions } from "sharp";
 import { PNG_OPTIONS, type ScreenshotOptions, takeScreenshot } from "../src/desktop/screenshot.js";
 import { X11Backend } from "../src/desktop/x11/backend.js";
+import { closeClient, post, timedPost } from "./client.js";
 import { printTable, type Row, timeIt } from "./lib.js";
-import {
-  activate,
-  closeClient,
-  MIXED,
-  post,
-  screenChanger,
-  startScene,
-  timedPost,
-  timeWithSetup,
-} from "./scene.js";
+import { activate, MIXED, screenChanger, startScene, timeWithSetup } from "./scene.js";
 
 const RUNS = 30;
 

@@ -10,8 +10,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Page } from "playwright-core";
 import { launchBrowser } from "../test/support/browser.js";
 import { PYTHON, startDesktopServer } from "../test/support/desktop.js";
+import { closeClient, post } from "./client.js";
 import { printTable, type Row, summarize } from "./lib.js";
-import { closeClient, post } from "./scene.js";
 
 const APP = join(import.meta.dirname, "apps/live-screen.py");
 const WINDOW_S = 5;
