@@ -20,8 +20,8 @@ import { parseArgs } from "node:util";
 import autocannon from "autocannon";
 import { startVirtualDisplay, type VirtualDisplay } from "../src/desktop/virtual-display.js";
 import { closeClient, timedPost } from "./client.js";
-import { median, ms, p95, printMarkdown } from "./lib.js";
-import { activate, MIXED, sampleWithSetup, sceneOn, screenChanger } from "./scene.js";
+import { median, ms, p95, printMarkdown, sample } from "./lib.js";
+import { activate, MIXED, sceneOn, screenChanger } from "./scene.js";
 import { rssWhileIdle, type SpawnedServer, spawnHangar } from "./support.js";
 
 const { values } = parseArgs({
@@ -83,7 +83,7 @@ async function compareOperations(sides: [Side, Side], operations: Operation[]): 
   for (const op of operations) {
     for (const side of sides) {
       const call = timedPost(side.url, op.command, op.params ?? {});
-      await sampleWithSetup(Math.min(op.runs, WARM_UP_RUNS), op.setup, call.run);
+      await sample(Math.min(op.runs, WARM_UP_RUNS), call.run, { setup: op.setup });
       call.check();
       // As after each round: the warm-up's leftovers (shells to replace) are not the first round's.
       await sleep(SETTLE_MS);
@@ -92,7 +92,7 @@ async function compareOperations(sides: [Side, Side], operations: Operation[]): 
     for (let round = 0; round < ROUNDS; round++) {
       for (const i of round % 2 === 0 ? [0, 1] : [1, 0]) {
         const call = timedPost(sides[i].url, op.command, op.params ?? {});
-        samples[i].push(...(await sampleWithSetup(op.runs, op.setup, call.run)));
+        samples[i].push(...(await sample(op.runs, call.run, { setup: op.setup })));
         call.check();
         // What a side does after a round (Hangar starts shells to replace those a burst of
         // run_command used) happens before the next round, not during the other side's.

@@ -12,7 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import autocannon from "autocannon";
 import WebSocket from "ws";
 import { closeClient, timedPost } from "./client.js";
-import { median, printTable, type Row, summarize, timeIt } from "./lib.js";
+import { median, printTable, type Row, sample, summarize, timeIt } from "./lib.js";
 import { cmd, getFile, putFile, rssWhileIdle, spawnHangar } from "./support.js";
 
 // A body limit that lets the /files uploads below through.
@@ -132,12 +132,7 @@ try {
     ],
   ] as const) {
     const call = timedPost(server.url, command, params);
-    const samples: number[] = [];
-    for (let i = 0; i < rounds * 100; i++) {
-      const start = performance.now();
-      await call.run();
-      samples.push(performance.now() - start);
-    }
+    const samples = await sample(rounds * 100, call.run);
     call.check();
     const perSecond = 1.048576 / (median(samples) / 1000);
     rows.push({

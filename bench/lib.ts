@@ -12,20 +12,33 @@ export interface Row {
   note?: string;
 }
 
+/**
+ * Runs `fn` `warmup` times untimed, then `runs` times; the times of those (ms). An untimed `setup`
+ * goes before each run (e.g. to change the screen).
+ */
+export async function sample(
+  runs: number,
+  fn: () => Promise<unknown>,
+  options: { warmup?: number; setup?: () => Promise<unknown> } = {},
+): Promise<number[]> {
+  const warmup = options.warmup ?? 3;
+  const samples: number[] = [];
+  for (let i = 0; i < warmup + runs; i++) {
+    await options.setup?.();
+    const start = performance.now();
+    await fn();
+    if (i >= warmup) samples.push(performance.now() - start);
+  }
+  return samples;
+}
+
 /** Runs `fn` `warmup` times untimed, then `runs` times, and returns the row in milliseconds. */
 export async function timeIt(
   name: string,
   fn: () => Promise<unknown>,
   options: { runs?: number; warmup?: number; target?: string; note?: string } = {},
 ): Promise<Row> {
-  const runs = options.runs ?? 50;
-  for (let i = 0; i < (options.warmup ?? 5); i++) await fn();
-  const samples: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const start = performance.now();
-    await fn();
-    samples.push(performance.now() - start);
-  }
+  const samples = await sample(options.runs ?? 50, fn, { warmup: options.warmup ?? 5 });
   return { name, ...summarize(samples), target: options.target, note: options.note };
 }
 

@@ -11,27 +11,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import sharp from "sharp";
 import { APPS, PYTHON, startDesktopServer } from "../test/support/desktop.js";
 import { post } from "./client.js";
-import { type Row, summarize } from "./lib.js";
+import { type Row, sample, summarize } from "./lib.js";
 
 /** 100 characters: letters, digits, ASCII symbols, accents, CJK and emoji. */
 export const MIXED =
   'Hello, World 123 ~!@#$%^&*()_+{}|:"<>? café naïve Grüße ñ 日本語テキスト 中文 😀🎉✓ — fin. abcdefghijklmnopqrst';
-
-/** Times `fn` `runs` times with an untimed `setup` before each run (e.g. to change the screen). */
-export async function sampleWithSetup(
-  runs: number,
-  setup: (() => Promise<unknown>) | undefined,
-  fn: () => Promise<unknown>,
-): Promise<number[]> {
-  const samples: number[] = [];
-  for (let i = 0; i < runs + 3; i++) {
-    await setup?.();
-    const start = performance.now();
-    await fn();
-    if (i >= 3) samples.push(performance.now() - start);
-  }
-  return samples;
-}
 
 export async function timeWithSetup(
   name: string,
@@ -40,7 +24,7 @@ export async function timeWithSetup(
   fn: () => Promise<unknown>,
   options: { target?: string; note?: string } = {},
 ): Promise<Row> {
-  return { name, ...summarize(await sampleWithSetup(runs, setup, fn)), ...options };
+  return { name, ...summarize(await sample(runs, fn, { setup })), ...options };
 }
 
 /**

@@ -15,7 +15,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { runShell } from "../src/os/process.js";
 import { WarmShells } from "../src/os/warm-shells.js";
-import { median, ms, p95, printMarkdown } from "./lib.js";
+import { median, ms, p95, printMarkdown, sample } from "./lib.js";
 import { cmd, type SpawnedServer, spawnHangar } from "./support.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "5" } } });
@@ -43,15 +43,7 @@ interface Side {
 }
 
 /** Calls `fn` WARMUP + BURST times back to back; the times of the last BURST. */
-async function burst(fn: () => Promise<unknown>): Promise<number[]> {
-  const times: number[] = [];
-  for (let i = 0; i < WARMUP + BURST; i++) {
-    const start = performance.now();
-    await fn();
-    if (i >= WARMUP) times.push(performance.now() - start);
-  }
-  return times;
-}
+const burst = (fn: () => Promise<unknown>) => sample(BURST, fn, { warmup: WARMUP });
 
 /** The server's longest event-loop stall since the previous call. */
 function stall(server: SpawnedServer): Promise<Stall> {
