@@ -104,7 +104,8 @@ describe("computer_action (X11, 1920x1080 screen)", () => {
     });
 
     it("double and triple clicks, the triple with shift held", async () => {
-      const list = await caused(10, async () => {
+      // Ten button events and shift's press and release.
+      const list = await caused(12, async () => {
         await act({ action: "double_click", coordinate: [420, 320] });
         await act({ action: "triple_click", coordinate: [420, 320], text: "shift" });
       });
@@ -115,7 +116,8 @@ describe("computer_action (X11, 1920x1080 screen)", () => {
     });
 
     it("scrolls by scroll_amount notches at the coordinate, with ctrl held", async () => {
-      const list = await caused(6, () =>
+      // Six button events and ctrl's press and release.
+      const list = await caused(8, () =>
         act({
           action: "scroll",
           coordinate: [500, 400],
@@ -270,7 +272,8 @@ describe("computer_action (X11, 1920x1080 screen)", () => {
 
   describe("OpenAI", () => {
     it("clicks left, right, wheel, back and forward, with keys held", async () => {
-      const list = await caused(10, async () => {
+      // Ten button events and ctrl's press and release: counting ten, the last click could be missed.
+      const list = await caused(12, async () => {
         for (const button of ["left", "right", "wheel", "back", "forward"]) {
           await act({
             type: "click",
@@ -290,7 +293,8 @@ describe("computer_action (X11, 1920x1080 screen)", () => {
     it("double clicks, and scrolls pixels as wheel notches (100 px each, positive y down)", async () => {
       const double = await caused(4, () => act({ type: "double_click", x: 410, y: 310 }));
       expect(kinds(double.filter((e) => e.button))).toEqual(["+b1", "-b1", "+b1", "-b1"]);
-      const wheel = await caused(10, () =>
+      // Ten button events and shift's press and release.
+      const wheel = await caused(12, () =>
         act({ type: "scroll", x: 500, y: 400, scroll_x: -200, scroll_y: 300, keys: ["SHIFT"] }),
       );
       const presses = wheel.filter((e) => e.kind.startsWith("+b"));
