@@ -10,7 +10,7 @@
  * the benchmark itself: its ratios should be about 1). The scene is drawn on that display and a
  * Hangar (`hangar serve --no-virtual-display`, a separate process) is started on it.
  *
- *   node --import tsx bench/compare.ts --compare http://127.0.0.1:8001 --display :77 [--rounds 3]
+ *   node --import tsx bench/compare.ts --compare http://127.0.0.1:8001 --display :77 [--rounds 3] [--only left_click,read_bytes]
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -29,13 +29,17 @@ const { values } = parseArgs({
     compare: { type: "string" },
     display: { type: "string" },
     rounds: { type: "string", default: "3" },
+    only: { type: "string" },
   },
 });
 if (!values.compare) {
-  console.error("usage: bench/compare.ts --compare URL|hangar [--display :N] [--rounds N]");
+  console.error("usage: bench/compare.ts --compare URL|hangar [--display :N] [--rounds N] [--only a,b]");
   process.exit(2);
 }
 const ROUNDS = Number(values.rounds);
+/** `--only left_click,run_command`: the operations whose names contain one of these (all without it). */
+const ONLY = values.only?.split(",").filter(Boolean);
+const chosen = (name: string) => !ONLY || ONLY.some((part) => name.includes(part));
 const WIDTH = 1920;
 const HEIGHT = 1080;
 
@@ -203,15 +207,17 @@ try {
     },
   ];
   await warmUp(sides);
-  const cells = await compareOperations(sides, screenOps);
-  // Typing last: it moves the focus from the entry that changes the screen to the key recorder.
-  await activate(hangar.url, "typing target");
-  cells.push(
-    ...(await compareOperations(sides, [
-      { name: "type_text, 100 mixed characters", command: "type_text", params: { text: MIXED }, runs: 10 },
-    ])),
+  const cells = await compareOperations(
+    sides,
+    screenOps.filter((op) => chosen(op.name)),
   );
-  cells.push(await compareThroughput(sides));
+  // Typing last: it moves the focus from the entry that changes the screen to the key recorder.
+  const typing = { name: "type_text, 100 mixed characters", command: "type_text", params: { text: MIXED }, runs: 10 };
+  if (chosen(typing.name)) {
+    await activate(hangar.url, "typing target");
+    cells.push(...(await compareOperations(sides, [typing])));
+  }
+  if (chosen("version, 32 connections")) cells.push(await compareThroughput(sides));
   cells.push(["RSS of Hangar after the run (≤ 130 MB)", `${hangar.rssMb().toFixed(1)} MB`, "", ""]);
   cells.push(["RSS of Hangar once idle (≤ 100 MB by 60 s)", await rssWhileIdle(hangar), "", ""]);
   printMarkdown(

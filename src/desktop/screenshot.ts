@@ -9,6 +9,7 @@ import { availableParallelism } from "node:os";
 import type { Sharp, SharpOptions } from "sharp";
 import { CommandError } from "../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
+import { settled } from "../common/settled.js";
 import type { DesktopBackend, Point, RawImage, Rect, Size } from "./backend.js";
 import { encodeInStrips, type StripCache } from "./jpeg-strips.js";
 
@@ -98,7 +99,7 @@ export function withCapture<T>(backend: DesktopBackend, use: (raw: RawImage) => 
 
 function inTurn<T>(work: () => Promise<T>): Promise<T> {
   const run = queue.then(work);
-  queue = run.catch(() => undefined);
+  queue = settled(run);
   idle.touch();
   return run;
 }

@@ -6,6 +6,7 @@
 import { appendFile, open } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../common/logger.js";
+import { settled } from "../common/settled.js";
 import { makeDirectory } from "../os/make-directory.js";
 
 export type LogType = "info" | "error";
@@ -78,7 +79,7 @@ export class HostLog {
       await makeDirectory(dir);
       for (const type of types) await appendFile(join(dir, `${type}.log`), line);
     });
-    this.queue = write.catch(() => undefined);
+    this.queue = settled(write);
     return this.queue;
   }
 }

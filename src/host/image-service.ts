@@ -6,6 +6,7 @@
 import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../common/atomic-write.js";
+import { settled } from "../common/settled.js";
 import { HostError } from "./errors.js";
 import type { HostLog } from "./host-log.js";
 import { vmName } from "./names.js";
@@ -346,9 +347,9 @@ export class ImageService implements VmActivity {
   }
 
   private track(work: Promise<unknown>) {
-    const settled = work.catch(() => undefined);
-    this.background.add(settled);
-    void settled.then(() => this.background.delete(settled));
+    const done = settled(work);
+    this.background.add(done);
+    void done.then(() => this.background.delete(done));
   }
 }
 

@@ -3,6 +3,8 @@
  * A task that needs several keys takes them all at once, in one global order, so two tasks that
  * need the same keys can never each hold one and wait for the other; a key given twice is taken once.
  */
+import { settled } from "../common/settled.js";
+
 export class KeyedLock {
   private tails = new Map<string, Promise<unknown>>();
 
@@ -12,7 +14,7 @@ export class KeyedLock {
       wanted.map((key) => (this.tails.get(key) ?? Promise.resolve()).catch(() => undefined)),
     );
     const result = previous.then(task);
-    const tail = result.catch(() => undefined);
+    const tail = settled(result);
     for (const key of wanted) {
       this.tails.set(key, tail);
       void tail.then(() => {

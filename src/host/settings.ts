@@ -13,6 +13,7 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse, stringify } from "yaml";
 import { z } from "zod";
 import { writeFileAtomic } from "../common/atomic-write.js";
+import { settled } from "../common/settled.js";
 import { makeDirectory } from "../os/make-directory.js";
 import { HostError } from "./errors.js";
 import { locationName } from "./names.js";
@@ -119,7 +120,7 @@ export class SettingsStore {
       await this.write(settings);
       return settings;
     });
-    this.writing = next.catch(() => undefined);
+    this.writing = settled(next);
     return next;
   }
 

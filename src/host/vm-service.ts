@@ -6,6 +6,7 @@
 import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../common/atomic-write.js";
+import { settled } from "../common/settled.js";
 import { formatBytes, parseLumeSize } from "../common/sizes.js";
 import { HostError } from "./errors.js";
 import type { HostLog } from "./host-log.js";
@@ -309,7 +310,7 @@ export class VmService {
       const takenAddresses = await this.takenAddresses();
       return startQemu({ name: vm.name, dir: vm.dir, config, takenAddresses, ...choice });
     });
-    this.launchQueue = launched.catch(() => undefined);
+    this.launchQueue = settled(launched);
     try {
       const session = await launched;
       await rm(join(vm.dir, LAST_ERROR_FILE), { force: true });

@@ -5,7 +5,9 @@
  */
 import { join } from "node:path";
 import sharp from "sharp";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { collectGarbage, IDLE_RELEASE_MS } from "../../src/common/idle.js";
+import { takeScreenshot } from "../../src/desktop/screenshot.js";
 import { X11Backend } from "../../src/desktop/x11/backend.js";
 import { APPS, type DesktopServer, eventually, PYTHON, startDesktopServer } from "../support/desktop.js";
 
@@ -198,4 +200,30 @@ describe("screenshots (X11)", () => {
     expect(region).toMatchObject({ success: false, code: "invalid_params" });
     expect(region.error).toContain("region");
   });
+
+  it("lets go of its last capture and screenshot once idle: nothing keeps their pixels", async () => {
+    const backend = await X11Backend.connect(desk.display.display);
+    try {
+      // Made in a function of their own, so that only the weak references outlive it here.
+      const [pixels, shot] = await (async () => {
+        const raw = await backend.capture();
+        const png = await takeScreenshot(backend, { format: "png", quality: 80 });
+        return [new WeakRef(raw.data.buffer), new WeakRef(png)];
+      })();
+      // The 1024x768 capture is 3 MB, and the server may run for months between two screenshots.
+      await vi.waitFor(
+        () => {
+          collectGarbage();
+          // Booleans: a failed assertion holding the objects would itself keep them alive.
+          expect({ pixels: pixels.deref() === undefined, shot: shot.deref() === undefined }).toEqual({
+            pixels: true,
+            shot: true,
+          });
+        },
+        { timeout: IDLE_RELEASE_MS + 15_000, interval: 500 },
+      );
+    } finally {
+      await backend.close();
+    }
+  }, 30_000);
 });

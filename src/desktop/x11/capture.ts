@@ -15,6 +15,7 @@
 import { closeSync, ftruncateSync, openSync, readSync, unlinkSync } from "node:fs";
 import { CommandError } from "../../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../../common/idle.js";
+import { settled } from "../../common/settled.js";
 import type { RawImage, Rect, Size } from "../backend.js";
 import type { XConnection, XExtension } from "./connection.js";
 
@@ -146,7 +147,7 @@ export class ScreenCapture {
 
   capture(region?: Rect): Promise<RawImage> {
     const run = this.queue.then(() => this.captureNow(region));
-    this.queue = run.catch(() => undefined);
+    this.queue = settled(run);
     return run;
   }
 
