@@ -212,7 +212,12 @@ try {
     screenOps.filter((op) => chosen(op.name)),
   );
   // Typing last: it moves the focus from the entry that changes the screen to the key recorder.
-  const typing = { name: "type_text, 100 mixed characters", command: "type_text", params: { text: MIXED }, runs: 10 };
+  const typing = {
+    name: "type_text, 100 mixed characters",
+    command: "type_text",
+    params: { text: MIXED },
+    runs: 10,
+  };
   if (chosen(typing.name)) {
     await activate(hangar.url, "typing target");
     cells.push(...(await compareOperations(sides, [typing])));
