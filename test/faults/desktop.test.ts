@@ -7,7 +7,7 @@
 import { execFile } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import {
   type DesktopServer,
@@ -58,7 +58,9 @@ describe("the desktop while the X server is absent or dies", () => {
       await batch(0);
       const before = fds();
       for (let i = 0; i < 200; i += 20) await batch(i);
-      expect(fds() - before).toBeLessThanOrEqual(5);
+      // A connection attempt or a keep-alive socket may still be closing on a loaded machine (one
+      // extra was seen once in a full run); a leak never comes back down.
+      await vi.waitFor(() => expect(fds() - before).toBeLessThanOrEqual(5), { timeout: 5000, interval: 100 });
     } finally {
       await server.close();
       await manager.close();
