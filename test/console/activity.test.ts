@@ -99,6 +99,8 @@ describe("GET /activity", () => {
     expect(click).toMatchObject({ point: { x: 4, y: 6 }, seen: taken.id });
     expect(drag.point).toEqual({ x: 7, y: 8 });
     expect(log.screenshot(taken.id)?.scale).toBe(0.5);
+    // Kept as the image's bytes, which is what GET /activity/screenshots/{id} serves.
+    expect(log.screenshot(taken.id)?.bytes.toString()).toBe("hello");
     // Beyond the byte budget the oldest screenshots go.
     for (let i = 0; i < 20; i++) {
       log.record({ command: "screenshot", params: {}, transport: "mcp", ms: 1, outcome: ok(shot) });

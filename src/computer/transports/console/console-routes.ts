@@ -40,7 +40,7 @@ export function consoleRoutes(options: ConsoleOptions) {
   app.get("/activity/screenshots/:id", (c) => {
     const shot = activity.screenshot(Number(c.req.param("id")));
     if (!shot) return c.json({ detail: "No such screenshot (only the latest are kept)" }, 404);
-    return c.body(new Uint8Array(Buffer.from(shot.base64, "base64")), 200, {
+    return c.body(new Uint8Array(shot.bytes), 200, {
       "content-type": `image/${shot.format}`,
       "x-screenshot-scale": String(shot.scale),
       "x-screenshot-origin": `${shot.origin.x},${shot.origin.y}`,
