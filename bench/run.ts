@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: every benchmark, one after another, each in its own process so that none
  * measures another's leftovers. Each prints its own table. `npm run bench -- core desktop` runs some;
- * `npm run bench -- --compare URL [--display :N]` runs Hangar beside another server (bench/compare.ts).
+ * `npm run bench -- --compare URL [--display :N] [--only a,b]` runs Hangar beside another server
+ * (bench/compare.ts).
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
