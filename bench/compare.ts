@@ -223,8 +223,11 @@ try {
     cells.push(...(await compareOperations(sides, [typing])));
   }
   if (chosen("version, 32 connections")) cells.push(await compareThroughput(sides));
-  cells.push(["RSS of Hangar after the run (≤ 130 MB)", `${hangar.rssMb().toFixed(1)} MB`, "", ""]);
-  cells.push(["RSS of Hangar once idle (≤ 100 MB by 60 s)", await rssWhileIdle(hangar), "", ""]);
+  // The memory targets are for the whole run: a part of it neither reaches them nor waits a minute.
+  if (!ONLY) {
+    cells.push(["RSS of Hangar after the run (≤ 130 MB)", `${hangar.rssMb().toFixed(1)} MB`, "", ""]);
+    cells.push(["RSS of Hangar once idle (≤ 100 MB by 60 s)", await rssWhileIdle(hangar), "", ""]);
+  }
   printMarkdown(
     `Hangar beside ${sides[1].name} (${ROUNDS} interleaved rounds, 1920x1080 scene on ${display})`,
     ["operation", "Hangar median", `${sides[1].name} median`, "ratio (other ÷ Hangar; > 1: Hangar faster)"],

@@ -6,13 +6,12 @@
 import { settled } from "../common/settled.js";
 
 export class KeyedLock {
-  private tails = new Map<string, Promise<unknown>>();
+  /** Per key, when the last task given it is over (settled: never rejects). */
+  private tails = new Map<string, Promise<void>>();
 
   run<T>(keys: string | string[], task: () => Promise<T>): Promise<T> {
     const wanted = [...new Set(typeof keys === "string" ? [keys] : keys)].sort();
-    const previous = Promise.all(
-      wanted.map((key) => (this.tails.get(key) ?? Promise.resolve()).catch(() => undefined)),
-    );
+    const previous = Promise.all(wanted.map((key) => this.tails.get(key)));
     const result = previous.then(task);
     const tail = settled(result);
     for (const key of wanted) {

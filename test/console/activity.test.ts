@@ -70,6 +70,14 @@ describe("GET /activity", () => {
         nested: [{ token: "[redacted]" }],
       },
     );
+    // Bytes the body reader decoded from base64 are shown as that text would be: cut, with its length.
+    const chunk = Buffer.alloc(1024 * 1024, 0xab);
+    const text = chunk.toString("base64");
+    expect(redact({ content_b64: chunk })).toEqual({
+      content_b64: `${text.slice(0, 200)}… (${text.length} characters)`,
+    });
+    expect(redact({ content_b64: chunk.subarray(0, 6) })).toEqual({ content_b64: "q6urq6ur" });
+    expect(redact({ secret: chunk })).toEqual({ secret: "[redacted]" });
     // A parameter nested 100,000 deep is shown to a depth of 8, not followed into a stack overflow.
     let deep: unknown = [];
     for (let i = 0; i < 100_000; i++) deep = [deep];

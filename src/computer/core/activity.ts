@@ -166,16 +166,11 @@ const DEEPEST = 8;
  * are all redacted.
  */
 export function redact(value: unknown, key = "", depth = 0): unknown {
-  if (typeof value === "string") {
+  if (typeof value === "string" || Buffer.isBuffer(value)) {
     if (SECRET_KEY.test(key)) return REDACTED;
-    return cut(value);
-  }
-  if (Buffer.isBuffer(value)) {
-    // Bytes a body's base64 was decoded into: shown as that text would be, cut.
-    if (SECRET_KEY.test(key)) return REDACTED;
-    const length = Math.ceil(value.length / 3) * 4;
-    const start = value.subarray(0, (LONG_TEXT / 4) * 3).toString("base64");
-    return length <= LONG_TEXT ? start : `${start}… (${length} characters)`;
+    if (typeof value === "string") return cut(value);
+    // Bytes a body's base64 was decoded into: shown as that text would be (only its start is made).
+    return cut(value.subarray(0, (LONG_TEXT / 4) * 3).toString("base64"), Math.ceil(value.length / 3) * 4);
   }
   if (value === null || typeof value !== "object") return SECRET_KEY.test(key) ? REDACTED : value;
   if (depth >= DEEPEST) return "…";
@@ -193,10 +188,11 @@ export function redact(value: unknown, key = "", depth = 0): unknown {
  * A long text cut to its start. The start is copied: V8's `slice` of a long string points into the
  * whole string, so a kept slice of a megabyte parameter (write_bytes' content) would keep all of it.
  */
-function cut(text: string): string {
-  if (text.length <= LONG_TEXT) return text;
+/** `text` cut to its start when longer than LONG_TEXT; `length` is that of the whole text it starts. */
+function cut(text: string, length = text.length): string {
+  if (length <= LONG_TEXT) return text;
   const start = Buffer.from(text.slice(0, LONG_TEXT), "utf8").toString("utf8");
-  return `${start}… (${text.length} characters)`;
+  return `${start}… (${length} characters)`;
 }
 
 /** The point a pointer command went to: `x`/`y`, `coordinate`, or the last point of a `path`. */
