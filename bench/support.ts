@@ -6,7 +6,7 @@ import { Agent, request } from "node:http";
 import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { setFlagsFromString } from "node:v8";
-import { allocatorEnv } from "../src/common/allocator-env.js";
+import { memoryEnv } from "../src/common/memory-env.js";
 
 export async function freePort(): Promise<number> {
   const server = createServer().listen(0, "127.0.0.1");
@@ -44,8 +44,8 @@ export async function spawnHangar(
   const port = await freePort();
   const script = [...(options.nodeArgs ?? []), "bin/hangar.js", ...args, "--port", String(port)];
   const child = spawn(process.execPath, script, {
-    // The allocator settings the container and the systemd unit start the server with.
-    env: { ...process.env, ...allocatorEnv(), HANGAR_LOG_LEVEL: "warn", ...env },
+    // The memory settings the container and the systemd unit start the server with.
+    env: { ...process.env, ...memoryEnv(), HANGAR_LOG_LEVEL: "warn", ...env },
     stdio: options.ipc ? ["ignore", "ignore", "inherit", "ipc"] : ["ignore", "ignore", "inherit"],
   });
   const url = `http://127.0.0.1:${port}`;

@@ -27,7 +27,7 @@ RUNTIME=(
   # a browser, a GTK text editor and file manager, AT-SPI for GTK 2, and `xdg-open` (which needs
   # `file`) to start them
   lxpanel chromium mousepad pcmanfm libatk-adaptor xdg-utils file
-  # the server's allocator: gives back what transfers and screenshots freed (src/common/allocator-env.ts)
+  # the server's allocator: gives back what transfers and screenshots freed (src/common/memory-env.ts)
   libjemalloc2
 )
 

@@ -17,6 +17,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
+import { JEMALLOC_CONF, memoryEnv, SERVER_NODE_OPTIONS } from "../src/common/memory-env.js";
 
 const REPO = resolve(import.meta.dirname, "..");
 const read = (path: string) => readFileSync(join(REPO, path), "utf8");
@@ -192,6 +193,14 @@ describe("the systemd units (deploy/systemd)", () => {
     // The container's desktop: a panel and a wallpaper.
     expect(flags.has("--panel")).toBe(true);
     expect(unit.get("Service")!.get("Environment")).toContain("HANGAR_DISPLAY=1280x800");
+    // The memory settings the container and the benchmarks start the server with, too.
+    expect(unit.get("Service")!.get("Environment")).toEqual(
+      expect.arrayContaining([
+        `MALLOC_CONF=${JEMALLOC_CONF}`,
+        `NODE_OPTIONS=${SERVER_NODE_OPTIONS}`,
+        ...Object.entries(memoryEnv({ LD_PRELOAD: "set" })).map(([k, v]) => `${k}=${v}`),
+      ]),
+    );
     expect(unit.get("Service")!.get("User")).toEqual(["hangar"]);
     expect(unit.get("Install")!.get("WantedBy")).toEqual(["multi-user.target"]);
     // The VM's display size comes first from the script, then /etc/default/hangar may override it.

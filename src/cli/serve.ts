@@ -1,8 +1,8 @@
 /** `hangar serve`: the computer server. */
 import { setFlagsFromString } from "node:v8";
 import { type Command, InvalidArgumentError } from "commander";
-import { forgetPreloadedAllocator } from "../common/allocator-env.js";
 import { createLogger } from "../common/logger.js";
+import { forgetMemorySettings } from "../common/memory-env.js";
 import { parseBytes } from "../common/sizes.js";
 import { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, startComputerServer } from "../computer/server.js";
 import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
@@ -94,7 +94,7 @@ export function registerServe(program: Command) {
     );
   browserAccessOptions(serve).action(async (opts) => {
     if (await relaunchWithoutKeysInEnvironment()) return;
-    forgetPreloadedAllocator();
+    forgetMemorySettings();
     growHeapInLargerSteps();
     const log = createLogger({ level: opts.logLevel, name: "computer" });
     keepServingThroughStrayErrors(log);

@@ -15,7 +15,7 @@ import { once } from "node:events";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { allocatorEnv } from "../common/allocator-env.js";
+import { memoryEnv } from "../common/memory-env.js";
 import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/config.js";
 import { defaultTlsDir, ensureSelfSignedCertificate } from "../computer/tls.js";
 import { startDesktopApps } from "../desktop/furniture.js";
@@ -72,7 +72,7 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
     await writeFile(healthFile, `${settings.healthOrigin}\n`);
     const { [API_KEYS_ENV]: keys, ...rest } = serverSecrets;
     const serverEnv = {
-      ...allocatorEnv(env),
+      ...memoryEnv(env),
       ...env,
       ...desktop.env,
       ...rest,
