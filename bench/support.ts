@@ -3,6 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import { Agent, request } from "node:http";
+import { request as tlsRequest } from "node:https";
 import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { setFlagsFromString } from "node:v8";
@@ -114,12 +115,46 @@ export function cmd(url: string, command: string, params: unknown = {}): Promise
   });
 }
 
+/**
+ * How `putFile` and `getFile` reach the server: by default plain HTTP on this module's kept-alive
+ * agent; for an `https:` URL, give the agent (with the server's certificate) and, in cloud mode, the
+ * key headers.
+ */
+export interface FileTransferOptions {
+  agent?: import("node:https").Agent;
+  headers?: Record<string, string>;
+}
+
+function fileRequest(url: string, options: FileTransferOptions) {
+  return url.startsWith("https:")
+    ? (
+        method: string,
+        headers: Record<string, string>,
+        onResponse: (res: import("node:http").IncomingMessage) => void,
+      ) =>
+        tlsRequest(
+          url,
+          { method, agent: options.agent, headers: { ...options.headers, ...headers } },
+          onResponse,
+        )
+    : (
+        method: string,
+        headers: Record<string, string>,
+        onResponse: (res: import("node:http").IncomingMessage) => void,
+      ) => request(url, { method, agent, headers: { ...options.headers, ...headers } }, onResponse);
+}
+
 /** Uploads `times` copies of `chunk` with one `PUT` (streamed, with its length declared). */
-export function putFile(url: string, chunk: Buffer, times: number): Promise<void> {
+export function putFile(
+  url: string,
+  chunk: Buffer,
+  times: number,
+  options: FileTransferOptions = {},
+): Promise<void> {
   return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      { method: "PUT", agent, headers: { "content-length": chunk.length * times } },
+    const req = fileRequest(url, options)(
+      "PUT",
+      { "content-length": String(chunk.length * times) },
       (res) => {
         res.resume();
         res.on("end", () =>
@@ -143,9 +178,9 @@ export function putFile(url: string, chunk: Buffer, times: number): Promise<void
 }
 
 /** Downloads with `GET`, discarding the bytes; resolves with how many arrived. */
-export function getFile(url: string): Promise<number> {
+export function getFile(url: string, options: FileTransferOptions = {}): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { agent }, (res) => {
+    const req = fileRequest(url, options)("GET", {}, (res) => {
       let size = 0;
       res.on("data", (c: Buffer) => {
         size += c.length;

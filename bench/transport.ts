@@ -1,7 +1,7 @@
 /**
  * Transport benchmark (issue 4): `version` over /cmd with TLS and keep-alive and over /ws (WSS),
- * what cloud-mode auth costs against local-mode throughput, and what the /cmd spread copy costs on
- * a 1080p PNG screenshot result.
+ * what cloud-mode auth costs against local-mode throughput, raw file transfers (`PUT`/`GET /files`)
+ * over cloud-mode TLS, and what the /cmd spread copy costs on a 1080p PNG screenshot result.
  * Run after `npm run build`: node --import tsx bench/transport.ts
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -17,7 +17,7 @@ import { Authenticator } from "../src/computer/auth/index.js";
 import { ensureSelfSignedCertificate } from "../src/computer/tls.js";
 import { printTable, type Row, timeIt } from "./lib.js";
 import { measureSpreadCopy } from "./spread.js";
-import { freePort } from "./support.js";
+import { freePort, getFile, putFile } from "./support.js";
 
 const NAME = "bench-vm";
 const KEY = "sk-bench-3c1f9a0e7d";
@@ -125,10 +125,52 @@ async function throughput(url: string, headers: Record<string, string>) {
   return result.requests.average;
 }
 
+/** 256 MiB up with `PUT /files` and down with `GET /files`, over HTTPS with the cloud key headers. */
+async function cloudFileTransfers(url: string): Promise<Row[]> {
+  const chunk = Buffer.alloc(1024 * 1024, 7);
+  const size = 256 * chunk.length;
+  const target = `${url}/files${join(dir, "raw.bin")}`;
+  const options = { agent: new Agent({ keepAlive: true, ca, maxSockets: 1 }), headers: cloudHeaders };
+  const up: number[] = [];
+  const down: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    let start = performance.now();
+    await putFile(target, chunk, 256, options);
+    up.push(size / 1e6 / ((performance.now() - start) / 1000));
+    start = performance.now();
+    if ((await getFile(target, options)) !== size) throw new Error("short download");
+    down.push(size / 1e6 / ((performance.now() - start) / 1000));
+  }
+  options.agent.destroy();
+  const row = (name: string, rates: number[]): Row => {
+    const sorted = [...rates].sort((a, b) => a - b);
+    return {
+      name,
+      median: `${Math.round(sorted[1])} MB/s`,
+      p95: `${Math.round(sorted[0])} MB/s`,
+      target: "≥ 300 MB/s",
+      note: `3 rounds (p95: the slowest): ${rates.map(Math.round).join(", ")} MB/s`,
+    };
+  };
+  return [
+    row("256 MiB by PUT /files, HTTPS, cloud mode (streamed, fsync, rename)", up),
+    row("256 MiB by GET /files, HTTPS, cloud mode", down),
+  ];
+}
+
 const rows: Row[] = [];
 const tlsArgs = ["--tls-cert", certPath, "--tls-key", keyPath];
 const local = await start(tlsArgs);
-const cloud = await start([...tlsArgs, "--container-name", NAME, "--api-key-file", keyFile]);
+// Large enough for the 256 MiB uploads of `cloudFileTransfers`.
+const cloud = await start([
+  ...tlsArgs,
+  "--container-name",
+  NAME,
+  "--api-key-file",
+  keyFile,
+  "--body-limit",
+  "1GiB",
+]);
 try {
   for (const [mode, server, headers] of [
     ["local", local, {}],
@@ -188,6 +230,7 @@ try {
     target: "auth ≤ 15% of local",
     note: `auth costs ${cost.toFixed(1)}%; rounds: ${all(cloudRates)}`,
   });
+  rows.push(...(await cloudFileTransfers(cloud.url)));
   const authenticator = new Authenticator({ containerName: NAME, keys: [KEY], limiter: {} });
   const checks = 1000;
   const perCheck = await timeIt(
