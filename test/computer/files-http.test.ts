@@ -16,7 +16,7 @@ import {
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type RunningComputerServer, startComputerServer } from "../../src/computer/server.js";
 
 const LIMIT = 1024 * 1024;
@@ -158,6 +158,61 @@ describe("GET and PUT /files/<path>", () => {
     expect(JSON.parse(streamed.body).detail).toMatch(/limit is 1 MiB/);
     expect(readFileSync(path, "utf8")).toBe("old content");
     expect(readdirSync(dir).filter((name) => name.endsWith(".tmp"))).toEqual([]);
+  });
+});
+
+describe("large uploads (flushed to the disk while they arrive)", () => {
+  const SIZE = 72 * 1024 * 1024;
+  let big: RunningComputerServer;
+  beforeAll(async () => {
+    big = await startComputerServer({ port: 0, bodyLimitBytes: 2 * SIZE });
+  });
+  afterAll(() => big.close());
+
+  /** Sends `data` with PUT; after `leaveAfter` bytes (if given) the client goes away instead. */
+  function put(path: string, data: Buffer, leaveAfter?: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const req = request(
+        fileUrl(path, big.url),
+        { method: "PUT", headers: { "content-length": data.length } },
+        (res) => {
+          res.resume();
+          res.on("end", () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on("error", (err) => (leaveAfter === undefined ? reject(err) : resolve(0)));
+      if (leaveAfter !== undefined) req.on("close", () => resolve(0));
+      const step = 1024 * 1024;
+      let sent = 0;
+      const pump = () => {
+        while (sent < data.length) {
+          if (leaveAfter !== undefined && sent >= leaveAfter) return void req.destroy();
+          const more = req.write(data.subarray(sent, sent + step));
+          sent += step;
+          if (!more) return void req.once("drain", pump);
+        }
+        req.end();
+      };
+      pump();
+    });
+  }
+
+  it("arrive byte for byte, and one cut short leaves the old file and no temporary file", async () => {
+    const path = join(dir, "big.bin");
+    const data = randomBytes(SIZE);
+    expect(await put(path, data)).toBe(201);
+    expect(readFileSync(path).equals(data)).toBe(true);
+
+    // Cut after two background flushes: the old file stays whole and the temporary file goes.
+    expect(await put(path, randomBytes(SIZE), 48 * 1024 * 1024)).toBe(0);
+    await vi.waitFor(() => expect(readdirSync(dir).filter((name) => name.endsWith(".tmp"))).toEqual([]), {
+      timeout: 10_000,
+    });
+    expect(readFileSync(path).equals(data)).toBe(true);
+
+    const next = randomBytes(SIZE);
+    expect(await put(path, next)).toBe(200);
+    expect(readFileSync(path).equals(next)).toBe(true);
   });
 });
 
