@@ -161,7 +161,7 @@ describe("GET and PUT /files/<path>", () => {
   });
 });
 
-describe("large uploads (flushed to the disk while they arrive)", () => {
+describe("large uploads", () => {
   const SIZE = 72 * 1024 * 1024;
   let big: RunningComputerServer;
   beforeAll(async () => {
@@ -203,7 +203,7 @@ describe("large uploads (flushed to the disk while they arrive)", () => {
     expect(await put(path, data)).toBe(201);
     expect(readFileSync(path).equals(data)).toBe(true);
 
-    // Cut after two background flushes: the old file stays whole and the temporary file goes.
+    // Cut in the middle: the old file stays whole and the temporary file goes.
     expect(await put(path, randomBytes(SIZE), 48 * 1024 * 1024)).toBe(0);
     await vi.waitFor(() => expect(readdirSync(dir).filter((name) => name.endsWith(".tmp"))).toEqual([]), {
       timeout: 10_000,

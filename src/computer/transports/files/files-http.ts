@@ -12,7 +12,7 @@
  * has the same authentication and origin rules as `/cmd`. Failures are JSON `{"detail": ...}`.
  */
 import { randomBytes } from "node:crypto";
-import { createWriteStream, fdatasync, type Stats } from "node:fs";
+import { createWriteStream, type Stats } from "node:fs";
 import { type FileHandle, open, rename, stat, unlink } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { basename, dirname, join } from "node:path";
@@ -34,14 +34,8 @@ export interface FileRoutesOptions {
 
 /** Large reads: fewer, bigger writes to the socket (the default 64 KiB halves the throughput). */
 const READ_CHUNK = 1024 * 1024;
-/**
- * What an upload may queue for the disk: socket chunks pile up and go out in one `writev`, and the
- * socket is paused only past this. 256 MiB uploads on loopback: 4 MiB made 410-640 MB/s here, 16 MiB
- * 540-790 (32 MiB no better).
- */
-const WRITE_BUFFER = 16 * 1024 * 1024;
-/** An upload's data is flushed to the disk in the background each time this much more has come. */
-const FLUSH_EVERY = 32 * 1024 * 1024;
+/** What an upload may queue for the disk: socket chunks pile up and go out in one `writev`. */
+const WRITE_BUFFER = 4 * 1024 * 1024;
 
 const STATUS_OF_ERRNO: Record<string, ContentfulStatusCode> = {
   ENOENT: 404,
@@ -225,17 +219,13 @@ async function receiveFile(c: Context<ComputerEnv>, limit: number): Promise<unde
   const handle = await open(temp, "wx", existing ? existing.mode & 0o7777 : 0o644).catch((err) => {
     throw withPath(err, path);
   });
-  const flush = new BackgroundFlush(handle.fd);
   let size: number;
   try {
-    size = await streamBody(incoming, handle.fd, limit, flush);
-    await flush.idle();
+    size = await streamBody(incoming, handle.fd, limit);
     await handle.sync();
     await handle.close();
     await rename(temp, abs);
   } catch (err) {
-    // Not closed while a flush may still use the descriptor (its number could be reused meanwhile).
-    await flush.idle();
     await handle.close().catch(() => undefined);
     await unlink(temp).catch(() => undefined);
     throw err instanceof HttpFailure ? err : withPath(err, path);
@@ -248,46 +238,11 @@ function tooLarge(limit: number) {
 }
 
 /**
- * Flushes what an upload has written so far while the rest is still arriving, one `fdatasync` at a
- * time: the kernel would otherwise hold all of it (far below its own writeback threshold) for the
- * final sync, which then waits for the whole file at the disk's speed after the network is done.
- * This way the disk writes while the network reads, and at most one thread of the pool is taken, for
- * less time than the final sync alone took. A failed flush is left to the final sync to report.
- */
-class BackgroundFlush {
-  private received = 0;
-  private flushedAt = 0;
-  private running?: Promise<void>;
-
-  constructor(private readonly fd: number) {}
-
-  /** `bytes` more of the body have come (and are being written). */
-  receivedMore(bytes: number) {
-    this.received += bytes;
-    if (this.running || this.received - this.flushedAt < FLUSH_EVERY) return;
-    this.flushedAt = this.received;
-    this.running = new Promise<void>((resolve) => fdatasync(this.fd, () => resolve())).then(() => {
-      this.running = undefined;
-    });
-  }
-
-  /** Resolves once no flush is running. */
-  idle(): Promise<void> {
-    return this.running ?? Promise.resolve();
-  }
-}
-
-/**
  * Writes the request body to `fd` and resolves with its size. Past `limit` bytes it stops writing and
  * drops the rest of the body for a moment (so that the client reads the 413 instead of a reset); a
  * client that goes away rejects.
  */
-function streamBody(
-  incoming: IncomingMessage,
-  fd: number,
-  limit: number,
-  flush: BackgroundFlush,
-): Promise<number> {
+function streamBody(incoming: IncomingMessage, fd: number, limit: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const out = createWriteStream("", { fd, autoClose: false, highWaterMark: WRITE_BUFFER });
     let size = 0;
@@ -303,9 +258,7 @@ function streamBody(
       if (size > limit) {
         fail(tooLarge(limit));
         dropTheRest(incoming);
-        return;
       }
-      flush.receivedMore(chunk.length);
     };
     const onClose = () => {
       if (!incoming.complete) fail(new Error("The client closed the connection before the end of the body"));
