@@ -186,7 +186,7 @@ try {
     name: "256 MiB by PUT /files (streamed, fsync, rename)",
     ...show(putRates),
     target: "≥ 1,000 MB/s",
-    note: `${rounds} rounds; the disk's own fsync'd write speed bounds it`,
+    note: `${rounds} rounds; bounded here by writing into memory the VM has not used before (README)`,
   });
   rows.push({
     name: "256 MiB by GET /files",
