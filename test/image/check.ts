@@ -111,8 +111,10 @@ const treeText = (tree: unknown) => JSON.stringify(tree);
 async function ready(base: string) {
   const startedAt = Number(process.env.IMAGE_STARTED_MS ?? Date.now());
   await check("/status answers within 5 s of the start", async () => {
+    // Each probe gives up after 0.5 s: one sent while the server is still starting up would
+    // otherwise hold the poll for its whole timeout after the server can answer.
     await until("/status", 30_000, async () =>
-      (await send(`${base}/status`, undefined, {}, 2000)).status === 200 ? true : undefined,
+      (await send(`${base}/status`, undefined, {}, 500)).status === 200 ? true : undefined,
     );
     const took = Date.now() - startedAt;
     return took > 5000 ? `after ${took} ms` : undefined;
