@@ -69,8 +69,8 @@ export function cmdEventBytes(outcome: Outcome, spread: boolean): EventPiece[] {
 }
 
 /**
- * An object as JSON, in pieces that start with the `{`: a `Base64Bytes` field is its text between
- * quotes (base64 needs no escaping), so a 1 MiB chunk is never copied through a JSON string.
+ * An object as JSON, in pieces that start with the `{`: a `Base64Bytes` field is its encoded bytes
+ * between quotes (base64 needs no escaping), so a 1 MiB chunk is never copied through a JSON string.
  */
 function objectJson(object: Record<string, unknown>): [Buffer, ...EventPiece[]] {
   const entries = Object.entries(object);
@@ -86,7 +86,7 @@ function objectJson(object: Record<string, unknown>): [Buffer, ...EventPiece[]] 
     text += `${separator}${JSON.stringify(key)}:`;
     separator = ",";
     if (value instanceof Base64Bytes) {
-      pieces.push(Buffer.from(text), QUOTE, value.text, QUOTE);
+      pieces.push(Buffer.from(text), QUOTE, value.encoded, QUOTE);
       text = "";
     } else {
       text += json;

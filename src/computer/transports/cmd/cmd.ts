@@ -7,6 +7,7 @@
 import { type Context, Hono } from "hono";
 import { CommandError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/logger.js";
+import { releaseBase64Fields } from "../../core/bytes.js";
 import { cmdEventBytes } from "../../core/outcome.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import { readCommandFrame } from "../../http/body.js";
@@ -85,12 +86,16 @@ async function runAsEventStream(
       connection: c.env.incoming.socket,
       emit: (content) => write({ success: true, content }),
     });
+    const result = outcome.success ? outcome.result : undefined;
     if (!res.destroyed) {
       res.cork();
       // A text piece is base64 (see EventPiece); the encoding does not apply to Buffers.
       for (const part of cmdEventBytes(outcome, spread)) res.write(part, "latin1");
-      res.end();
+      // The event's pieces include the result's base64 buffers: reusable once the socket has them.
+      res.end(() => releaseBase64Fields(result));
       res.uncork();
+    } else {
+      releaseBase64Fields(result);
     }
   } catch (err) {
     log.error({ err, command }, "writing the reply failed");

@@ -17,6 +17,7 @@ import type { WebSocket } from "ws";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { refuseHalfUpgrade } from "../../../common/ws-server.js";
 import { AUTH_MESSAGES, type Authenticator, clientAddress } from "../../auth/index.js";
+import { releaseBase64Fields } from "../../core/bytes.js";
 import { parseCommandFrame } from "../../core/frame.js";
 import { cuaReply, jsonBytes } from "../../core/outcome.js";
 import type { CommandRegistry } from "../../core/registry.js";
@@ -196,6 +197,8 @@ class WsSession {
     let text: Buffer;
     try {
       text = jsonBytes(reply);
+      // Copied into the frame: the result's base64 buffers may be reused.
+      releaseBase64Fields(reply);
     } catch (err) {
       this.log.error({ err, address: this.address }, "a reply could not be serialized");
       text = jsonBytes({
