@@ -8,7 +8,13 @@ import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
 import { type BrowserOptions, BrowserSession } from "../browser/session.js";
 import { sweepInterruptedWrites } from "../common/atomic-write.js";
-import { collectGarbage, IDLE_COLLECT_MS, idleTimer } from "../common/idle.js";
+import {
+  collectGarbage,
+  collectGarbageIfGrown,
+  IDLE_COLLECT_MS,
+  idleTimer,
+  QUIET_COLLECT_MS,
+} from "../common/idle.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy } from "../common/origin-policy.js";
 import { LazyWebSocketServer } from "../common/ws-server.js";
@@ -155,8 +161,14 @@ export async function startComputerServer(
       "idle: memory after a full garbage collection",
     );
   });
+  const quiet = idleTimer(QUIET_COLLECT_MS, () => {
+    if (collectGarbageIfGrown()) log.debug("quiet: the heap had grown since the last collection, collected");
+  });
   if (options.collectGarbageWhenIdle) {
-    server.on("request", idle.touch);
+    server.on("request", () => {
+      idle.touch();
+      quiet.touch();
+    });
     // Not on "upgrade": a second listener there stops @hono/node-server from answering upgrade
     // requests to routes that are not WebSockets (they would hang).
   }
@@ -168,6 +180,7 @@ export async function startComputerServer(
     registry,
     close: async () => {
       idle.cancel();
+      quiet.cancel();
       shells?.close();
       ownAccessibility?.close();
       pty.close();
