@@ -12,7 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import autocannon from "autocannon";
 import WebSocket from "ws";
 import { closeClient, timedPost } from "./client.js";
-import { median, printTable, type Row, sample, summarize, timeIt } from "./lib.js";
+import { median, printTable, type Row, sample, summarize, summarizeRates, timeIt } from "./lib.js";
 import { cmd, getFile, putFile, rssWhileIdle, spawnHangar } from "./support.js";
 
 // A body limit that lets the /files uploads below through.
@@ -92,28 +92,15 @@ try {
     for (let i = 0; i < 100; i += 4) await Promise.all([0, 1, 2, 3].map((k) => readChunk(i + k)));
     parallelReadRates.push((100 * 1.048576) / ((performance.now() - start) / 1000));
   }
-  const rate = (xs: number[]) =>
-    summarize(
-      xs.map((x) => -x),
-      "",
-      0,
-    );
-  const show = (xs: number[]) => {
-    const s = rate(xs);
-    return {
-      median: `${-Number.parseFloat(s.median)} MB/s`,
-      p95: `${-Number.parseFloat(s.p95)} MB/s (slowest)`,
-    };
-  };
   rows.push({
     name: "100 MiB by 1 MiB write_bytes",
-    ...show(writeRates),
+    ...summarizeRates(writeRates),
     target: "≥ 100 MB/s",
     note: `${rounds} rounds`,
   });
   rows.push({
     name: "100 MiB by 1 MiB read_bytes",
-    ...show(readRates),
+    ...summarizeRates(readRates),
     target: "≥ 100 MB/s",
     note: `${rounds} rounds`,
   });
@@ -143,7 +130,7 @@ try {
   }
   rows.push({
     name: "100 MiB by 1 MiB read_bytes, 4 in flight",
-    ...show(parallelReadRates),
+    ...summarizeRates(parallelReadRates),
     target: "≥ 100 MB/s",
     note: `${rounds} rounds`,
   });
@@ -168,7 +155,11 @@ try {
     wsRates.push((100 * 1.048576) / ((performance.now() - start) / 1000));
   }
   ws.close();
-  rows.push({ name: "100 MiB by 1 MiB read_bytes over /ws", ...show(wsRates), note: `${rounds} rounds` });
+  rows.push({
+    name: "100 MiB by 1 MiB read_bytes over /ws",
+    ...summarizeRates(wsRates),
+    note: `${rounds} rounds`,
+  });
   // Raw bytes through GET and PUT /files/<path> (no base64, no JSON): 256 MiB at a time.
   const rawFile = join(dir, "raw.bin");
   const rawSize = 256 * chunk.length;
@@ -184,13 +175,13 @@ try {
   }
   rows.push({
     name: "256 MiB by PUT /files (streamed, fsync, rename)",
-    ...show(putRates),
+    ...summarizeRates(putRates),
     target: "≥ 1,000 MB/s",
     note: `${rounds} rounds; bounded here by writing into memory the VM has not used before (README)`,
   });
   rows.push({
     name: "256 MiB by GET /files",
-    ...show(getRates),
+    ...summarizeRates(getRates),
     target: "≥ 1,000 MB/s",
     note: `${rounds} rounds`,
   });
@@ -225,7 +216,7 @@ try {
     }
     rows.push({
       name: "100 MiB by 1 MiB read_bytes, --no-spread",
-      ...show(rates),
+      ...summarizeRates(rates),
       note: "seed shape: content only",
     });
   } finally {

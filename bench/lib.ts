@@ -50,6 +50,14 @@ export function summarize(samples: number[], unit = "ms", digits = 2) {
 
 /** The median of some samples. */
 export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** Rates of some rounds (higher is better) as a row's cells: the median, and the slowest as its "p95". */
+export function summarizeRates(rates: number[], unit = "MB/s") {
+  return {
+    median: `${Math.round(median(rates))} ${unit}`,
+    p95: `${Math.round(Math.min(...rates))} ${unit} (slowest)`,
+  };
+}
 /** Their 95th percentile. */
 export const p95 = (xs: number[]) =>
   [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))];

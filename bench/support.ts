@@ -2,8 +2,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
-import { Agent, request } from "node:http";
-import { request as tlsRequest } from "node:https";
+import { Agent, type IncomingMessage, request } from "node:http";
+import { type Agent as TlsAgent, request as tlsRequest } from "node:https";
 import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { setFlagsFromString } from "node:v8";
@@ -121,27 +121,22 @@ export function cmd(url: string, command: string, params: unknown = {}): Promise
  * key headers.
  */
 export interface FileTransferOptions {
-  agent?: import("node:https").Agent;
+  agent?: TlsAgent;
   headers?: Record<string, string>;
 }
 
-function fileRequest(url: string, options: FileTransferOptions) {
+/** Starts a request to `url` with `options`' agent and headers (HTTPS for an `https:` URL). */
+function fileRequest(
+  url: string,
+  method: string,
+  options: FileTransferOptions,
+  headers: Record<string, string>,
+  onResponse: (res: IncomingMessage) => void,
+) {
+  const settings = { method, headers: { ...options.headers, ...headers } };
   return url.startsWith("https:")
-    ? (
-        method: string,
-        headers: Record<string, string>,
-        onResponse: (res: import("node:http").IncomingMessage) => void,
-      ) =>
-        tlsRequest(
-          url,
-          { method, agent: options.agent, headers: { ...options.headers, ...headers } },
-          onResponse,
-        )
-    : (
-        method: string,
-        headers: Record<string, string>,
-        onResponse: (res: import("node:http").IncomingMessage) => void,
-      ) => request(url, { method, agent, headers: { ...options.headers, ...headers } }, onResponse);
+    ? tlsRequest(url, { ...settings, agent: options.agent }, onResponse)
+    : request(url, { ...settings, agent }, onResponse);
 }
 
 /** Uploads `times` copies of `chunk` with one `PUT` (streamed, with its length declared). */
@@ -152,8 +147,10 @@ export function putFile(
   options: FileTransferOptions = {},
 ): Promise<void> {
   return new Promise((resolve, reject) => {
-    const req = fileRequest(url, options)(
+    const req = fileRequest(
+      url,
       "PUT",
+      options,
       { "content-length": String(chunk.length * times) },
       (res) => {
         res.resume();
@@ -180,7 +177,7 @@ export function putFile(
 /** Downloads with `GET`, discarding the bytes; resolves with how many arrived. */
 export function getFile(url: string, options: FileTransferOptions = {}): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = fileRequest(url, options)("GET", {}, (res) => {
+    const req = fileRequest(url, "GET", options, {}, (res) => {
       let size = 0;
       res.on("data", (c: Buffer) => {
         size += c.length;

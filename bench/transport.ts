@@ -15,7 +15,7 @@ import autocannon from "autocannon";
 import WebSocket from "ws";
 import { Authenticator } from "../src/computer/auth/index.js";
 import { ensureSelfSignedCertificate } from "../src/computer/tls.js";
-import { printTable, type Row, timeIt } from "./lib.js";
+import { printTable, type Row, summarizeRates, timeIt } from "./lib.js";
 import { measureSpreadCopy } from "./spread.js";
 import { freePort, getFile, putFile } from "./support.js";
 
@@ -142,16 +142,12 @@ async function cloudFileTransfers(url: string): Promise<Row[]> {
     down.push(size / 1e6 / ((performance.now() - start) / 1000));
   }
   options.agent.destroy();
-  const row = (name: string, rates: number[]): Row => {
-    const sorted = [...rates].sort((a, b) => a - b);
-    return {
-      name,
-      median: `${Math.round(sorted[1])} MB/s`,
-      p95: `${Math.round(sorted[0])} MB/s`,
-      target: "≥ 300 MB/s",
-      note: `3 rounds (p95: the slowest): ${rates.map(Math.round).join(", ")} MB/s`,
-    };
-  };
+  const row = (name: string, rates: number[]): Row => ({
+    name,
+    ...summarizeRates(rates),
+    target: "≥ 300 MB/s",
+    note: `3 rounds: ${rates.map(Math.round).join(", ")} MB/s`,
+  });
   return [
     row("256 MiB by PUT /files, HTTPS, cloud mode (streamed, fsync, rename)", up),
     row("256 MiB by GET /files, HTTPS, cloud mode", down),

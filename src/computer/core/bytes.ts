@@ -11,19 +11,25 @@
  */
 import { z } from "zod";
 
-/** Bytes encoded at a time: 64 KiB of text, a young string (V8 puts strings above 128 KiB elsewhere). */
-const ENCODE_SLICE = 48 * 1024;
-/** Encodings larger than this get a buffer of their own, not kept for reuse. */
+/**
+ * Base64 text is decoded (and made) this many characters at a time: a multiple of 4, and a young
+ * string (V8 puts strings above 128 KiB elsewhere).
+ */
+const SLICE = 64 * 1024;
+/** Bytes encoded at a time: one `SLICE` of text. */
+const ENCODE_SLICE = (SLICE / 4) * 3;
+/** Encodings outside these sizes get a buffer of their own, not kept for reuse. */
+const POOLED_MIN = 64 * 1024;
 const POOLED_MAX = 4 * 1024 * 1024;
 /** Buffers kept for reuse: one per reply being written, more only under concurrent reads. */
 const POOL_SIZE = 2;
 const pool: Buffer[] = [];
+const pooled = (length: number) => length >= POOLED_MIN && length <= POOLED_MAX;
 
 function takeBuffer(length: number): Buffer {
-  if (length > POOLED_MAX) return Buffer.allocUnsafeSlow(length);
+  if (!pooled(length)) return Buffer.allocUnsafe(length);
   const index = pool.findIndex((buffer) => buffer.length >= length);
-  if (index >= 0) return pool.splice(index, 1)[0];
-  return Buffer.allocUnsafeSlow(Math.max(length, 1024 * 1024));
+  return index >= 0 ? pool.splice(index, 1)[0] : Buffer.allocUnsafeSlow(length);
 }
 
 export class Base64Bytes {
@@ -58,7 +64,7 @@ export class Base64Bytes {
   release() {
     const buffer = this.#buffer;
     this.#buffer = undefined;
-    if (!buffer || buffer.length > POOLED_MAX) return;
+    if (!buffer || !pooled(buffer.length)) return;
     if (pool.length < POOL_SIZE) {
       pool.push(buffer);
       return;
@@ -129,8 +135,6 @@ function decodeStrictBase64(text: string): Buffer | null {
   return data.length === (text.length / 4) * 3 - padding ? data : null;
 }
 
-/** Base64 text is decoded this many characters at a time (a multiple of 4). */
-const SLICE = 64 * 1024;
 const EQUALS = 0x3d;
 
 /**

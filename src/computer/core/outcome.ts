@@ -38,15 +38,8 @@ const CLOSE = Buffer.from("}");
 const QUOTE = Buffer.from('"');
 const EVENT_END = Buffer.from("\n\n");
 
-/**
- * A piece of an event to write in order: bytes, or base64 text written as latin1 (one byte per
- * character, which for ASCII is its UTF-8 too). Text goes to the socket without a copy into a
- * Buffer first; a 1 MiB chunk makes less garbage that way.
- */
-export type EventPiece = Buffer | string;
-
 /** The number of bytes the pieces of an event take on the wire. */
-export function eventLength(pieces: readonly EventPiece[]): number {
+export function eventLength(pieces: readonly Buffer[]): number {
   return pieces.reduce((n, piece) => n + piece.length, 0);
 }
 
@@ -55,7 +48,7 @@ export function eventLength(pieces: readonly EventPiece[]): number {
  * spread copy its pieces are written twice (as `content` and as the fields beside it), which halves
  * the cost for large results such as screenshots and file chunks.
  */
-export function cmdEventBytes(outcome: Outcome, spread: boolean): EventPiece[] {
+export function cmdEventBytes(outcome: Outcome, spread: boolean): Buffer[] {
   if (outcome.success && isPlainObject(outcome.result)) {
     const result = outcome.result;
     if (!spread) return [SUCCESS_HEAD, ...objectJson(result), CLOSE, EVENT_END];
@@ -72,12 +65,12 @@ export function cmdEventBytes(outcome: Outcome, spread: boolean): EventPiece[] {
  * An object as JSON, in pieces that start with the `{`: a `Base64Bytes` field is its encoded bytes
  * between quotes (base64 needs no escaping), so a 1 MiB chunk is never copied through a JSON string.
  */
-function objectJson(object: Record<string, unknown>): [Buffer, ...EventPiece[]] {
+function objectJson(object: Record<string, unknown>): [Buffer, ...Buffer[]] {
   const entries = Object.entries(object);
   if (!entries.some(([, value]) => value instanceof Base64Bytes)) {
     return [Buffer.from(JSON.stringify(object))];
   }
-  const pieces: EventPiece[] = [];
+  const pieces: Buffer[] = [];
   let text = "{";
   let separator = "";
   for (const [key, value] of entries) {
@@ -93,16 +86,14 @@ function objectJson(object: Record<string, unknown>): [Buffer, ...EventPiece[]] 
     }
   }
   pieces.push(Buffer.from(`${text}}`));
-  return pieces as [Buffer, ...EventPiece[]];
+  return pieces as [Buffer, ...Buffer[]];
 }
 
 /** An object as one JSON text in UTF-8: a `/ws` reply frame (base64 fields skip the string copy). */
 export function jsonBytes(object: Record<string, unknown>): Buffer {
   const pieces = objectJson(object);
   if (pieces.length === 1) return pieces[0];
-  return Buffer.concat(
-    pieces.map((piece) => (typeof piece === "string" ? Buffer.from(piece, "latin1") : piece)),
-  );
+  return Buffer.concat(pieces);
 }
 
 /**

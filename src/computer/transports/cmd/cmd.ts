@@ -89,8 +89,7 @@ async function runAsEventStream(
     const result = outcome.success ? outcome.result : undefined;
     if (!res.destroyed) {
       res.cork();
-      // A text piece is base64 (see EventPiece); the encoding does not apply to Buffers.
-      for (const part of cmdEventBytes(outcome, spread)) res.write(part, "latin1");
+      for (const part of cmdEventBytes(outcome, spread)) res.write(part);
       // The event's pieces include the result's base64 buffers: reusable once the socket has them.
       res.end(() => releaseBase64Fields(result));
       res.uncork();
