@@ -3,7 +3,7 @@
  * the services take the types derived from them (one definition, never written twice).
  */
 import { z } from "zod";
-import { RUNTIME_KINDS } from "./runtimes/runtime.js";
+import { RUNTIME_KINDS } from "./runtimes/kinds.js";
 
 /** Which runtime backs a desktop: `qemu`, `container` or `kubernetes`. */
 export const runtimeSchema = z.enum(RUNTIME_KINDS, {

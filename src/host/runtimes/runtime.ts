@@ -12,9 +12,9 @@
 import type { Readable } from "node:stream";
 import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
 import type { VmDetails } from "../vm-details.js";
+import type { RuntimeKind } from "./kinds.js";
 
-export const RUNTIME_KINDS = ["qemu", "container", "kubernetes"] as const;
-export type RuntimeKind = (typeof RUNTIME_KINDS)[number];
+export { RUNTIME_KINDS, type RuntimeKind } from "./kinds.js";
 
 /** How a stop ended: the guest powered down, its process was asked to quit, or it was killed. */
 export type StopOutcome = "powered down" | "quit" | "killed";
