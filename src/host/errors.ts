@@ -8,19 +8,23 @@ export type HostErrorKind =
   | "failed"
   | "not_supported"
   | "unavailable"
-  | "cancelled";
+  | "cancelled"
+  /** Nothing to hand out now (an empty pool asked not to wait, or a wait that ran out): 503. */
+  | "exhausted";
 
 /**
  * The HTTP status of each kind. lume answers every failure of a request with 400 and
- * `{"message"}`, and its clients expect that, so every kind is a 400 today; a change is made here.
+ * `{"message"}`, and its clients expect that, so every kind is a 400, except a pool with nothing to hand out (a 503: come back later, which
+ * no lume route answers).
  */
-export const HTTP_STATUS: Record<HostErrorKind, 400> = {
+export const HTTP_STATUS: Record<HostErrorKind, 400 | 503> = {
   invalid_params: 400,
   not_found: 400,
   failed: 400,
   not_supported: 400,
   unavailable: 400,
   cancelled: 400,
+  exhausted: 503,
 };
 
 export class HostError extends Error {

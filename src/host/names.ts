@@ -26,6 +26,21 @@ export function vmName(raw: string): string {
   return name;
 }
 
+/** A pool's name is the start of its desktops' names (`<pool>-<8 hex>`), so it is kept shorter. */
+export const MAX_POOL_NAME_LENGTH = 48;
+const POOL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+
+export function poolName(name: string): string {
+  const invalid = (why: string) =>
+    new HostError("invalid_params", `Invalid pool name '${printable(name)}': ${why}`);
+  if (name.length === 0) throw invalid("the name is empty");
+  if (name.length > MAX_POOL_NAME_LENGTH) throw invalid(`longer than ${MAX_POOL_NAME_LENGTH} characters`);
+  if (name.includes("..") || !POOL_NAME.test(name)) {
+    throw invalid("use letters, digits and . _ - (starting with a letter or digit)");
+  }
+  return name;
+}
+
 export function locationName(name: string): string {
   if (!LOCATION_NAME.test(name)) {
     throw new HostError(

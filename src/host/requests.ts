@@ -21,6 +21,8 @@ export const createSchema = z.object({
   storage: z.string().optional(),
   network: z.string().optional(),
   runtime: runtimeSchema.optional(),
+  /** The image a container desktop runs (default: the service's desktop image); not for QEMU. */
+  image: z.string().optional(),
 });
 
 export const cloneSchema = z.object({
@@ -87,6 +89,55 @@ export const configSchema = z.object({
   ipswCatalogUrl: z.url({ protocol: /^https?$/ }).optional(),
 });
 
+/** A pool holds at least one desktop and at most this many (a 2-core host runs about 24). */
+export const MAX_POOL_SIZE = 256;
+/** The longest a claim may last before it is released for its claimant: a week. */
+export const MAX_TTL_SECONDS = 7 * 24 * 3600;
+/** The longest a claim waits for a desktop of an empty pool. */
+export const MAX_CLAIM_WAIT_SECONDS = 900;
+
+const poolSize = z
+  .number()
+  .int({ error: "expected a whole number of desktops" })
+  .min(1, { error: `a pool holds from 1 to ${MAX_POOL_SIZE} desktops` })
+  .max(MAX_POOL_SIZE, { error: `a pool holds from 1 to ${MAX_POOL_SIZE} desktops` });
+const ttl = z
+  .number()
+  .int({ error: "expected a whole number of seconds" })
+  .min(1, { error: `expected 1 to ${MAX_TTL_SECONDS} seconds` })
+  .max(MAX_TTL_SECONDS, { error: `expected 1 to ${MAX_TTL_SECONDS} seconds` });
+
+export const poolCreateSchema = z.object({
+  name: z.string(),
+  /** A stopped desktop to clone, or an image reference (default: the service's desktop image). */
+  template: z.string().optional(),
+  size: poolSize,
+  runtime: runtimeSchema.optional(),
+  /** How long a claim lasts unless released (seconds); none: until released. */
+  ttl: ttl.optional(),
+  cpu: z.number().int().min(1).max(1024).optional(),
+  memory: z.string().optional(),
+  diskSize: z.string().optional(),
+  display: z.string().optional(),
+});
+
+export const poolUpdateSchema = z.object({ size: poolSize.optional(), ttl: ttl.optional() });
+
+export const claimSchema = z.object({
+  /** Wait for a desktop when none is ready (default true); false answers 503 at once. */
+  wait: z.boolean().optional(),
+  /** How long to wait, in seconds (default 60). */
+  timeout: z
+    .number()
+    .min(0)
+    .max(MAX_CLAIM_WAIT_SECONDS, { error: `at most ${MAX_CLAIM_WAIT_SECONDS} seconds` })
+    .optional(),
+  /** This claim's own time to live (seconds), instead of the pool's. */
+  ttl: ttl.optional(),
+  /** Who claims, for people reading the pool (free text). */
+  owner: z.string().max(200).optional(),
+});
+
 export const locationSchema = z.object({ name: z.string(), path: z.string() });
 
 export type CreateRequest = z.infer<typeof createSchema>;
@@ -97,3 +148,6 @@ export type StopRequest = z.infer<typeof stopSchema>;
 export type PullRequest = z.infer<typeof pullSchema>;
 export type PushRequest = z.infer<typeof pushSchema>;
 export type ConfigChange = z.infer<typeof configSchema>;
+export type PoolCreateRequest = z.infer<typeof poolCreateSchema>;
+export type PoolUpdateRequest = z.infer<typeof poolUpdateSchema>;
+export type ClaimRequest = z.infer<typeof claimSchema>;

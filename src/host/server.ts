@@ -12,6 +12,9 @@ import { LazyWebSocketServer } from "../common/ws-server.js";
 import { createHostApp } from "./app.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
+import { FilePoolStore } from "./pools/file-pool-store.js";
+import { PoolManager, type PoolManagerOptions } from "./pools/pool-manager.js";
+import type { PoolStore } from "./pools/pool-store.js";
 import { DEFAULT_HOST_PORT } from "./port.js";
 import { acceleratorSettled, detectAccelerator } from "./qemu/accel.js";
 import { QemuRuntime, type QemuRuntimeOptions } from "./qemu/qemu-runtime.js";
@@ -35,6 +38,9 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   allowHosts?: string[];
   /** Where a new desktop runs when its request names no runtime (default `qemu`). */
   defaultRuntime?: RuntimeKind;
+  /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
+  poolStore?: PoolStore;
+  pools?: PoolManagerOptions;
 }
 
 export interface RunningHostService {
@@ -80,9 +86,13 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   });
   const qemu = new QemuRuntime(settings, store, log, images, options);
   const vms = new VmService([qemu], options.defaultRuntime ?? "qemu", images, log);
-  const services: HostServices = { settings, vms, images, log };
+  const poolStore =
+    options.poolStore ?? new FilePoolStore(join(await settings.homeDirectory(), ".pools", "pools.json"));
+  const pools = new PoolManager(vms, poolStore, log, options.pools);
+  const services: HostServices = { settings, vms, pools, images, log };
   await vms.recover();
   await images.recover();
+  await pools.start();
   void detectAccelerator(); // probe once now, so the first run does not wait for it
 
   const app = createHostApp(services, { log: logger, originPolicy, token });
@@ -113,6 +123,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());
       });
+      await pools.close();
       await vms.close();
       await images.settled();
       await acceleratorSettled();

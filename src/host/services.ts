@@ -1,12 +1,14 @@
-/** What every group of /svc routes is handed: the settings, the VMs, the images and the log. */
+/** What every group of /svc routes is handed: the settings, the VMs, the pools, the images and the log. */
 import type { HostLog } from "./host-log.js";
 import type { ImageService } from "./image-service.js";
+import type { PoolManager } from "./pools/pool-manager.js";
 import type { SettingsStore } from "./settings.js";
 import type { VmService } from "./vm-service.js";
 
 export interface HostServices {
   settings: SettingsStore;
   vms: VmService;
+  pools: PoolManager;
   images: ImageService;
   log: HostLog;
 }

@@ -31,6 +31,9 @@ export class VmService {
   private readonly readiness: ReadinessTracker;
   /** Creations and clones hold their new name, so two runtimes never get one name at once. */
   private readonly names = new KeyedLock();
+  private readonly listeners: ((name: string) => void)[] = [];
+  /** When each runtime that failed to list last said so in the log (one line a minute). */
+  private readonly listFailures = new Map<RuntimeKind, number>();
 
   constructor(
     runtimes: DesktopRuntime[],
@@ -43,7 +46,17 @@ export class VmService {
       throw new Error(`the default runtime '${defaultRuntime}' is not available`);
     }
     this.readiness = new ReadinessTracker((record) => this.runtime(record.runtime).find(record.name));
-    for (const runtime of runtimes) runtime.onChange?.(() => this.readiness.notify());
+    for (const runtime of runtimes) {
+      runtime.onChange?.((name) => {
+        this.readiness.notify();
+        for (const listener of this.listeners) listener(name);
+      });
+    }
+  }
+
+  /** Calls `listener` with a desktop's name when its runtime says it changed (started, stopped, vanished). */
+  onChange(listener: (name: string) => void) {
+    this.listeners.push(listener);
   }
 
   /** The runtimes this service has, the default first. */
@@ -51,8 +64,29 @@ export class VmService {
     return [this.defaultRuntime, ...[...this.byKind.keys()].filter((k) => k !== this.defaultRuntime)];
   }
 
+  /**
+   * Every desktop of every runtime. A runtime that cannot answer (its engine is gone) is left out
+   * of the list and said so in the log, so that the others' desktops stay manageable; with one
+   * runtime, its failure is the answer.
+   */
   async list(storage?: string): Promise<VmRecord[]> {
-    const lists = await Promise.all([...this.byKind.values()].map((runtime) => runtime.list(storage)));
+    const runtimes = [...this.byKind.values()];
+    const lists = await Promise.all(
+      runtimes.map((runtime) =>
+        runtime.list(storage).catch((err: Error) => {
+          if (runtimes.length === 1 || !(err instanceof HostError) || err.kind !== "unavailable") throw err;
+          const last = this.listFailures.get(runtime.kind) ?? 0;
+          if (Date.now() - last > 60_000) {
+            this.listFailures.set(runtime.kind, Date.now());
+            void this.log.error("A runtime cannot list its desktops", {
+              runtime: runtime.kind,
+              error: err.message,
+            });
+          }
+          return [];
+        }),
+      ),
+    );
     return lists.flat().map((record) => this.withReadiness(record));
   }
 

@@ -117,6 +117,12 @@ export class QemuRuntime implements DesktopRuntime {
     if (os !== "linux")
       throw new HostError("invalid_params", `Unsupported OS type: ${request.os} (expected linux or macOS)`);
     if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
+    if (request.image !== undefined) {
+      throw new HostError(
+        "invalid_params",
+        "A QEMU VM is not made from a container image: pull a VM image (POST /svc/pull), or create it with runtime 'container'",
+      );
+    }
     const location = await this.settings.location(request.storage);
     const config: VmConfig = {
       os: "linux",

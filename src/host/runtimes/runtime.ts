@@ -32,6 +32,11 @@ export type RuntimeRecord = VmDetails & {
    * readiness condition); left out, the VM service probes `computerServerUrl` itself.
    */
   ready?: boolean;
+  /**
+   * The key of this desktop's computer server, where the service gives desktops keys of their
+   * own (cloud mode): a client sends it as `X-API-Key`. Absent where the desktop needs none.
+   */
+  apiKey?: string;
 };
 
 /** What `logs` streams: the desktop's console (a VM's serial port, a container's or Pod's output). */
@@ -70,4 +75,14 @@ export interface DesktopRuntime {
   close(): Promise<void>;
   /** Called by the runtime's owner to learn of changes (a desktop started, stopped, vanished). */
   onChange?(listener: (name: string) => void): void;
+  /**
+   * Where desktops are made from images (containers, Pods): the image a desktop gets when its
+   * request names none. Undefined where desktops are made otherwise (QEMU: a disk).
+   */
+  readonly defaultImage?: string;
+  /**
+   * Whether an image is there to make desktops from (present, not pulled by this call); a clear
+   * `HostError` for a malformed reference. Absent where desktops are not made from images.
+   */
+  hasImage?(reference: string): Promise<boolean>;
 }
