@@ -3,6 +3,7 @@
  * Used by `hangar host serve` and by the tests (port 0, temporary config and home directories).
  * Closing it leaves the VMs running; a new service finds them again.
  */
+import { existsSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
@@ -10,6 +11,9 @@ import { type Logger, silentLogger } from "../common/logger.js";
 import { isLoopbackName, OriginPolicy } from "../common/origin-policy.js";
 import { LazyWebSocketServer } from "../common/ws-server.js";
 import { createHostApp } from "./app.js";
+import { ContainerRuntime, type Ulimit } from "./container/container-runtime.js";
+import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
+import { parseUlimit } from "./container/ulimits.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
 import { FilePoolStore } from "./pools/file-pool-store.js";
@@ -18,7 +22,7 @@ import type { PoolStore } from "./pools/pool-store.js";
 import { DEFAULT_HOST_PORT } from "./port.js";
 import { acceleratorSettled, detectAccelerator } from "./qemu/accel.js";
 import { QemuRuntime, type QemuRuntimeOptions } from "./qemu/qemu-runtime.js";
-import type { RuntimeKind } from "./runtimes/runtime.js";
+import type { DesktopRuntime, RuntimeKind } from "./runtimes/runtime.js";
 import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
 import { VmService } from "./vm-service.js";
@@ -38,6 +42,15 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   allowHosts?: string[];
   /** Where a new desktop runs when its request names no runtime (default `qemu`). */
   defaultRuntime?: RuntimeKind;
+  /**
+   * Container desktops: the engine's address (`unix:///path.sock`; default `DOCKER_HOST`, then
+   * Docker's or podman's socket when there is one; `false` turns containers off), the desktop image,
+   * limits for the desktops' processes, and a key of its own for every desktop.
+   */
+  containerEngine?: string | false;
+  desktopImage?: string;
+  containerUlimits?: Ulimit[];
+  desktopKeys?: boolean;
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
@@ -85,7 +98,10 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     isRunning: (vm): Promise<boolean> => qemu.isRunning(vm),
   });
   const qemu = new QemuRuntime(settings, store, log, images, options);
-  const vms = new VmService([qemu], options.defaultRuntime ?? "qemu", images, log);
+  const runtimes: DesktopRuntime[] = [qemu];
+  const containers = await containerRuntime(options, settings, log);
+  if (containers) runtimes.push(containers);
+  const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log);
   const poolStore =
     options.poolStore ?? new FilePoolStore(join(await settings.homeDirectory(), ".pools", "pools.json"));
   const pools = new PoolManager(vms, poolStore, log, options.pools);
@@ -130,6 +146,35 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
       await log.flush();
     },
   };
+}
+
+/**
+ * The container runtime, when the service has an engine: one named by the options or the settings,
+ * `DOCKER_HOST`, or Docker's or podman's socket where one exists. Without any, containers are off
+ * (asking for one names the option that turns them on).
+ */
+async function containerRuntime(
+  options: HostServiceOptions,
+  settings: SettingsStore,
+  log: HostLog,
+): Promise<ContainerRuntime | undefined> {
+  if (options.containerEngine === false) return undefined;
+  const configured = (await settings.read()).containers;
+  const engine = options.containerEngine ?? configured?.engine;
+  const present = [DOCKER_SOCKET, PODMAN_SOCKET].some((socket) => existsSync(socket));
+  if (!engine && !process.env.DOCKER_HOST && !present && options.defaultRuntime !== "container")
+    return undefined;
+  return new ContainerRuntime(
+    {
+      engine,
+      desktopImage: options.desktopImage ?? configured?.desktopImage,
+      ulimits: options.containerUlimits ?? configured?.ulimits?.map(parseUlimit),
+      desktopKeys: options.desktopKeys,
+      stopGraceMs: options.stopGraceMs,
+      secretsDir: join(await settings.homeDirectory(), ".containers"),
+    },
+    log,
+  );
 }
 
 /** A token as the service will compare it: printable, no spaces, long enough to resist guessing. */

@@ -33,6 +33,17 @@ const settingsSchema = z.object({
     .object({ registry: z.string().default("ghcr.io"), organization: z.string().default("trycua") })
     .default({ registry: "ghcr.io", organization: "trycua" }),
   ipswCatalogUrl: z.string().default(DEFAULT_IPSW_CATALOG),
+  /**
+   * Container desktops (flags of `hangar host serve` win): the engine's address, the desktop
+   * image, and limits for the desktops' processes (`nofile=10000:10000`).
+   */
+  containers: z
+    .object({
+      engine: z.string().optional(),
+      desktopImage: z.string().optional(),
+      ulimits: z.array(z.string()).optional(),
+    })
+    .optional(),
 });
 
 export type Settings = z.infer<typeof settingsSchema>;

@@ -237,7 +237,10 @@ export class VmService {
     if (!runtime) {
       throw new HostError(
         "invalid_params",
-        `Runtime '${kind}' is not available here (available: ${this.kinds.join(", ")})`,
+        `Runtime '${kind}' is not available here (available: ${this.kinds.join(", ")})` +
+          (kind === "container"
+            ? ": start the host service with --container-engine unix:///path/to/engine.sock (Docker's or podman's)"
+            : ""),
       );
     }
     return runtime;
@@ -247,11 +250,24 @@ export class VmService {
     return { ...record, ...this.readiness.of(record) };
   }
 
+  /**
+   * The runtime that has the desktop. A runtime that cannot be asked (its engine is gone) is
+   * passed over; when no other has the desktop, its failure is the answer (it may be there).
+   */
   private async locate(name: string, storage?: string) {
+    let unreachable: HostError | undefined;
     for (const runtime of this.byKind.values()) {
-      const record = await runtime.find(name, storage);
+      let record: RuntimeRecord | undefined;
+      try {
+        record = await runtime.find(name, storage);
+      } catch (err) {
+        if (!(err instanceof HostError) || err.kind !== "unavailable") throw err;
+        unreachable ??= err;
+        continue;
+      }
       if (record) return { runtime, record };
     }
+    if (unreachable) throw unreachable;
     return undefined;
   }
 

@@ -1,0 +1,653 @@
+/**
+ * The container runtime: a desktop is a container of the project's desktop image (or another),
+ * made and run through the Docker Engine API, so Docker and podman both serve. The engine is the
+ * record: every container Hangar makes carries labels (labels.ts) and is found again by them after
+ * a restart. Secrets go in as read-only files (secrets.ts); the computer server's and noVNC's
+ * ports are published on loopback only.
+ *
+ * What a container cannot change in place is done by making a new container from a commit of the
+ * old one's writable layer (its files are kept): new cpu or memory limits where the engine has no
+ * update call (podman), and clones.
+ */
+import { randomBytes } from "node:crypto";
+import type { Readable } from "node:stream";
+import type Dockerode from "dockerode";
+import type { ContainerCreateOptions, ContainerInspectInfo } from "dockerode";
+import { formatBytes, parseLumeSize } from "../../common/sizes.js";
+import { HostError } from "../errors.js";
+import type { HostLog } from "../host-log.js";
+import { KeyedLock } from "../keyed-lock.js";
+import { needsMacHost } from "../macos.js";
+import { vmName } from "../names.js";
+import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
+import type { DesktopRuntime, LogOptions, StopOutcome } from "../runtimes/runtime.js";
+import { parseDisplay } from "../vm-config.js";
+import { demuxLogs } from "./container-logs.js";
+import {
+  CONTAINER_LOCATION,
+  type ContainerRecord,
+  containerRecord,
+  NOVNC_PORT,
+  SERVER_PORT,
+} from "./container-record.js";
+import { DesktopImages } from "./desktop-image.js";
+import { connectEngine, type Engine, engineError, engineMessage, statusOf } from "./engine.js";
+import { EngineEvents } from "./engine-events.js";
+import { containerImageReference } from "./image-reference.js";
+import {
+  CONTAINER_PREFIX,
+  checkContainerDesktopName,
+  containerName,
+  LABEL,
+  REPLACEMENT_SUFFIX,
+  STATE_REPOSITORY,
+} from "./labels.js";
+import { DesktopSecrets, SECRETS_MOUNT } from "./secrets.js";
+
+/** A resource limit for the container's processes (`--ulimit nofile=10000:10000`). */
+export interface Ulimit {
+  name: string;
+  soft: number;
+  hard: number;
+}
+
+export interface ContainerRuntimeOptions {
+  /** The engine's address (`unix:///path.sock`, `tcp://host:port`); default `DOCKER_HOST`, then the usual sockets. */
+  engine?: string;
+  /** The image a desktop runs when its request names none (default `hangar:latest`). */
+  desktopImage?: string;
+  /** Limits for the desktop's processes, set through the API (HostConfig.Ulimits). */
+  ulimits?: Ulimit[];
+  /** Give every desktop an API key of its own (its computer server in cloud mode). */
+  desktopKeys?: boolean;
+  /** How long `stop` waits for the desktop to end after SIGTERM before it is killed (default 10 s). */
+  stopGraceMs?: number;
+  /** Where desktops' secret files live on the host (a 0700 directory). */
+  secretsDir: string;
+  /** The checkout whose Dockerfile builds the desktop image (default: this package's, if any). */
+  buildContext?: string;
+}
+
+export const DEFAULT_DESKTOP_IMAGE = "hangar:latest";
+export const MIN_CONTAINER_MEMORY = 64 * 1024 ** 2;
+
+/** What a container desktop is made of, as `makeContainer` takes it. */
+interface DesktopSpec {
+  name: string;
+  image: string;
+  /** The image the desktop was first made from (differs from `image` when that is a commit). */
+  origin: string;
+  cpu: number;
+  memory: number;
+  display: string;
+  diskSize: number;
+  stateImage?: string;
+}
+
+export class ContainerRuntime implements DesktopRuntime {
+  readonly kind = "container" as const;
+  readonly engine: Engine;
+  readonly images: DesktopImages;
+  private readonly secrets: DesktopSecrets;
+  private readonly locks = new KeyedLock();
+  private readonly starting = new Map<string, Promise<void>>();
+  private readonly startErrors = new Map<string, string>();
+  private readonly listeners: ((name: string) => void)[] = [];
+  private readonly events: EngineEvents;
+  /** False once the engine said it cannot limit a container's disk (overlay without xfs quotas). */
+  private diskQuota = true;
+  /** False once the engine said it has no update call for a container's limits (podman). */
+  private liveUpdate = true;
+
+  constructor(
+    private readonly options: ContainerRuntimeOptions,
+    private readonly log: HostLog,
+  ) {
+    this.engine = connectEngine(options.engine);
+    this.images = new DesktopImages(
+      this.engine,
+      containerImageReference(options.desktopImage ?? DEFAULT_DESKTOP_IMAGE),
+      log,
+      options.buildContext,
+    );
+    this.secrets = new DesktopSecrets(options.secretsDir);
+    this.events = new EngineEvents(
+      this.engine,
+      (desktop) => this.changed(desktop),
+      () => this.changed(""),
+    );
+  }
+
+  get defaultImage(): string {
+    return this.images.desktopImage;
+  }
+
+  async hasImage(reference: string): Promise<boolean> {
+    return this.images.has(containerImageReference(reference));
+  }
+
+  async list(storage?: string): Promise<ContainerRecord[]> {
+    if (storage && storage !== CONTAINER_LOCATION) return [];
+    let containers: Dockerode.ContainerInfo[];
+    try {
+      containers = await this.engine.docker.listContainers({
+        all: true,
+        filters: { label: [LABEL.desktop] },
+      });
+    } catch (err) {
+      throw engineError(err, this.engine, "listing container desktops");
+    }
+    const names = containers
+      .map((c) => c.Names[0]?.replace(/^\//, "") ?? "")
+      .filter((n) => n.startsWith(CONTAINER_PREFIX) && !n.endsWith(REPLACEMENT_SUFFIX));
+    const records = await Promise.all(
+      names.map((n) => this.find(n.slice(CONTAINER_PREFIX.length)).catch(() => undefined)),
+    );
+    const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
+    return records
+      .filter((r): r is ContainerRecord => r !== undefined)
+      .sort((a, b) => collator.compare(a.name, b.name));
+  }
+
+  async find(name: string, storage?: string): Promise<ContainerRecord | undefined> {
+    if (storage && storage !== CONTAINER_LOCATION) return undefined;
+    if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(name)) return undefined;
+    const info = await this.inspect(name);
+    if (!info) return undefined;
+    const cname = containerName(name);
+    return containerRecord(info, {
+      starting: this.starting.has(name),
+      lastError: this.startErrors.get(name) ?? null,
+      secrets: await this.secrets.read(cname),
+    });
+  }
+
+  async create(request: CreateRequest & { name: string }) {
+    const name = checkContainerDesktopName(vmName(request.name));
+    const os = request.os.toLowerCase();
+    if (os === "macos" || os === "darwin") throw needsMacHost("A macOS desktop");
+    if (os !== "linux") {
+      throw new HostError(
+        "invalid_params",
+        `Unsupported OS type: ${request.os} (a container desktop is linux)`,
+      );
+    }
+    if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
+    noLocation(request.storage);
+    if (request.network !== undefined && request.network !== "nat") {
+      throw new HostError(
+        "not_supported",
+        `Network mode '${request.network}' is not supported for container desktops: use 'nat' (the engine's bridge, ports published on loopback)`,
+      );
+    }
+    const spec: DesktopSpec = {
+      name,
+      image: containerImageReference(request.image ?? this.defaultImage),
+      origin: request.image ?? this.defaultImage,
+      cpu: positiveCpu(request.cpu),
+      memory: size(request.memory, "memory", MIN_CONTAINER_MEMORY),
+      display: displayOf(request.display),
+      diskSize: size(request.diskSize, "diskSize", MIN_CONTAINER_MEMORY),
+    };
+    await this.images.ensure(spec.image);
+    await this.locks.run(name, () => this.makeContainer(spec, Boolean(this.options.desktopKeys)));
+    this.changed(name);
+    await this.log.info("Container desktop created", {
+      vm: name,
+      image: spec.image,
+      cpu: spec.cpu,
+      memorySize: spec.memory,
+    });
+  }
+
+  async remove(name: string) {
+    await this.locks.run(name, async () => {
+      const info = await this.inspectOrFail(name);
+      await this.starting.get(name);
+      await this.removeContainer(info);
+      this.startErrors.delete(name);
+    });
+    this.changed(name);
+    await this.log.info("Container desktop deleted", { vm: name });
+  }
+
+  async clone(request: CloneRequest) {
+    noLocation(request.sourceLocation);
+    noLocation(request.destLocation);
+    const newName = checkContainerDesktopName(vmName(request.newName));
+    const sourceName = vmName(request.name);
+    if (newName === sourceName) {
+      throw new HostError("invalid_params", `Cannot clone ${sourceName} onto itself: choose another newName`);
+    }
+    await this.locks.run([sourceName, newName], async () => {
+      const source = await this.inspectOrFail(sourceName);
+      if (await this.inspect(newName)) throw alreadyExists(newName);
+      const image = await this.commit(source);
+      await this.makeContainer(
+        { ...specOf(source, sourceName), name: newName, image, stateImage: image },
+        source.Config.Labels?.[LABEL.keyed] === "1",
+      );
+    });
+    this.changed(newName);
+    await this.log.info("Container desktop cloned", { source: sourceName, destination: newName });
+  }
+
+  async update(name: string, request: UpdateRequest) {
+    noLocation(request.storage);
+    if (request.diskSize !== undefined) {
+      throw new HostError(
+        "not_supported",
+        "diskSize cannot change for a container desktop: its writable layer's size is fixed when it is made " +
+          "(and enforced only where the engine's storage has quotas, overlay on xfs with pquota)",
+      );
+    }
+    if (request.display !== undefined) {
+      throw new HostError(
+        "not_supported",
+        "display cannot change for a container desktop: it is set when it is made (create another, or clone and set it there)",
+      );
+    }
+    const cpu = request.cpu === undefined ? undefined : positiveCpu(request.cpu);
+    const memory =
+      request.memory === undefined ? undefined : size(request.memory, "memory", MIN_CONTAINER_MEMORY);
+    if (cpu === undefined && memory === undefined) return;
+    await this.locks.run(name, async () => {
+      const info = await this.inspectOrFail(name);
+      const running = this.starting.has(name) || info.State.Running;
+      if (this.liveUpdate && (await this.updateInPlace(info, cpu, memory))) return;
+      if (running) {
+        throw new HostError(
+          "failed",
+          `Cannot change the limits of ${name} while it runs: this engine cannot update a running container. Stop it first.`,
+        );
+      }
+      await this.replace(info, name, {
+        ...(cpu !== undefined && { cpu }),
+        ...(memory !== undefined && { memory }),
+      });
+    });
+    this.changed(name);
+    await this.log.info("Container desktop settings updated", { vm: name, cpu, memorySize: memory });
+  }
+
+  async run(name: string, request: RunRequest): Promise<void> {
+    if (request.recoveryMode) throw needsMacHost("Recovery mode (recoveryMode)");
+    noLocation(request.storage);
+    if (request.sharedDirectories && request.sharedDirectories.length > 0) {
+      throw new HostError(
+        "not_supported",
+        "Shared directories are not supported for container desktops yet: a container's mounts are fixed when it is made",
+      );
+    }
+    if (request.network !== undefined && request.network !== "nat") {
+      throw new HostError(
+        "not_supported",
+        `Network mode '${request.network}' is not supported for container desktops`,
+      );
+    }
+    await this.locks.run(name, async () => {
+      const info = await this.inspectOrFail(name);
+      if (this.starting.has(name) || info.State.Running) {
+        throw new HostError("failed", `Virtual machine already running: ${name}`);
+      }
+      this.startErrors.delete(name);
+      const started = this.start(name, info);
+      this.starting.set(name, started);
+      void started.finally(() => {
+        this.starting.delete(name);
+        this.changed(name);
+      });
+    });
+    this.changed(name);
+  }
+
+  async stop(name: string, request: StopRequest = {}): Promise<StopOutcome> {
+    noLocation(request.storage);
+    const outcome = await this.locks.run(name, async () => {
+      await this.starting.get(name);
+      const info = await this.inspectOrFail(name);
+      if (!info.State.Running) throw new HostError("failed", `Virtual machine not running: ${name}`);
+      const graceMs = request.force
+        ? 0
+        : request.graceSeconds !== undefined
+          ? request.graceSeconds * 1000
+          : (this.options.stopGraceMs ?? 10_000);
+      const container = this.engine.docker.getContainer(info.Id);
+      try {
+        if (graceMs === 0) await container.kill();
+        else await container.stop({ t: Math.max(1, Math.ceil(graceMs / 1000)) });
+      } catch (err) {
+        if (statusOf(err) !== 304) throw engineError(err, this.engine, `Stopping ${name}`);
+      }
+      const after = await this.inspectOrFail(name);
+      return graceMs === 0 || after.State.ExitCode === 137 ? "killed" : "powered down";
+    });
+    this.changed(name);
+    await this.log.info("Container desktop stopped", { vm: name, outcome });
+    return outcome as StopOutcome;
+  }
+
+  /** The container's output, as `docker logs [-f] [-n N]` shows it. */
+  async logs(name: string, options: LogOptions): Promise<Readable> {
+    const info = await this.inspectOrFail(name);
+    const container = this.engine.docker.getContainer(info.Id);
+    const common = {
+      stdout: true,
+      stderr: true,
+      ...(options.lines !== undefined && { tail: options.lines }),
+    };
+    try {
+      const source = options.follow
+        ? await container.logs({ ...common, follow: true })
+        : await container.logs({ ...common, follow: false });
+      return demuxLogs(source, options.signal);
+    } catch (err) {
+      throw engineError(err, this.engine, `Reading the logs of ${name}`);
+    }
+  }
+
+  /**
+   * Puts right what a killed service left: a replacement container that did not take its name
+   * yet takes it (or is removed when the old one is still there), and secret directories of
+   * containers that no longer exist are removed. The engine's events are followed from now on.
+   */
+  async recover() {
+    this.events.start();
+    let containers: Dockerode.ContainerInfo[];
+    try {
+      containers = await this.engine.docker.listContainers({
+        all: true,
+        filters: { label: [LABEL.desktop] },
+      });
+    } catch (err) {
+      throw engineError(err, this.engine, "listing container desktops");
+    }
+    const names = new Set(containers.map((c) => c.Names[0]?.replace(/^\//, "") ?? ""));
+    for (const cname of names) {
+      if (!cname.endsWith(REPLACEMENT_SUFFIX)) continue;
+      const target = cname.slice(0, -REPLACEMENT_SUFFIX.length);
+      const container = this.engine.docker.getContainer(cname);
+      if (names.has(target)) await container.remove({ force: true, v: true }).catch(() => undefined);
+      else
+        await container.rename({ name: target }).then(
+          () => names.add(target),
+          () => undefined,
+        );
+    }
+    await this.secrets.sweep(names);
+  }
+
+  async settled() {
+    await Promise.all([...this.starting.values()]);
+  }
+
+  async close() {
+    await this.settled();
+    await this.events.close();
+  }
+
+  onChange(listener: (name: string) => void) {
+    this.listeners.push(listener);
+  }
+
+  // ---- the engine's containers ----
+
+  private changed(name: string) {
+    for (const listener of this.listeners) listener(name);
+  }
+
+  /** The container of desktop `name`, or undefined when the engine has none that Hangar made. */
+  private async inspect(name: string): Promise<ContainerInspectInfo | undefined> {
+    try {
+      const info = await this.engine.docker.getContainer(containerName(name)).inspect();
+      return info.Config.Labels?.[LABEL.desktop] === name ? info : undefined;
+    } catch (err) {
+      if (statusOf(err) === 404) return undefined;
+      throw engineError(err, this.engine, `looking for container desktop ${name}`);
+    }
+  }
+
+  private async inspectOrFail(name: string): Promise<ContainerInspectInfo> {
+    const info = await this.inspect(name);
+    if (!info) throw new HostError("not_found", `Virtual machine not found: ${name}`);
+    return info;
+  }
+
+  private async start(name: string, info: ContainerInspectInfo) {
+    try {
+      await this.engine.docker.getContainer(info.Id).start();
+      await this.log.info("Container desktop started", { vm: name, container: info.Id.slice(0, 12) });
+    } catch (err) {
+      let message = engineMessage(err);
+      if (/rlimit/i.test(message)) {
+        message +=
+          " (this host does not let the container raise its limits: give the limits it allows, e.g. " +
+          "--container-ulimit nofile=10000:10000 --container-ulimit nproc=10000:10000)";
+      }
+      const failure = engineError(err, this.engine, `Starting ${name}`);
+      const text = failure.kind === "unavailable" ? failure.message : message;
+      this.startErrors.set(name, `${new Date().toISOString()} ${text}`);
+      await this.log.error("Container desktop failed to start", { vm: name, error: text });
+    }
+  }
+
+  /** Makes the container (stopped), with secrets of its own (a new VNC password; a new key when `keyed`). */
+  private async makeContainer(spec: DesktopSpec, keyed: boolean) {
+    const cname = containerName(spec.name);
+    const secretsDir = await this.secrets.make(cname, keyed);
+    try {
+      await this.createContainer(cname, spec, keyed, secretsDir);
+    } catch (err) {
+      await this.secrets.remove(cname);
+      if (statusOf(err) === 409) throw alreadyExists(spec.name, true);
+      throw engineError(err, this.engine, `Creating container desktop ${spec.name}`);
+    }
+  }
+
+  private async createContainer(cname: string, spec: DesktopSpec, keyed: boolean, secretsDir: string) {
+    const loopback = [{ HostIp: "127.0.0.1", HostPort: "" }];
+    const options: ContainerCreateOptions = {
+      name: cname,
+      Image: spec.image,
+      Labels: {
+        [LABEL.desktop]: spec.name,
+        [LABEL.display]: spec.display,
+        [LABEL.diskSize]: String(spec.diskSize),
+        [LABEL.image]: spec.origin,
+        ...(spec.stateImage && { [LABEL.stateImage]: spec.stateImage }),
+        ...(keyed && { [LABEL.keyed]: "1" }),
+      },
+      Env: [
+        `HANGAR_DISPLAY=${spec.display}`,
+        `CONTAINER_NAME=${spec.name}`,
+        "HANGAR_VNC=1",
+        `HANGAR_VNC_PASSWORD_FILE=${SECRETS_MOUNT}/vnc-password`,
+      ],
+      // With a key, the computer server asks for it over plain HTTP: its port is published on loopback only.
+      Cmd: keyed ? ["--insecure-http"] : [],
+      ExposedPorts: { [SERVER_PORT]: {}, [NOVNC_PORT]: {} },
+      // Readiness is the host service's own probe; the image's HEALTHCHECK would need systemd timers under podman.
+      Healthcheck: { Test: ["NONE"] },
+      HostConfig: {
+        Memory: spec.memory,
+        NanoCpus: Math.round(spec.cpu * 1e9),
+        PortBindings: { [SERVER_PORT]: loopback, [NOVNC_PORT]: loopback },
+        Binds: [`${secretsDir}:${SECRETS_MOUNT}:ro`],
+        Ulimits: (this.options.ulimits ?? []).map((u) => ({ Name: u.name, Soft: u.soft, Hard: u.hard })),
+        ...(this.diskQuota && { StorageOpt: { size: String(spec.diskSize) } }),
+      },
+    };
+    try {
+      await this.engine.docker.createContainer(options);
+    } catch (err) {
+      if (!this.diskQuota || !/storage-opt|storage_opt|quota|StorageOpt/i.test(engineMessage(err))) throw err;
+      // Overlay without xfs project quotas cannot limit a container's disk: made without a limit.
+      this.diskQuota = false;
+      await this.log.info("The container engine cannot limit a container's disk; diskSize is recorded only", {
+        engine: this.engine.address,
+        reason: engineMessage(err),
+      });
+      delete options.HostConfig?.StorageOpt;
+      await this.engine.docker.createContainer(options);
+    }
+  }
+
+  private async removeContainer(info: ContainerInspectInfo) {
+    const cname = info.Name.replace(/^\//, "");
+    try {
+      await this.engine.docker.getContainer(info.Id).remove({ force: true, v: true });
+    } catch (err) {
+      if (statusOf(err) !== 404) throw engineError(err, this.engine, `Deleting ${cname}`);
+    }
+    await this.secrets.remove(cname);
+    const stateImage = info.Config.Labels?.[LABEL.stateImage];
+    // Kept while another container (a clone of it) still runs it.
+    if (stateImage)
+      await this.engine.docker
+        .getImage(stateImage)
+        .remove()
+        .catch(() => undefined);
+  }
+
+  /** The engine's live update of cpu and memory; false when it has no such call (podman). */
+  private async updateInPlace(info: ContainerInspectInfo, cpu?: number, memory?: number): Promise<boolean> {
+    try {
+      await this.engine.docker.getContainer(info.Id).update({
+        ...(cpu !== undefined && { NanoCpus: Math.round(cpu * 1e9) }),
+        ...(memory !== undefined && { Memory: memory, MemorySwap: -1 }),
+      });
+      return true;
+    } catch (err) {
+      if (statusOf(err) === 404 && (await this.inspect(info.Config.Labels?.[LABEL.desktop] ?? ""))) {
+        this.liveUpdate = false;
+        return false;
+      }
+      throw engineError(err, this.engine, "Updating the container's limits");
+    }
+  }
+
+  /**
+   * A new container for a stopped desktop with other limits, from a commit of the old one (its
+   * files are kept): made under a temporary name, the old one removed, the new one renamed. A
+   * service killed on the way leaves a replacement that `recover` completes.
+   */
+  private async replace(info: ContainerInspectInfo, name: string, change: { cpu?: number; memory?: number }) {
+    const image = await this.commit(info);
+    const temp = `${name}${REPLACEMENT_SUFFIX}`;
+    const spec = { ...specOf(info, name), ...change, image, stateImage: image };
+    const cname = containerName(name);
+    const secretsDir = this.secrets.dir(cname);
+    const oldStateImage = info.Config.Labels?.[LABEL.stateImage];
+    try {
+      await this.createContainer(
+        containerName(temp),
+        { ...spec, name },
+        info.Config.Labels?.[LABEL.keyed] === "1",
+        secretsDir,
+      );
+    } catch (err) {
+      throw engineError(err, this.engine, `Recreating ${name} with new limits`);
+    }
+    try {
+      await this.engine.docker.getContainer(info.Id).remove({ force: true, v: true });
+      await this.engine.docker.getContainer(containerName(temp)).rename({ name: cname });
+    } catch (err) {
+      throw engineError(err, this.engine, `Recreating ${name} with new limits`);
+    }
+    if (oldStateImage && oldStateImage !== image) {
+      await this.engine.docker
+        .getImage(oldStateImage)
+        .remove()
+        .catch(() => undefined);
+    }
+  }
+
+  /**
+   * The container's writable layer as an image (`docker commit`), to make other containers from.
+   * A stopped container committed before (same container, same stop) is not committed again.
+   */
+  private async commit(info: ContainerInspectInfo): Promise<string> {
+    const source = `${info.Id}@${info.State.Running ? randomBytes(4).toString("hex") : info.State.FinishedAt}`;
+    try {
+      const found = await this.engine.docker.listImages({
+        filters: { label: [`${LABEL.source}=${source}`] },
+      });
+      const tag = found[0]?.RepoTags?.find((t) => t.startsWith(`${STATE_REPOSITORY}:`));
+      if (tag) return tag;
+      const tagName = `${(info.Config.Labels?.[LABEL.desktop] ?? "desktop").replace(/[^\w.-]/g, "_").slice(0, 100)}-${randomBytes(4).toString("hex")}`;
+      await this.engine.docker.getContainer(info.Id).commit({
+        repo: STATE_REPOSITORY,
+        tag: tagName,
+        pause: true,
+        changes: [`LABEL ${LABEL.source}=${source}`],
+      });
+      return `${STATE_REPOSITORY}:${tagName}`;
+    } catch (err) {
+      throw engineError(err, this.engine, "Saving the desktop's files (commit)");
+    }
+  }
+}
+
+/** What a container was made with, to make another like it. */
+function specOf(info: ContainerInspectInfo, name: string): DesktopSpec {
+  const labels = info.Config.Labels ?? {};
+  const nano = info.HostConfig.NanoCpus ?? 0;
+  return {
+    name,
+    image: info.Config.Image,
+    origin: labels[LABEL.image] ?? info.Config.Image,
+    cpu: nano > 0 ? nano / 1e9 : 1,
+    memory: info.HostConfig.Memory ?? 0,
+    display: labels[LABEL.display] ?? "1280x800",
+    diskSize: Number(labels[LABEL.diskSize] ?? 0),
+  };
+}
+
+function noLocation(storage: string | undefined) {
+  if (storage && storage !== CONTAINER_LOCATION) {
+    throw new HostError(
+      "invalid_params",
+      `Container desktops have no storage location ('${storage}'): leave storage out (or use '${CONTAINER_LOCATION}')`,
+    );
+  }
+}
+
+function displayOf(display: string): string {
+  parseDisplay(display);
+  return display;
+}
+
+function size(text: string, field: string, minimum: number): number {
+  let bytes: number;
+  try {
+    bytes = parseLumeSize(text);
+  } catch (err) {
+    throw new HostError("invalid_params", (err as Error).message);
+  }
+  if (bytes < minimum) {
+    throw new HostError(
+      "invalid_params",
+      `Invalid ${field} '${text}': at least ${formatBytes(minimum)} is needed`,
+    );
+  }
+  return bytes;
+}
+
+function positiveCpu(cpu: number): number {
+  if (!Number.isInteger(cpu) || cpu < 1 || cpu > 1024) {
+    throw new HostError(
+      "invalid_params",
+      `Invalid cpu count: ${cpu} (expected a whole number from 1 to 1024)`,
+    );
+  }
+  return cpu;
+}
+
+function alreadyExists(name: string, engine = false) {
+  return new HostError(
+    "failed",
+    engine
+      ? `Virtual machine already exists with name: ${name} (the engine has a container named ${containerName(name)})`
+      : `Virtual machine already exists with name: ${name}`,
+  );
+}

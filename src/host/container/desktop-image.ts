@@ -1,0 +1,207 @@
+/**
+ * Images for container desktops: present on the engine, or made so once. The service's desktop
+ * image (`--desktop-image`, default `hangar:latest`) is built from the project's Dockerfile when
+ * the service runs from a checkout that has one, pulled otherwise; any other image is pulled.
+ * One preparation per reference at a time, its progress in the host log and in `status()`.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { HostError } from "../errors.js";
+import type { HostLog } from "../host-log.js";
+import { type Engine, engineError, engineMessage, statusOf } from "./engine.js";
+
+/** What the Dockerfile copies: the build context sent to the engine (nothing else of the checkout). */
+const BUILD_CONTEXT = [
+  "Dockerfile",
+  "package.json",
+  "package-lock.json",
+  "tsconfig.json",
+  "tsconfig.build.json",
+  "src",
+  "commands",
+  "bin",
+  "web",
+  "scripts",
+  "deploy",
+];
+
+export interface ImagePreparation {
+  image: string;
+  state: "pulling" | "building" | "failed";
+  /** Percent pulled, or the build's step as `n/m`. */
+  progress: string;
+  error: string | null;
+}
+
+export class DesktopImages {
+  private readonly preparing = new Map<string, Promise<void>>();
+  private readonly states = new Map<string, ImagePreparation>();
+
+  constructor(
+    private readonly engine: Engine,
+    readonly desktopImage: string,
+    private readonly log: HostLog,
+    /** The checkout whose Dockerfile builds the desktop image (default: this package's, if it has one). */
+    private readonly buildContext: string | undefined = packageRootWithDockerfile(),
+  ) {}
+
+  /** True when the engine has the image. */
+  async has(image: string): Promise<boolean> {
+    try {
+      await this.engine.docker.getImage(image).inspect();
+      return true;
+    } catch (err) {
+      if (statusOf(err) === 404) return false;
+      throw engineError(err, this.engine, `looking for image ${image}`);
+    }
+  }
+
+  /** Makes sure the engine has the image: built or pulled once when missing (concurrent callers wait together). */
+  ensure(image: string): Promise<void> {
+    let work = this.preparing.get(image);
+    if (!work) {
+      work = this.prepare(image).finally(() => this.preparing.delete(image));
+      this.preparing.set(image, work);
+    }
+    return work;
+  }
+
+  /** Preparations in progress or failed, for `GET /svc/images`. */
+  status(): ImagePreparation[] {
+    return [...this.states.values()];
+  }
+
+  /** Pulls an image (POST /svc/pull of a container image), even when present: a newer one may be there. */
+  async pull(image: string): Promise<void> {
+    await this.withState(image, "pulling", () => this.pullImage(image));
+  }
+
+  private async prepare(image: string) {
+    if (await this.has(image)) return;
+    const build = image === this.desktopImage && this.buildContext !== undefined;
+    await this.withState(image, build ? "building" : "pulling", () =>
+      build ? this.buildImage(image, this.buildContext as string) : this.pullImage(image),
+    );
+  }
+
+  private async withState(image: string, state: "pulling" | "building", work: () => Promise<void>) {
+    const entry: ImagePreparation = {
+      image,
+      state,
+      progress: state === "pulling" ? "0%" : "0/?",
+      error: null,
+    };
+    this.states.set(image, entry);
+    try {
+      await work();
+      this.states.delete(image);
+    } catch (err) {
+      entry.state = "failed";
+      entry.error = (err as Error).message;
+      throw err;
+    }
+  }
+
+  private async pullImage(image: string) {
+    await this.log.info("Container image pull started", { image });
+    const entry = this.states.get(image);
+    let logged = 0;
+    try {
+      const stream = await this.engine.docker.pull(image);
+      await new Promise<void>((resolve, reject) => {
+        const layers = new Map<string, { current: number; total: number }>();
+        this.engine.docker.modem.followProgress(
+          stream,
+          (err: Error | null, output: { error?: string }[]) => {
+            const failure = err?.message ?? output?.find((o) => o.error)?.error;
+            if (failure) reject(new Error(failure));
+            else resolve();
+          },
+          (event: { id?: string; progressDetail?: { current?: number; total?: number } }) => {
+            if (event.id && event.progressDetail?.total) {
+              layers.set(event.id, {
+                current: event.progressDetail.current ?? 0,
+                total: event.progressDetail.total,
+              });
+            }
+            let done = 0;
+            let total = 0;
+            for (const layer of layers.values()) {
+              done += layer.current;
+              total += layer.total;
+            }
+            const percent = total > 0 ? Math.floor((100 * done) / total) : 0;
+            if (entry) entry.progress = `${percent}%`;
+            if (percent >= logged + 25) {
+              logged = Math.floor(percent / 25) * 25;
+              void this.log.info("Container image pull progress", { image, percent: logged });
+            }
+          },
+        );
+      });
+    } catch (err) {
+      const failure = engineError(err, this.engine, `Pulling image ${image}`);
+      await this.log.error("Container image pull failed", { image, error: failure.message });
+      throw failure;
+    }
+    await this.log.info("Container image pulled", { image });
+  }
+
+  private async buildImage(image: string, context: string) {
+    await this.log.info("Desktop image build started (the project's Dockerfile; this takes minutes)", {
+      image,
+      context,
+    });
+    const entry = this.states.get(image);
+    try {
+      const stream = await this.engine.docker.buildImage({ context, src: BUILD_CONTEXT }, { t: image });
+      await new Promise<void>((resolve, reject) => {
+        this.engine.docker.modem.followProgress(
+          stream,
+          (err: Error | null, output: { error?: string }[]) => {
+            const failure = err?.message ?? output?.find((o) => o.error)?.error;
+            if (failure) reject(new Error(failure));
+            else resolve();
+          },
+          (event: { stream?: string }) => {
+            const step = /^\s*STEP (\d+\/\d+)|^Step (\d+\/\d+)/i.exec(event.stream ?? "");
+            if (step) {
+              if (entry) entry.progress = step[1] ?? step[2];
+              void this.log.info("Desktop image build progress", {
+                image,
+                step: step[1] ?? step[2],
+                line: (event.stream ?? "").trim().slice(0, 160),
+              });
+            }
+          },
+        );
+      });
+    } catch (err) {
+      await this.log.error("Desktop image build failed", { image, error: engineMessage(err) });
+      throw new HostError("failed", `Cannot build the desktop image ${image}: ${engineMessage(err)}`);
+    }
+    if (!(await this.has(image))) {
+      throw new HostError("failed", `The desktop image build ended without an image ${image}`);
+    }
+    await this.log.info("Desktop image built", { image });
+  }
+}
+
+/** This package's directory when it is a checkout with the Dockerfile (an npm install has none). */
+function packageRootWithDockerfile(): string | undefined {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
+    const manifest = join(dir, "package.json");
+    if (existsSync(manifest)) {
+      try {
+        const name = (JSON.parse(readFileSync(manifest, "utf8")) as { name?: string }).name;
+        if (name === "hangar") return existsSync(join(dir, "Dockerfile")) ? dir : undefined;
+      } catch {
+        return undefined;
+      }
+    }
+    dir = dirname(dir);
+  }
+  return undefined;
+}
