@@ -65,6 +65,8 @@ export const stopSchema = z.object({
 
 export const pullSchema = z.object({
   image: z.string(),
+  /** `container` (or another runtime made from images) pulls a container image into its engine. */
+  runtime: runtimeSchema.optional(),
   name: z.string().optional(),
   registry: z.string().optional(),
   organization: z.string().optional(),

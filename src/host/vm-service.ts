@@ -14,6 +14,7 @@ import { type Readiness, ReadinessTracker } from "./runtimes/readiness.js";
 import type {
   DesktopRuntime,
   LogOptions,
+  RuntimeImage,
   RuntimeKind,
   RuntimeRecord,
   StopOutcome,
@@ -205,6 +206,26 @@ export class VmService {
   async logs(name: string, options: LogOptions): Promise<Readable> {
     const { runtime, record } = await this.locateOrFail(name);
     return runtime.logs(record.name, options);
+  }
+
+  /** Pulls an image into a runtime that makes desktops from images (a 400 for one that does not). */
+  async pullImage(kind: RuntimeKind, reference: string) {
+    const runtime = this.runtime(kind);
+    if (!runtime.pullImage) {
+      throw new HostError(
+        "invalid_params",
+        `The ${kind} runtime does not make desktops from images: leave runtime out to pull a VM image`,
+      );
+    }
+    await runtime.pullImage(reference);
+  }
+
+  /** The images of every runtime that has its own (an engine that cannot be reached is left out). */
+  async runtimeImages(): Promise<RuntimeImage[]> {
+    const lists = await Promise.all(
+      [...this.byKind.values()].map((runtime) => runtime.listImages?.().catch(() => []) ?? []),
+    );
+    return lists.flat();
   }
 
   /** Puts right what a killed service left, in every runtime; once at start. */

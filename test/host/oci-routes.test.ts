@@ -169,7 +169,7 @@ describe("image routes", () => {
 
     const images = await host.api("GET", "/svc/images?organization=hangar");
     expect(images.body).toEqual([
-      { repository: "web", imageId: expect.stringMatching(/^sha256_[0-9a-f]{5}$/) },
+      { repository: "web", imageId: expect.stringMatching(/^sha256_[0-9a-f]{5}$/), kind: "vm" },
     ]);
     const pruned = await host.api("POST", "/svc/prune");
     expect(pruned.body).toMatchObject({ message: "Successfully removed cached images", removedImages: 1 });

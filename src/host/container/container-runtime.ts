@@ -20,7 +20,7 @@ import { KeyedLock } from "../keyed-lock.js";
 import { needsMacHost } from "../macos.js";
 import { vmName } from "../names.js";
 import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
-import type { DesktopRuntime, LogOptions, StopOutcome } from "../runtimes/runtime.js";
+import type { DesktopRuntime, LogOptions, RuntimeImage, StopOutcome } from "../runtimes/runtime.js";
 import { parseDisplay } from "../vm-config.js";
 import { demuxLogs } from "./container-logs.js";
 import {
@@ -124,6 +124,44 @@ export class ContainerRuntime implements DesktopRuntime {
 
   async hasImage(reference: string): Promise<boolean> {
     return this.images.has(containerImageReference(reference));
+  }
+
+  async pullImage(reference: string): Promise<void> {
+    await this.images.pull(containerImageReference(reference));
+  }
+
+  /** The engine's tagged images (not the commits kept for clones), and those being pulled or built. */
+  async listImages(): Promise<RuntimeImage[]> {
+    let images: Dockerode.ImageInfo[];
+    try {
+      images = await this.engine.docker.listImages();
+    } catch (err) {
+      throw engineError(err, this.engine, "listing container images");
+    }
+    const listed: RuntimeImage[] = images.flatMap((image) =>
+      (image.RepoTags ?? [])
+        .filter((tag) => tag !== "<none>:<none>" && !tag.startsWith(`${STATE_REPOSITORY}:`))
+        .map((tag) => ({
+          repository: tag,
+          imageId: image.Id.replace(/^sha256:/, "").slice(0, 12),
+          kind: "container" as const,
+          size: image.Size ?? null,
+          created: image.Created ? new Date(image.Created * 1000).toISOString() : null,
+        })),
+    );
+    for (const prep of this.images.status()) {
+      listed.push({
+        repository: prep.image,
+        imageId: "",
+        kind: "container",
+        size: null,
+        created: null,
+        status: prep.state,
+        progress: prep.progress,
+        error: prep.error,
+      });
+    }
+    return listed.sort((a, b) => a.repository.localeCompare(b.repository));
   }
 
   async list(storage?: string): Promise<ContainerRecord[]> {
@@ -480,13 +518,19 @@ export class ContainerRuntime implements DesktopRuntime {
     try {
       await this.engine.docker.createContainer(options);
     } catch (err) {
-      if (!this.diskQuota || !/storage-opt|storage_opt|quota|StorageOpt/i.test(engineMessage(err))) throw err;
+      const withQuota = options.HostConfig?.StorageOpt !== undefined;
+      if (!withQuota || !/storage-opt|storage_opt|quota|StorageOpt/i.test(engineMessage(err))) throw err;
       // Overlay without xfs project quotas cannot limit a container's disk: made without a limit.
-      this.diskQuota = false;
-      await this.log.info("The container engine cannot limit a container's disk; diskSize is recorded only", {
-        engine: this.engine.address,
-        reason: engineMessage(err),
-      });
+      if (this.diskQuota) {
+        this.diskQuota = false;
+        await this.log.info(
+          "The container engine cannot limit a container's disk; diskSize is recorded only",
+          {
+            engine: this.engine.address,
+            reason: engineMessage(err),
+          },
+        );
+      }
       delete options.HostConfig?.StorageOpt;
       await this.engine.docker.createContainer(options);
     }

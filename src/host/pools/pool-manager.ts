@@ -23,6 +23,7 @@ import type { VmRecord, VmService } from "../vm-service.js";
 import { poolNotFound } from "./file-pool-store.js";
 import type { PoolStore } from "./pool-store.js";
 import type { ClaimInfo, PoolDefinition, PoolMember, PoolSpec, PoolTemplate } from "./pool-types.js";
+import { warmUp } from "./warm-up.js";
 
 export interface PoolManagerOptions {
   /** How long a new desktop may take to answer before it is given up (default 10 min: QEMU without KVM boots slowly). */
@@ -460,7 +461,14 @@ export class PoolManager {
       made = true;
       signal.throwIfAborted();
       await this.vms.run(name, {});
-      await this.vms.waitReady(name, this.options.startTimeoutMs ?? 600_000, signal);
+      const record = await this.vms.waitReady(name, this.options.startTimeoutMs ?? 600_000, signal);
+      signal.throwIfAborted();
+      if (!(await warmUp(record))) {
+        void this.log.info("A pool desktop's first screenshot failed; it is handed out all the same", {
+          pool: def.name,
+          vm: name,
+        });
+      }
       signal.throwIfAborted();
       const ready = await this.store.updateMember(name, (m) => ({
         ...m,

@@ -1,6 +1,7 @@
 /**
- * The image routes: POST /svc/pull (at once), POST /svc/pull/start (background, lume's tracker),
- * POST /svc/vms/push (202, background), GET /svc/images, POST /svc/prune. What the image work
+ * The image routes: POST /svc/pull (at once; a container image with `runtime: "container"`), POST
+ * /svc/pull/start (background, lume's tracker), POST /svc/vms/push (202, background), GET
+ * /svc/images (VM images and container images, each with its `kind`), POST /svc/prune. What the image work
  * means for VM records and for run, update and delete is the VM service's business (VmActivity).
  */
 import type { Hono } from "hono";
@@ -8,9 +9,13 @@ import { pullSchema, pushSchema } from "../requests.js";
 import type { HostServices } from "../services.js";
 import { jsonBody, storageOf } from "./body.js";
 
-export function imageRoutes(app: Hono, { images }: HostServices) {
+export function imageRoutes(app: Hono, { images, vms }: HostServices) {
   app.post("/svc/pull", async (c) => {
     const body = await jsonBody(c, pullSchema, { required: true });
+    if (body.runtime && body.runtime !== "qemu") {
+      await vms.pullImage(body.runtime, body.image);
+      return c.json({ message: "Image pulled successfully", image: body.image, runtime: body.runtime });
+    }
     const vm = await images.pull({ ...body, storage: storageOf(c, body) });
     // lume answers "default" when no name was given; the VM's real name is in `vmName`.
     return c.json({
@@ -36,7 +41,12 @@ export function imageRoutes(app: Hono, { images }: HostServices) {
     );
   });
 
-  app.get("/svc/images", async (c) => c.json(await images.images(c.req.query("organization") || undefined)));
+  // VM images (lume's cache) and the images runtimes make desktops from, each saying its kind.
+  app.get("/svc/images", async (c) => {
+    const cached = await images.images(c.req.query("organization") || undefined);
+    const vmImages = cached.map((image) => ({ ...image, kind: "vm" as const }));
+    return c.json([...vmImages, ...(await vms.runtimeImages())]);
+  });
 
   app.post("/svc/prune", async (c) => {
     const freed = await images.prune();

@@ -85,4 +85,23 @@ export interface DesktopRuntime {
    * `HostError` for a malformed reference. Absent where desktops are not made from images.
    */
   hasImage?(reference: string): Promise<boolean>;
+  /** Pulls an image to make desktops from (`POST /svc/pull` with this runtime). */
+  pullImage?(reference: string): Promise<void>;
+  /** The images desktops can be made from, for `GET /svc/images` beside the VM images. */
+  listImages?(): Promise<RuntimeImage[]>;
+}
+
+/** An image a runtime makes desktops from, as `GET /svc/images` lists it. */
+export interface RuntimeImage {
+  /** `registry/name:tag`. */
+  repository: string;
+  imageId: string;
+  kind: RuntimeKind;
+  /** Bytes, as the engine counts them. */
+  size: number | null;
+  created: string | null;
+  /** While the image is being made ready: `pulling`/`building` with its progress, or `failed`. */
+  status?: "pulling" | "building" | "failed";
+  progress?: string;
+  error?: string | null;
 }
