@@ -173,7 +173,7 @@ export async function makeLightImage(
   await engine.podman(
     "commit",
     "--change",
-    `ENTRYPOINT ["node", "-e", ${JSON.stringify(script)}]`,
+    `ENTRYPOINT ["node", "-e", ${JSON.stringify(script)}, "--"]`,
     "--change",
     "CMD []",
     name,

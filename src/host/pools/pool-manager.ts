@@ -81,6 +81,8 @@ interface PoolState {
   waiters: Waiter[];
   /** Members being made or started by this service, each with what cancels it. */
   starting: Map<string, AbortController>;
+  /** Each start's work, to wait for once cancelled. */
+  startWork: Map<string, Promise<void>>;
   failures: number;
   retryAt: number;
   retryTimer?: NodeJS.Timeout;
@@ -195,7 +197,8 @@ export class PoolManager {
     for (const waiter of state.waiters.splice(0)) waiter.give("");
     state.ready = [];
     const members = [...state.members.keys()].filter((m) => !state.starting.has(m));
-    await Promise.all(members.map((member) => this.destroy(state, member)));
+    // Starts in progress end by removing what they made.
+    await Promise.all([...members.map((member) => this.destroy(state, member)), ...state.startWork.values()]);
     await this.store.removePool(name);
     this.pools.delete(name);
     await this.log.info("Pool removed", { pool: name, desktops: members.length });
@@ -431,12 +434,13 @@ export class PoolManager {
       claim: null,
     };
     state.members.set(name, member);
-    this.track(
-      this.makeReady(state, member, controller.signal).finally(() => {
-        state.starting.delete(name);
-        this.refillAll();
-      }),
-    );
+    const work = this.makeReady(state, member, controller.signal).finally(() => {
+      state.starting.delete(name);
+      state.startWork.delete(name);
+      this.refillAll();
+    });
+    state.startWork.set(name, work);
+    this.track(work);
   }
 
   private async makeReady(state: PoolState, member: PoolMember, signal: AbortSignal) {
@@ -696,6 +700,7 @@ function newState(def: PoolDefinition): PoolState {
     ready: [],
     waiters: [],
     starting: new Map(),
+    startWork: new Map(),
     failures: 0,
     retryAt: 0,
     lastError: null,
