@@ -1,12 +1,29 @@
 /** `hangar host serve`: the VM host service (/svc API, QEMU). */
-import type { Command } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
+import type { Ulimit } from "../host/container/container-runtime.js";
+import { parseUlimit } from "../host/container/ulimits.js";
 import { DEFAULT_HOST_PORT } from "../host/port.js";
 import { HOST_TOKEN_ENV, readTokenFile } from "./host-client.js";
 import { browserAccess, browserAccessOptions, logLevelOption, onShutdown, parsePort } from "./util.js";
 
+function runtimeKind(value: string) {
+  if (value !== "qemu" && value !== "container") throw new InvalidArgumentError("expected qemu or container");
+  return value;
+}
+
+function collectUlimit(value: string, previous: Ulimit[] = []) {
+  try {
+    return [...previous, parseUlimit(value)];
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+}
+
 export function registerHost(program: Command) {
-  const host = program.command("host").description("The VM host service: runs and manages VMs with QEMU");
+  const host = program
+    .command("host")
+    .description("The host service: runs and manages desktops (QEMU VMs, containers) and warm pools");
   const serve = host
     .command("serve")
     .description("Start the host service API (/svc/...) that creates, runs and stops VMs")
@@ -18,7 +35,30 @@ export function registerHost(program: Command) {
       "--token-file <path>",
       `require Authorization: Bearer <the token in this file> on every request (also $${HOST_TOKEN_ENV})`,
     )
-    .option("--no-auth", "allow listening beyond loopback without a token (anyone who connects manages VMs)");
+    .option("--no-auth", "allow listening beyond loopback without a token (anyone who connects manages VMs)")
+    .option(
+      "--runtime <kind>",
+      "where a desktop runs when its request names none: qemu or container",
+      runtimeKind,
+      "qemu",
+    )
+    .option(
+      "--container-engine <address>",
+      "the container engine: unix:///path/to/engine.sock or tcp://host:port (default $DOCKER_HOST, then Docker's or podman's socket)",
+    )
+    .option(
+      "--desktop-image <ref>",
+      "the image of container desktops (default hangar:latest), built from the Dockerfile or pulled when missing",
+    )
+    .option(
+      "--container-ulimit <name=soft:hard>",
+      "a limit for container desktops' processes, e.g. nofile=10000:10000 (repeat it; needed where the host forbids raising limits)",
+      collectUlimit,
+    )
+    .option(
+      "--desktop-keys",
+      "give every container desktop an API key of its own (its computer server in cloud mode)",
+    );
   browserAccessOptions(serve).action(async (opts) => {
     const log = createLogger({ level: opts.logLevel, name: "host" });
     const grace = Number(opts.stopGrace);
@@ -35,6 +75,11 @@ export function registerHost(program: Command) {
       stopGraceMs: grace * 1000,
       token,
       noAuth: !opts.auth,
+      defaultRuntime: opts.runtime,
+      containerEngine: opts.containerEngine,
+      desktopImage: opts.desktopImage,
+      containerUlimits: opts.containerUlimit,
+      desktopKeys: opts.desktopKeys,
       ...browserAccess(opts),
     });
     log.info(

@@ -56,13 +56,23 @@ export function registerImageCommands(vm: Command) {
   clientOptions(
     vm
       .command("pull <image> [name]")
-      .description("Pull a lume-format image (name:tag) into a new VM (default name: <name>_<tag>)"),
+      .description(
+        "Pull a lume-format image (name:tag) into a new VM (default name: <name>_<tag>), or with --runtime container a container image",
+      ),
   )
     .option("--registry <host>", "registry host (default from the settings: ghcr.io)")
     .option("--organization <org>", "organization (default from the settings: trycua)")
     .option("--storage <location>", "storage location (name or path)")
+    .option("--runtime <kind>", "container: pull a container image (registry/name:tag) into the engine")
     .action(async (image: string, name: string | undefined, opts) => {
       const client = clientOf(opts);
+      if (opts.runtime && opts.runtime !== "qemu") {
+        process.stderr.write(
+          `Pulling ${image} into the ${opts.runtime} runtime (progress in hangar logs)…\n`,
+        );
+        const pulled = await client.request<Json>("POST", "/svc/pull", { image, runtime: opts.runtime });
+        return output(opts, pulled, () => `Pulled ${image}.`);
+      }
       const target = name ?? image.replace(":", "_");
       await client.request("POST", "/svc/pull/start", {
         image,
@@ -122,7 +132,9 @@ export function registerImageCommands(vm: Command) {
       );
     });
 
-  clientOptions(vm.command("images").description("List the images in the local cache"))
+  clientOptions(
+    vm.command("images").description("List the VM images in the local cache and the container images"),
+  )
     .option("--organization <org>", "organization (default from the settings)")
     .action(async (opts) => {
       const client = clientOf(opts);
@@ -137,10 +149,15 @@ export function registerImageCommands(vm: Command) {
       output(opts, images, (list: Json[]) =>
         list.length === 0
           ? `No cached images of organization ${organization}${other}.`
-          : `Cached images of organization ${organization}${other}:\n${table(list, [
-              ["repository", "REPOSITORY"],
-              ["imageId", "IMAGE ID"],
-            ])}`,
+          : `Images (VM images of organization ${organization}${other}, and container images):\n${table(
+              list.map((i) => ({ ...i, state: i.status ? `${i.status} ${i.progress ?? ""}`.trim() : null })),
+              [
+                ["kind", "KIND"],
+                ["repository", "REPOSITORY"],
+                ["imageId", "IMAGE ID"],
+                ["state", "STATE"],
+              ],
+            )}`,
       );
     });
 

@@ -5,6 +5,7 @@ import { registerConfig, registerLogs } from "./config.js";
 import { registerHost } from "./host.js";
 import { registerImageCommands } from "./images.js";
 import { registerMcp } from "./mcp.js";
+import { registerPool } from "./pool.js";
 import { registerServe } from "./serve.js";
 import { UsageError } from "./util.js";
 import { registerVm } from "./vm.js";
@@ -21,6 +22,7 @@ export function buildProgram(): Command {
   registerHost(program);
   registerVm(program);
   registerImageCommands(program.commands.find((c) => c.name() === "vm")!);
+  registerPool(program);
   registerConfig(program);
   registerLogs(program);
   return program;

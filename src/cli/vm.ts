@@ -104,10 +104,12 @@ export function registerVm(program: Command) {
     .option("--display <WxH>", "display resolution", "1024x768")
     .option("--storage <location>", "storage location (name or path)")
     .option("--runtime <kind>", "what runs it: qemu, container or kubernetes (default: the service's)")
+    .option("--image <ref>", "a container desktop's image (default: the service's desktop image)")
     .action(async (name, opts) => {
       const body = {
         name,
         runtime: opts.runtime,
+        image: opts.image,
         os: opts.os,
         cpu: opts.cpu,
         memory: opts.memory,

@@ -13,6 +13,7 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { buildProgram } from "../../src/cli/main.js";
 import { desktopCommand, pngSize } from "./desktop-client.js";
 import { makeLightImage, startPodman, TEST_IMAGE, type TestEngine, testUlimits } from "./podman.js";
 import { killQemusUnder, LINUX_VM, startTestHost, type TestHost } from "./support.js";
@@ -286,6 +287,48 @@ describe("a pool's life", () => {
     );
   }, 600_000);
 });
+
+describe("hangar pool", () => {
+  it("creates, lists, shows, claims, releases, resizes and removes a pool", async () => {
+    const url = ["--url", host.url];
+    expect(
+      await hangar("pool", "create", "cli", "--size", "1", "--template", light, "--ttl", "600", ...url),
+    ).toMatch(/^Created pool cli: 1 container desktops from localhost\/hangar-light:test, starting.\n$/);
+    await readyCount("cli", 1);
+    expect(await hangar("pool", "ls", ...url)).toMatch(
+      /NAME +RUNTIME +TEMPLATE +SIZE +READY\/STARTING\/CLAIMED +TTL[^\n]*\ncli +container +localhost\/hangar-light:test +1 +1\/0\/0 +600s/,
+    );
+    const claimed = JSON.parse(await hangar("pool", "claim", "cli", "--owner", "cli-test", "--json", ...url));
+    expect(claimed).toMatchObject({ pool: "cli", claim: { by: "cli-test" } });
+    expect(await hangar("pool", "get", "cli", ...url)).toMatch(
+      new RegExp(`${claimed.name} +claimed +cli-test`),
+    );
+    expect(await hangar("pool", "release", claimed.name, ...url)).toBe(
+      `Released ${claimed.name} (pool cli refills).\n`,
+    );
+    expect(await hangar("pool", "resize", "cli", "2", ...url)).toBe("Pool cli keeps 2 desktops ready.\n");
+    expect(await hangar("pool", "rm", "cli", ...url)).toBe("Removed pool cli.\n");
+    await expect(hangar("pool", "claim", "cli", "--no-wait", ...url)).rejects.toThrow("Pool not found: cli");
+  }, 60_000);
+});
+
+/** Runs the CLI in-process and returns what it printed. */
+async function hangar(...args: string[]) {
+  let out = "";
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = ((chunk: string) => {
+    out += chunk;
+    return true;
+  }) as typeof process.stdout.write;
+  try {
+    const program = buildProgram();
+    program.exitOverride();
+    await program.parseAsync(["node", "hangar", ...args]);
+  } finally {
+    process.stdout.write = write;
+  }
+  return out;
+}
 
 describe("QEMU pools", () => {
   it("clone a stopped VM and run the clones; an empty pool answers 503; removing it removes them", async () => {
