@@ -10,6 +10,7 @@ const element = <T extends HTMLElement>(id: string) => document.getElementById(i
 
 interface Vm {
   name: string;
+  runtime?: string;
   os?: string;
   status: string;
   cpuCount?: number;
@@ -54,7 +55,8 @@ async function act(what: string, action: () => Promise<unknown>) {
   await refresh();
 }
 
-const post = (path: string, body: unknown = {}) => api(path, { method: "POST", body: JSON.stringify(body) });
+const post = <T = unknown>(path: string, body: unknown = {}) =>
+  api<T>(path, { method: "POST", body: JSON.stringify(body) });
 const gb = (bytes?: number) => (bytes === undefined ? "" : `${(bytes / 1024 ** 3).toFixed(1)} GB`);
 
 function button(label: string, onclick: () => void) {
@@ -63,6 +65,104 @@ function button(label: string, onclick: () => void) {
   b.textContent = label;
   b.onclick = onclick;
   return b;
+}
+
+function link(label: string, href: string) {
+  const a = document.createElement("a");
+  a.href = href;
+  a.target = "_blank";
+  a.rel = "noopener";
+  a.textContent = label;
+  return a;
+}
+
+interface Pool {
+  name: string;
+  runtime: string;
+  template: string;
+  size: number;
+  ready: number;
+  starting: number;
+  claimed: number;
+  ttl: number | null;
+  lastError: string | null;
+  desktops: {
+    name: string;
+    state: string;
+    claimedBy: string | null;
+    claimedAt: string | null;
+    expiresAt: string | null;
+  }[];
+}
+
+function poolRow(pool: Pool): HTMLTableRowElement {
+  const row = document.createElement("tr");
+  row.dataset.pool = pool.name;
+  const name = encodeURIComponent(pool.name);
+  const actions = document.createElement("span");
+  actions.append(
+    button("Claim", () =>
+      act(`Claim from ${pool.name}`, async () => {
+        const desktop = await post<{ name: string }>(`/svc/pools/${name}/claim`, {
+          wait: false,
+          owner: "host page",
+        });
+        say(`Claimed ${desktop.name}`);
+      }),
+    ),
+    button("Resize", () => {
+      const size = Number(prompt(`Desktops kept ready in ${pool.name}`, String(pool.size)));
+      if (size)
+        void act(`Resize ${pool.name}`, () =>
+          api(`/svc/pools/${name}`, { method: "PATCH", body: JSON.stringify({ size }) }),
+        );
+    }),
+    button("Delete", () => {
+      if (confirm(`Delete pool ${pool.name} and all its desktops, claimed ones too?`)) {
+        void act(`Delete pool ${pool.name}`, () => api(`/svc/pools/${name}`, { method: "DELETE" }));
+      }
+    }),
+  );
+  const starting = pool.lastError
+    ? `${pool.starting} (last failure: ${pool.lastError})`
+    : String(pool.starting);
+  row.append(
+    cell(pool.name),
+    cell(pool.runtime),
+    cell(pool.template),
+    cell(String(pool.size)),
+    cell(String(pool.ready)),
+    cell(starting),
+    cell(String(pool.claimed)),
+    cell(pool.ttl === null ? "until released" : `${pool.ttl} s`),
+    cell(actions),
+  );
+  return row;
+}
+
+function claimRows(pools: Pool[]): HTMLTableRowElement[] {
+  const time = (iso: string | null) => (iso ? new Date(iso).toLocaleTimeString() : "—");
+  return pools.flatMap((pool) =>
+    pool.desktops
+      .filter((d) => d.state === "claimed")
+      .map((d) => {
+        const row = document.createElement("tr");
+        row.dataset.claim = d.name;
+        row.append(
+          cell(d.name),
+          cell(pool.name),
+          cell(d.claimedBy ?? "—"),
+          cell(time(d.claimedAt)),
+          cell(d.expiresAt ? time(d.expiresAt) : "when released"),
+          cell(
+            button("Release", () =>
+              act(`Release ${d.name}`, () => post(`/svc/vms/${encodeURIComponent(d.name)}/release`)),
+            ),
+          ),
+        );
+        return row;
+      }),
+  );
 }
 
 function cell(content: string | Node) {
@@ -103,7 +203,9 @@ function vmRow(vm: Vm): HTMLTableRowElement {
     actions.append(button("Run", () => act(`Run ${vm.name}`, () => post(`/svc/vms/${name}/run`))));
   if (vm.status === "running") {
     actions.append(button("Stop", () => act(`Stop ${vm.name}`, () => post(`/svc/vms/${name}/stop`))));
-    if (vm.vncUrl) actions.append(button("Screen", () => showScreen(vm)));
+    // A QEMU VM's VNC is relayed here; a container's viewer is its own noVNC page, on loopback.
+    if (vm.vncUrl?.startsWith("vnc:")) actions.append(button("Screen", () => showScreen(vm)));
+    else if (vm.vncUrl) actions.append(link("Viewer", vm.vncUrl));
   }
   if (vm.status === "stopped") {
     actions.append(
@@ -120,6 +222,7 @@ function vmRow(vm: Vm): HTMLTableRowElement {
   }
   row.append(
     cell(vm.name),
+    cell(vm.runtime ?? ""),
     cell(vm.os ?? ""),
     cell(statusOf(vm)),
     cell(String(vm.cpuCount ?? "")),
@@ -170,8 +273,9 @@ function showScreen(vm: Vm) {
 }
 
 async function refresh() {
-  const [vms, images, locations, logs] = await Promise.all([
+  const [vms, pools, images, locations, logs] = await Promise.all([
     api<Vm[]>("/svc/vms"),
+    api<Pool[]>("/svc/pools").catch((): Pool[] => []),
     api<unknown[]>(
       `/svc/images?organization=${encodeURIComponent(element<HTMLInputElement>("images-org").value)}`,
     ).catch(() => []),
@@ -181,6 +285,17 @@ async function refresh() {
     ),
   ]);
   element("vms").replaceChildren(...vms.map(vmRow));
+  element("pools").replaceChildren(...pools.map(poolRow));
+  const claims = claimRows(pools);
+  element("claims").replaceChildren(
+    ...(claims.length > 0
+      ? claims
+      : [
+          Object.assign(document.createElement("tr"), {
+            innerHTML: '<td colspan="6" class="muted">none</td>',
+          }),
+        ]),
+  );
   if (vms.length === 0) say("No VMs yet: create one below, or pull an image.");
   if (screen && !vms.some((vm) => vm.name === screen?.name && vm.status === "running")) {
     closeScreen();
@@ -205,8 +320,15 @@ async function refresh() {
 
 function describe(image: unknown): string {
   if (typeof image === "string") return image;
-  const i = image as { repository?: string; imageId?: string };
-  return `${i.repository ?? "?"}${i.imageId ? ` (${i.imageId})` : ""}`;
+  const i = image as {
+    repository?: string;
+    imageId?: string;
+    kind?: string;
+    status?: string;
+    progress?: string;
+  };
+  const state = i.status ? ` — ${i.status} ${i.progress ?? ""}`.trimEnd() : "";
+  return `${i.kind ? `[${i.kind}] ` : ""}${i.repository ?? "?"}${i.imageId ? ` (${i.imageId})` : ""}${state}`;
 }
 
 function formJson(form: HTMLFormElement): Record<string, unknown> {
@@ -221,6 +343,17 @@ function wireForms() {
     const body = formJson(event.target as HTMLFormElement);
     void act(`Create ${body.name}`, () =>
       post("/svc/vms", { ...body, cpu: Number(body.cpu), display: "1024x768" }),
+    );
+  };
+  element<HTMLFormElement>("create-pool").onsubmit = (event) => {
+    event.preventDefault();
+    const body = formJson(event.target as HTMLFormElement);
+    void act(`Create pool ${body.name}`, () =>
+      post("/svc/pools", {
+        ...body,
+        size: Number(body.size),
+        ...(body.ttl !== undefined && { ttl: Number(body.ttl) }),
+      }),
     );
   };
   element<HTMLFormElement>("pull").onsubmit = (event) => {
