@@ -45,6 +45,9 @@ PACKAGES=(
   qemu-system-x86 qemu-utils ovmf
   # images: a real OCI registry for the tests, htpasswd for its Basic auth
   docker-registry apache2-utils
+  # container desktops: the engine the tests start (podman's Docker-compatible API service) with
+  # runc (crun fails on hybrid cgroup hierarchies, docs/containers.md), and buildah for the image
+  podman runc buildah
   # the page tests: Debian's Chromium, driven by playwright-core (no browser download)
   chromium
   # guest images: debootstrap, file systems and partitions built without loop devices, BIOS boot

@@ -93,7 +93,8 @@ export async function startPodman(): Promise<TestEngine> {
     env,
     podman,
     async start() {
-      service = spawn("podman", ["system", "service", "--time=0", `unix://${socket}`], {
+      // runc, not crun: crun fails on this machine's hybrid cgroup hierarchy.
+      service = spawn("podman", ["--runtime", "runc", "system", "service", "--time=0", `unix://${socket}`], {
         env,
         stdio: ["ignore", "ignore", "pipe"],
         detached: true,
