@@ -17,6 +17,7 @@ const ALL = [
   "agent-transports",
   "agent-actions",
   "host",
+  "containers",
   "images",
   "spread",
   "live",

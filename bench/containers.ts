@@ -1,0 +1,181 @@
+/**
+ * Container desktops and warm pools, against a real engine (podman's API service started here,
+ * the project's image from scripts/test-image.sh's cache):
+ *
+ * - run → the computer server answers a screenshot (a new container each time);
+ * - claim from a warm pool of 4 → a screenshot from the claimed desktop (released after);
+ * - 20 claims in a row from a pool of 4, each desktop kept (the refill must keep up): the slowest;
+ * - an idle desktop's memory (its cgroup's, as the engine's stats say);
+ * - 24 desktops at once: the time until all answer a screenshot, and their memory.
+ *
+ * Run: node --import tsx bench/containers.ts [--runs N] [--many N]
+ */
+import { request } from "node:http";
+import { desktopCommand } from "../test/host/desktop-client.js";
+import { startPodman, TEST_IMAGE, testUlimits } from "../test/host/podman.js";
+import { startTestHost } from "../test/host/support.js";
+import { median, ms, p95, printTable, type Row } from "./lib.js";
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const RUNS = arg("--runs", 10);
+const MANY = arg("--many", 24);
+const DESKTOP = {
+  os: "linux",
+  cpu: 1,
+  memory: "1GB",
+  diskSize: "4GB",
+  display: "1280x800",
+  runtime: "container",
+};
+
+const engine = await startPodman();
+const host = await startTestHost({
+  containerEngine: engine.address,
+  desktopImage: TEST_IMAGE,
+  containerUlimits: testUlimits(),
+  defaultRuntime: "container",
+});
+const rows: Row[] = [];
+const mb = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(0)} MB`;
+
+/**
+ * The container's memory as its cgroup counts it, as `docker stats` shows it: the usage less the
+ * page cache the kernel may drop (inactive file pages).
+ */
+async function cgroupMemory(name: string): Promise<number> {
+  const stats = await new Promise<{ memory_stats: { usage: number; stats?: Record<string, number> } }>(
+    (resolve, reject) => {
+      const req = request(
+        { socketPath: engine.socket, path: `/containers/hangar-${name}/stats?stream=false` },
+        (res) => {
+          let text = "";
+          res.setEncoding("utf8").on("data", (c: string) => {
+            text += c;
+          });
+          res.on("end", () => resolve(JSON.parse(text)));
+        },
+      );
+      req.on("error", reject);
+      req.end();
+    },
+  );
+  const { usage, stats: detail = {} } = stats.memory_stats;
+  return usage - (detail.total_inactive_file ?? detail.inactive_file ?? 0);
+}
+
+async function waitPool(name: string, ready: number) {
+  for (;;) {
+    const p = (await host.api("GET", `/svc/pools/${name}`)).body;
+    if (p.ready >= ready) return;
+    if (p.lastError && p.starting === 0) throw new Error(p.lastError);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+try {
+  // 1. run → screenshot.
+  const starts: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const name = `bench-${i}`;
+    await host.api("POST", "/svc/vms", { ...DESKTOP, name });
+    const started = performance.now();
+    await host.api("POST", `/svc/vms/${name}/run`, {});
+    const vm = (await host.api("GET", `/svc/vms/${name}?wait=ready&timeout=60`)).body;
+    const shot = await desktopCommand(vm, "screenshot");
+    if (!shot.result.success) throw new Error(`no screenshot from ${name}`);
+    starts.push(performance.now() - started);
+    if (i === 0) {
+      // 4. an idle desktop's memory, after it settled.
+      await new Promise((r) => setTimeout(r, 30_000));
+      const memory = await cgroupMemory(name);
+      rows.push({
+        name: "idle container desktop, memory (cgroup, 30 s after start)",
+        median: mb(memory),
+        p95: "",
+        target: "≤ 120 MB",
+      });
+    }
+    await host.api("DELETE", `/svc/vms/${name}`);
+  }
+  rows.unshift({
+    name: `run → screenshot answered (${RUNS} containers)`,
+    median: ms(median(starts)),
+    p95: ms(p95(starts)),
+    target: "≤ 1.5 s median",
+  });
+
+  // 2. claim → screenshot from a warm pool of 4.
+  await host.api("POST", "/svc/pools", { name: "bench", size: 4, display: "1280x800" });
+  await waitPool("bench", 4);
+  const claims: number[] = [];
+  for (let i = 0; i < RUNS * 2; i++) {
+    await waitPool("bench", 4);
+    const started = performance.now();
+    const desktop = (await host.api("POST", "/svc/pools/bench/claim", {})).body;
+    const shot = await desktopCommand(desktop, "screenshot");
+    claims.push(performance.now() - started);
+    if (!shot.result.success) throw new Error("no screenshot from a claimed desktop");
+    await host.api("POST", `/svc/vms/${desktop.name}/release`);
+  }
+  rows.push({
+    name: "claim from a warm pool of 4 → screenshot",
+    median: ms(median(claims)),
+    p95: ms(p95(claims)),
+    target: "≤ 50 ms median, ≤ 150 ms p95",
+  });
+
+  // 3. 20 claims in a row, each kept: the pool refills behind them.
+  await waitPool("bench", 4);
+  const row: number[] = [];
+  const kept: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    const started = performance.now();
+    const desktop = (await host.api("POST", "/svc/pools/bench/claim", { timeout: 120 })).body;
+    row.push(performance.now() - started);
+    kept.push(desktop.name);
+  }
+  rows.push({
+    name: "20 claims in a row from a pool of 4 (each kept)",
+    median: ms(median(row)),
+    p95: `${ms(Math.max(...row))} (slowest)`,
+    target: "no claim over 3 s",
+  });
+  await host.api("DELETE", "/svc/pools/bench");
+
+  // 5. many desktops at once.
+  const started = performance.now();
+  const names = Array.from({ length: MANY }, (_, i) => `many-${i}`);
+  await Promise.all(names.map((name) => host.api("POST", "/svc/vms", { ...DESKTOP, name })));
+  await Promise.all(names.map((name) => host.api("POST", `/svc/vms/${name}/run`, {})));
+  const answered = await Promise.all(
+    names.map(async (name) => {
+      const vm = (await host.api("GET", `/svc/vms/${name}?wait=ready&timeout=600`)).body;
+      return (await desktopCommand(vm, "screenshot", {}, 120_000)).result.success === true;
+    }),
+  );
+  const allMs = performance.now() - started;
+  await new Promise((r) => setTimeout(r, 30_000));
+  const memories = await Promise.all(names.map(cgroupMemory));
+  const total = memories.reduce((a, b) => a + b, 0);
+  rows.push({
+    name: `${MANY} desktops at once: all answer a screenshot`,
+    median: `${answered.filter(Boolean).length}/${MANY} in ${(allMs / 1000).toFixed(1)} s`,
+    p95: "",
+    target: "all answer",
+    note: `memory ${mb(total)} in all, ${mb(median(memories))} median each (30 s later)`,
+  });
+  await Promise.all(names.map((name) => host.api("DELETE", `/svc/vms/${name}`)));
+} finally {
+  printTable(
+    `Container desktops and warm pools (podman ${await engine.podman("--version").then(
+      (v) => v.trim().split(" ").pop(),
+      () => "?",
+    )})`,
+    rows,
+  );
+  await host.cleanup();
+  await engine.cleanup();
+}
