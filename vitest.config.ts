@@ -17,7 +17,12 @@ const UNIT = [
   "test/host/follow-file.test.ts",
 ];
 /** Tests that start their own Xvfb + openbox (and AT-SPI, Chromium). */
-const DESKTOP = ["test/desktop/**/*.test.ts", "test/commands/**/*.test.ts", "test/faults/desktop.test.ts"];
+const DESKTOP = [
+  "test/desktop/**/*.test.ts",
+  "test/commands/**/*.test.ts",
+  "test/faults/desktop.test.ts",
+  "test/recording/**/*.test.ts",
+];
 /** Tests that start QEMU or the OCI registry. */
 const HOST = ["test/host/**/*.test.ts"];
 // The guest VM end-to-end test takes minutes: `npm run test:e2e` runs it (vitest.e2e.config.ts).

@@ -7,6 +7,7 @@ import computerAction from "./computer-action.js";
 import file from "./file.js";
 import input from "./input.js";
 import meta from "./meta.js";
+import recording from "./recording.js";
 import screenshot from "./screenshot.js";
 import shell from "./shell.js";
 import window from "./window.js";
@@ -23,6 +24,7 @@ export const commandDefinitions = [
   ...accessibility,
   ...browser,
   ...computerAction,
+  ...recording,
 ];
 
 /** The definitions as the registry stores them. */

@@ -29,6 +29,9 @@ RUNTIME=(
   lxpanel chromium mousepad pcmanfm libatk-adaptor xdg-utils file
   # the server's allocator: gives back what transfers and screenshots freed (src/common/memory-env.ts)
   libjemalloc2
+  # the video encoder of start_recording (H.264/MP4, VP8/WebM); with its libraries about 150 MB
+  # installed on top of the packages above
+  ffmpeg
 )
 
 # The desktop container: an init that reaps the clipboard helpers' zombies, and VNC for watching.

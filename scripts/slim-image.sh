@@ -22,8 +22,9 @@ UNUSED=(
   # Python, for openbox-session's autostart script; Hangar starts openbox itself
   python3 python3.11 python3-minimal python3.11-minimal libpython3-stdlib libpython3.11-stdlib
   libpython3.11-minimal
-  # imlib2's PostScript and HEIF image loaders (openbox's libraries): Ghostscript, x265, aom
-  libspectre1 libgs10 libgs10-common poppler-data fonts-urw-base35 libheif1 libx265-199 libde265-0 libaom3
+  # imlib2's PostScript and HEIF image loaders (openbox's libraries): Ghostscript and libde265 (x265
+  # and aom stay: ffmpeg, the video encoder of start_recording, loads them)
+  libspectre1 libgs10 libgs10-common poppler-data fonts-urw-base35 libheif1 libde265-0
 )
 # Paths dpkg does not list (Python's compiled modules), and single files of packages that stay.
 UNUSED_PATHS=(

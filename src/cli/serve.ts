@@ -87,6 +87,10 @@ export function registerServe(program: Command) {
     )
     .option("--browser-evaluate", "let agents run JavaScript in pages (browser_evaluate)")
     .option(
+      "--recordings-dir <dir>",
+      "where start_recording puts videos given no path, with their index (default ~/.local/share/hangar/recordings; the encoder is ffmpeg on PATH or $HANGAR_FFMPEG)",
+    )
+    .option(
       "--backend <name>",
       `desktop backend: ${BACKEND_NAMES.join(" or ")}`,
       parseBackend,
@@ -126,6 +130,7 @@ export function registerServe(program: Command) {
       collectGarbageWhenIdle: true,
       keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,
       activitySize: opts.activitySize,
+      recordings: { dir: opts.recordingsDir },
     }).catch(async (err) => {
       await desktop.stop();
       throw err;

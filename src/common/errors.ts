@@ -80,6 +80,8 @@ export function describeOsError(err: unknown, path?: string): CommandError {
       return new CommandError("failed", `Directory not empty${where}`);
     case "ENOSPC":
       return new CommandError("failed", `No space left on device${where}`);
+    case "EROFS":
+      return new CommandError("failed", `Read-only file system${where}`);
     case "EMFILE":
     case "ENFILE":
     case "ENOMEM":

@@ -17,6 +17,7 @@ import { playwrightRoutes } from "./transports/playwright/playwright.js";
 import { ptyRoutes } from "./transports/pty/pty.js";
 import { ptyOpenApiPaths } from "./transports/pty/pty-openapi.js";
 import type { PtySessions } from "./transports/pty/pty-sessions.js";
+import { type RecordingRoutesOptions, recordingRoutes } from "./transports/recordings/recording-routes.js";
 
 export interface ComputerAppOptions {
   registry: CommandRegistry;
@@ -40,6 +41,8 @@ export interface ComputerAppOptions {
   websocket?: MiddlewareHandler<ComputerEnv>;
   /** The web console (page, activity timeline, live view); see console-routes.ts. */
   console?: Omit<ConsoleOptions, "registry" | "features">;
+  /** Video recordings and trajectories (`GET /recordings`, …); see recording-routes.ts. */
+  recordings?: RecordingRoutesOptions;
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
@@ -80,6 +83,8 @@ export function createComputerApp(options: ComputerAppOptions) {
   if (options.console) {
     app.route("/", consoleRoutes({ ...options.console, registry, features: options.features ?? [] }));
   }
+
+  if (options.recordings) app.route("/", recordingRoutes(options.recordings));
 
   app.get("/commands", (c) => c.json(commandCatalog(registry)));
   const extraPaths = { ...(options.pty ? ptyOpenApiPaths : {}), ...mcpOpenApiPaths };

@@ -4,6 +4,8 @@
  */
 import type { Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { homedir } from "node:os";
+import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
 import { type BrowserOptions, BrowserSession } from "../browser/session.js";
@@ -21,6 +23,7 @@ import { LazyWebSocketServer } from "../common/ws-server.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
+import { Recordings } from "../desktop/recording/recordings.js";
 import { WarmShells } from "../os/warm-shells.js";
 import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
@@ -72,6 +75,12 @@ export interface ComputerServerOptions {
    * timeout of common load balancers, so that they never reuse a connection the server has just closed).
    */
   keepAliveTimeoutMs?: number;
+  /**
+   * Video recordings (`start_recording`): the directory of recordings made without a path, and of
+   * their index (default `defaultRecordingsDir()`), and the ffmpeg program (default `$HANGAR_FFMPEG`
+   * or `ffmpeg` on PATH).
+   */
+  recordings?: { dir?: string; ffmpeg?: string };
 }
 
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
@@ -99,12 +108,19 @@ export async function startComputerServer(
   // The desktop's variables are read when the browser starts: a virtual display exports them here.
   const browser = new BrowserSession({ env: () => process.env, ...options.browser, log });
   const activity = new ActivityLog({ size: options.activitySize });
+  const recordings = new Recordings({
+    desktop: options.desktop ?? noDesktop,
+    dir: options.recordings?.dir ?? defaultRecordingsDir(),
+    ffmpeg: options.recordings?.ffmpeg,
+    log,
+  });
   const shells = options.warmShells === 0 ? undefined : new WarmShells({ max: options.warmShells, log });
   const registry = new CommandRegistry(allCommands, {
     desktop: options.desktop,
     accessibility,
     browser: async () => browser,
     shells,
+    recordings,
     log,
     observe: (run) => activity.record(run),
   });
@@ -124,6 +140,7 @@ export async function startComputerServer(
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
     console: { activity, desktop: options.desktop ?? noDesktop },
+    recordings: { recordings },
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
   const tls = options.tls && {
@@ -188,9 +205,15 @@ export async function startComputerServer(
       sockets.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       if ("closeAllConnections" in server) server.closeAllConnections();
-      await Promise.all([closed, browser.close()]);
+      await Promise.all([closed, browser.close(), recordings.close()]);
     },
   };
+}
+
+/** Where recordings go without a path: `$XDG_DATA_HOME/hangar/recordings` (~/.local/share/…). */
+export function defaultRecordingsDir(): string {
+  const data = process.env.XDG_DATA_HOME || join(homedir(), ".local", "share");
+  return join(data, "hangar", "recordings");
 }
 
 /**

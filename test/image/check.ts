@@ -180,6 +180,17 @@ async function desktop(pidNamespace: string) {
     return undefined;
   });
   await check(
+    "start_recording … stop_recording makes a video (ffmpeg and its libraries are there)",
+    async () => {
+      const started = await cmd(base, "start_recording", {});
+      if (!started.result?.success) return `start: ${started.text.slice(0, 300)}`;
+      await cmd(base, "run_command", { command: "sleep 1" });
+      const { result, text } = await cmd(base, "stop_recording");
+      if (!result?.success || result.error) return `stop: ${text.slice(0, 300)}`;
+      return result.frames >= 1 && result.size_bytes > 1000 ? undefined : `got ${JSON.stringify(result)}`;
+    },
+  );
+  await check(
     "no process but PID 1 and Hangar's node processes has the keys in its environment",
     async () => {
       // Make sure apps and commands run: a command, and the editor of the next check.

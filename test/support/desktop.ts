@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
+import type { ComputerServerOptions } from "../../src/computer/server.js";
 import { type BackendName, backendOptions } from "../../src/desktop/choose-backend.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
@@ -20,14 +21,14 @@ export const PYTHON = "/usr/bin/python3";
 
 export async function startDesktopServer(
   size: { width?: number; height?: number } = {},
-  options: { backend?: BackendName } = {},
+  options: { backend?: BackendName; server?: ComputerServerOptions } = {},
 ) {
   const display: VirtualDisplay = await startVirtualDisplay(size);
   const manager = new DesktopManager({
     display: display.display,
     ...backendOptions(options.backend ?? "x11"),
   });
-  const server = await startTestServer({ desktop: manager.provider });
+  const server = await startTestServer({ ...options.server, desktop: manager.provider });
   const env = { ...process.env, ...display.env };
   const children: ChildProcess[] = [];
   const dir = mkdtempSync(join(tmpdir(), "hangar-desktop-test-"));

@@ -16,6 +16,7 @@ import type { BrowserSession } from "../../browser/session.js";
 import type { Logger } from "../../common/logger.js";
 import type { AccessibilityBackend } from "../../desktop/accessibility.js";
 import type { DesktopBackend } from "../../desktop/backend.js";
+import type { Recordings } from "../../desktop/recording/recordings.js";
 import type { WarmShells } from "../../os/warm-shells.js";
 import type { Outcome } from "./outcome.js";
 
@@ -30,6 +31,8 @@ export interface CommandContext {
   browser(): Promise<BrowserSession>;
   /** Shells kept waiting for `run_command`; undefined where each command spawns its own. */
   readonly shells?: WarmShells;
+  /** Video recordings of the desktop; undefined where the server records none. */
+  readonly recordings?: Recordings;
   /** Runs another command through the registry (validation, queue and deadline included). */
   run(name: string, params: unknown): Promise<Outcome>;
   /**

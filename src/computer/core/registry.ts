@@ -9,6 +9,7 @@ import { CommandError } from "../../common/errors.js";
 import { type Logger, silentLogger } from "../../common/logger.js";
 import { type AccessibilityProvider, noAccessibility } from "../../desktop/accessibility.js";
 import { type DesktopProvider, noDesktop } from "../../desktop/backend.js";
+import type { Recordings } from "../../desktop/recording/recordings.js";
 import type { WarmShells } from "../../os/warm-shells.js";
 import type { CommandRun } from "./activity.js";
 import { isBase64Param } from "./bytes.js";
@@ -24,6 +25,8 @@ export interface RegistryOptions {
   browser?: BrowserProvider;
   /** Shells kept waiting for `run_command` (without them, each command spawns its shell). */
   shells?: WarmShells;
+  /** Video recordings of the desktop (`start_recording`). */
+  recordings?: Recordings;
   log?: Logger;
   /**
    * Check every successful result against its command's `result` schema and fail the command when
@@ -56,6 +59,7 @@ export class CommandRegistry {
   private readonly accessibility: AccessibilityProvider;
   private readonly browser: BrowserProvider;
   private readonly shells?: WarmShells;
+  private readonly recordings?: Recordings;
   private readonly log: Logger;
   private readonly defaultDeadlineMs: number;
   private readonly checkResults: boolean;
@@ -66,6 +70,7 @@ export class CommandRegistry {
     this.accessibility = options.accessibility ?? noAccessibility;
     this.browser = options.browser ?? noBrowser;
     this.shells = options.shells;
+    this.recordings = options.recordings;
     this.log = options.log ?? silentLogger;
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
     this.checkResults = options.checkResults ?? process.env.HANGAR_CHECK_RESULTS === "1";
@@ -170,6 +175,7 @@ export class CommandRegistry {
       accessibility: () => this.accessibility(),
       browser: () => this.browser(),
       shells: this.shells,
+      recordings: this.recordings,
       run: (name, params) =>
         this.run(name, params, { signal, transport: "batch", connection: options.connection }),
       emit: options.emit,
