@@ -343,7 +343,7 @@ describe("QEMU pools", () => {
         const p = await pool("vms");
         const name = p.desktops[0]?.name;
         const vm = name && (await host.api("GET", `/svc/vms/${name}`)).body;
-        if (!vm || vm.status !== "running") throw new Error("not running yet");
+        if (vm?.status !== "running") throw new Error("not running yet");
         return vm;
       },
       { timeout: 30_000, interval: 100 },

@@ -298,7 +298,7 @@ export class PoolManager {
     this.armTtl(state, member);
     this.refill(state);
     const record = await this.vms.find(name).catch(() => undefined);
-    if (!record || record.status !== "running") {
+    if (record?.status !== "running") {
       // It stopped while it waited in the pool: not something to hand out.
       await this.log.info("A ready pool desktop had stopped; it is replaced", {
         pool: state.def.name,
@@ -356,7 +356,7 @@ export class PoolManager {
     const timer = setTimeout(() => {
       this.ttlTimers.delete(member.name);
       const now = state.members.get(member.name);
-      if (!now || now.state !== "claimed") return;
+      if (now?.state !== "claimed") return;
       if (Date.parse(now.claim?.expiresAt ?? "") > Date.now()) return this.armTtl(state, now);
       this.track(
         (async () => {
