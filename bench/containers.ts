@@ -153,7 +153,14 @@ try {
   const answered = await Promise.all(
     names.map(async (name) => {
       const vm = (await host.api("GET", `/svc/vms/${name}?wait=ready&timeout=600`)).body;
-      return (await desktopCommand(vm, "screenshot", {}, 120_000)).result.success === true;
+      if (!vm.ready) {
+        console.error(`${name} did not answer: ${vm.message ?? vm.lastError}`);
+        return false;
+      }
+      const shot = await desktopCommand(vm, "screenshot", {}, 120_000).catch((err: Error) => ({
+        result: err,
+      }));
+      return shot.result.success === true;
     }),
   );
   const allMs = performance.now() - started;
