@@ -161,6 +161,8 @@ export async function startComputerServer(
     createServer: (await import("node:https")).createServer,
     serverOptions: { ...options.tls },
   };
+  // With --trajectory-dir, the first command is in the trajectory.
+  await trajectories.ready;
   const server = serve({
     fetch: app.fetch,
     hostname: host,

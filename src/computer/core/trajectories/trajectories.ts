@@ -65,8 +65,8 @@ export interface TrajectoryEntry extends TrajectorySummary {
 export const DEFAULT_TRAJECTORY_BYTES = 1024 ** 3;
 const STEPS = "steps.jsonl";
 const SHOTS = "screenshots";
-/** Trajectory ids: their start time and four hex digits, e.g. 20250101-120000-ab12. */
-export const TRAJECTORY_ID = /^\d{8}-\d{6}-[0-9a-f]{4}$/;
+/** Trajectory ids: their start time and four hex digits, e.g. 20250101-120000.123-ab12. */
+export const TRAJECTORY_ID = /^\d{8}-\d{6}\.\d{3}-[0-9a-f]{4}$/;
 /** Transports whose commands are a person's (the console's take control). */
 const PERSON_TRANSPORTS = new Set(["live"]);
 /** Screenshot files remembered per trajectory, for the `seen` of later steps. */
@@ -200,7 +200,7 @@ class OpenTrajectory {
     const file = `${SHOTS}/${shot.id}.${shot.format === "jpeg" ? "jpg" : shot.format}`;
     await writeFile(join(this.dir, file), shot.bytes);
     this.bytes += shot.bytes.length;
-    this.owner.grew(shot.bytes.length);
+    this.owner.grew(this, shot.bytes.length);
     const ref: ScreenshotRef = {
       file,
       width: shot.width,
@@ -219,7 +219,7 @@ class OpenTrajectory {
     let done = 0;
     while (done < text.length) done += (await this.file.write(text, done)).bytesWritten;
     this.bytes += text.length;
-    this.owner.grew(text.length);
+    this.owner.grew(this, text.length);
   }
 }
 
@@ -243,12 +243,17 @@ export class Trajectories {
       const shot = entry.screenshot === undefined ? undefined : options.activity.screenshot(entry.screenshot);
       this.current?.enqueue(entry, shot);
     });
-    if (this.always) {
-      void this.start().catch((err: Error) =>
-        options.log.error({ err: err.message, dir: this.dir }, "could not start recording trajectories"),
-      );
-    }
+    this.ready = this.always
+      ? this.start().then(
+          () => undefined,
+          (err: Error) =>
+            options.log.error({ err: err.message, dir: this.dir }, "could not start recording trajectories"),
+        )
+      : Promise.resolve();
   }
+
+  /** Settles once the first trajectory is open (with `always`); never rejects. */
+  readonly ready: Promise<void>;
 
   /** Opens a new trajectory (closing the open one first). */
   start(name?: string): Promise<TrajectorySummary> {
@@ -340,10 +345,10 @@ export class Trajectories {
   }
 
   /** Told by an open trajectory of bytes it wrote: rotation and the directory's bound. */
-  grew(bytes: number) {
+  grew(trajectory: OpenTrajectory, bytes: number) {
     this.total += bytes;
     const current = this.current;
-    if (current && current.bytes > this.maxBytes / 4) {
+    if (current === trajectory && current.bytes > this.maxBytes / 4) {
       void this.inTurn(async () => {
         if (this.current !== current) return;
         const next = await this.openNew(current.name, current);
@@ -386,11 +391,9 @@ export class Trajectories {
       const reason = describeOsError(err, this.dir);
       throw new CommandError(reason.code, `Cannot record trajectories: ${reason.message}`);
     }
-    if (rotated) {
-      this.current = undefined;
-      await rotated.close({ reason: "rotated", continued_in: opened.id });
-    }
+    // Commands go to the new one at once; the old one writes what it had queued, then its end.
     this.current = opened;
+    if (rotated) await rotated.close({ reason: "rotated", continued_in: opened.id });
     await this.prune();
     return opened;
   }
@@ -458,7 +461,11 @@ async function directorySize(dir: string): Promise<number> {
   return total;
 }
 
+let lastIdMs = 0;
+
+/** `20250101-120000.123-ab12`: the start time to the millisecond (later ids sort later), and a nonce. */
 function newId(): string {
-  const time = new Date().toISOString().replace(/[-:]/g, "").replace("T", "-").slice(0, 15);
+  lastIdMs = Math.max(Date.now(), lastIdMs + 1);
+  const time = new Date(lastIdMs).toISOString().replace(/[-:]/g, "").replace("T", "-").slice(0, 19);
   return `${time}-${randomBytes(2).toString("hex")}`;
 }
