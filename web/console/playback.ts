@@ -41,8 +41,8 @@ export class Playback {
     ]);
     this.trajectories.replaceChildren(
       ...trajectories.map((t) => {
-        const row = make("li", {}, [
-          make("span", { className: "cmd" }, [t.name ?? t.id]),
+        const row = make("li", { className: "record" }, [
+          make("span", { className: "record-name" }, [t.name ?? t.id]),
           make("span", { className: "muted" }, [`${t.steps} steps · ${t.state} · ${when(t.started)}`]),
           make("button", { type: "button", className: "download", title: "Download as one .tar" }, ["tar"]),
         ]);
@@ -55,11 +55,11 @@ export class Playback {
       }),
     );
     if (trajectories.length === 0)
-      this.trajectories.append(make("li", { className: "muted" }, ["None yet."]));
+      this.trajectories.append(make("li", { className: "record muted" }, ["None yet."]));
     this.recordings.replaceChildren(
       ...recordings.map((r) => {
-        const row = make("li", {}, [
-          make("span", { className: "cmd" }, [r.path.split("/").at(-1) ?? r.id]),
+        const row = make("li", { className: "record" }, [
+          make("span", { className: "record-name" }, [r.path.split("/").at(-1) ?? r.id]),
           make("span", { className: "muted" }, [
             `${r.duration_s === undefined ? "" : `${r.duration_s.toFixed(1)} s · `}${r.state} · ${when(r.started)}`,
           ]),
@@ -69,7 +69,8 @@ export class Playback {
         return row;
       }),
     );
-    if (recordings.length === 0) this.recordings.append(make("li", { className: "muted" }, ["None yet."]));
+    if (recordings.length === 0)
+      this.recordings.append(make("li", { className: "record muted" }, ["None yet."]));
   }
 
   /** Shows a trajectory: its steps, and the video that overlaps it. */
@@ -86,14 +87,18 @@ export class Playback {
     this.stepTimes = steps.map((s) => Math.max(0, (Date.parse(s.time) - videoStart) / 1000));
     this.steps.replaceChildren(
       ...steps.map((step, i) => {
-        const row = make("li", { className: step.success ? "" : "failed", title: step.error ?? "" }, [
-          make("span", { className: "muted" }, [`${step.step}`]),
-          make("span", { className: "muted" }, [step.actor === "person" ? "person" : step.client]),
-          make("span", { className: "cmd" }, [`${step.command} ${describe(step)}`]),
-          make("span", { className: "muted" }, [
-            recording ? `${this.stepTimes[i].toFixed(1)} s` : `${step.ms} ms`,
-          ]),
-        ]);
+        const row = make(
+          "li",
+          { className: step.success ? "record" : "record failed", title: step.error ?? "" },
+          [
+            make("span", { className: "muted" }, [`${step.step}`]),
+            make("span", { className: "muted" }, [step.actor === "person" ? "person" : step.client]),
+            make("span", { className: "record-name" }, [`${step.command} ${describe(step)}`]),
+            make("span", { className: "muted" }, [
+              recording ? `${this.stepTimes[i].toFixed(1)} s` : `${step.ms} ms`,
+            ]),
+          ],
+        );
         row.dataset.step = String(step.step);
         row.onclick = () => void this.showStep(id, step, i, Boolean(recording));
         return row;
@@ -180,7 +185,7 @@ export class Playback {
   }
 
   private select(index: number) {
-    [...this.steps.children].forEach((row, i) => row.classList.toggle("selected", i === index));
+    for (const [i, row] of [...this.steps.children].entries()) row.classList.toggle("selected", i === index);
   }
 }
 
