@@ -14,6 +14,7 @@ const UNIT = [
   "test/host/oci-auth.test.ts",
   "test/host/oci-gzip-piece.test.ts",
   "test/host/session.test.ts",
+  "test/host/follow-file.test.ts",
 ];
 /** Tests that start their own Xvfb + openbox (and AT-SPI, Chromium). */
 const DESKTOP = [

@@ -23,23 +23,7 @@ export class HostClient {
   ) {}
 
   async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
-    let res: Response;
-    try {
-      res = await fetch(new URL(path, this.url), {
-        method,
-        headers: {
-          ...(body === undefined ? {} : { "content-type": "application/json" }),
-          ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-    } catch (err) {
-      const code = fetchFailure(err);
-      if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EHOSTUNREACH") {
-        throw new Error(`The host service is not running at ${this.url} (start it with: hangar host serve)`);
-      }
-      throw new Error(`Cannot reach the host service at ${this.url}: ${code}`);
-    }
+    const res = await this.send(method, path, body);
     const text = await res.text();
     let parsed: unknown = null;
     if (text) {
@@ -49,18 +33,57 @@ export class HostClient {
         parsed = text;
       }
     }
+    if (!res.ok) {
+      const message = (parsed as { message?: string } | null)?.message ?? `HTTP ${res.status}`;
+      throw new Error(message);
+    }
+    return parsed as T;
+  }
+
+  /** The answer of a route that streams (`/logs?follow=1`): its body, once the status says success. */
+  async stream(path: string, signal?: AbortSignal): Promise<ReadableStream<Uint8Array>> {
+    const res = await this.send("GET", path, undefined, signal);
+    if (!res.ok) {
+      const text = await res.text();
+      let message = `HTTP ${res.status}`;
+      try {
+        message = (JSON.parse(text) as { message?: string }).message ?? message;
+      } catch {
+        // not JSON: the status says it
+      }
+      throw new Error(message);
+    }
+    return res.body ?? new ReadableStream({ start: (c) => c.close() });
+  }
+
+  private async send(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<Response> {
+    let res: Response;
+    try {
+      res = await fetch(new URL(path, this.url), {
+        method,
+        headers: {
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+          ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal,
+      });
+    } catch (err) {
+      const code = fetchFailure(err);
+      if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EHOSTUNREACH") {
+        throw new Error(`The host service is not running at ${this.url} (start it with: hangar host serve)`);
+      }
+      throw new Error(`Cannot reach the host service at ${this.url}: ${code}`);
+    }
     if (res.status === 401) {
+      await res.body?.cancel();
       throw new Error(
         this.token
           ? `The host service at ${this.url} refused the token`
           : `The host service at ${this.url} needs its token: set ${HOST_TOKEN_ENV} or pass --token-file`,
       );
     }
-    if (!res.ok) {
-      const message = (parsed as { message?: string } | null)?.message ?? `HTTP ${res.status}`;
-      throw new Error(message);
-    }
-    return parsed as T;
+    return res;
   }
 }
 

@@ -1,4 +1,4 @@
-/** `hangar vm ls|get|create|rm|clone|set|run|stop`: the VM routes of the host service. */
+/** `hangar vm ls|get|create|rm|clone|set|run|wait|logs|stop`: the VM routes of the host service. */
 import { type Command, InvalidArgumentError } from "commander";
 import { formatBytes } from "../common/sizes.js";
 import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
@@ -103,9 +103,11 @@ export function registerVm(program: Command) {
     .option("--disk-size <size>", "disk size, e.g. 50GB (sparse)", "50GB")
     .option("--display <WxH>", "display resolution", "1024x768")
     .option("--storage <location>", "storage location (name or path)")
+    .option("--runtime <kind>", "what runs it: qemu, container or kubernetes (default: the service's)")
     .action(async (name, opts) => {
       const body = {
         name,
+        runtime: opts.runtime,
         os: opts.os,
         cpu: opts.cpu,
         memory: opts.memory,
@@ -163,10 +165,16 @@ export function registerVm(program: Command) {
       output(opts, await clientOf(opts).request<Json>("PATCH", vmPath(name), body), () => `Updated ${name}.`);
     });
 
-  clientOptions(vm.command("run <name>").description("Start a VM (returns at once; see `hangar vm get`)"))
+  clientOptions(
+    vm
+      .command("run <name>")
+      .description("Start a VM (returns at once, or with --wait once its computer server answers)"),
+  )
     .option("--no-vnc", "no VNC server for this run")
     .option("--shared-dir <path[:ro|:rw]>", "share a host directory (virtio-9p), repeatable", sharedDir)
     .option("--storage <location>", "storage location (name or path)")
+    .option("--wait", "wait until the desktop is ready, showing the time it takes")
+    .option("--timeout <seconds>", "with --wait: give up after this long", waitSeconds, 300)
     .action(async (name, opts) => {
       const body = {
         noDisplay: !opts.vnc,
@@ -174,11 +182,43 @@ export function registerVm(program: Command) {
         sharedDirectories: opts.sharedDir ?? [],
         storage: opts.storage,
       };
+      const client = clientOf(opts);
+      const started = await client.request<Json>("POST", `${vmPath(name)}/run`, body);
+      if (!opts.wait) return output(opts, started, () => `Starting ${name}.`);
+      const ready = await withProgress(`Starting ${name}`, () =>
+        client.request<Json>("GET", `${vmPath(name)}?wait=ready&timeout=${opts.timeout}`),
+      );
+      output(opts, ready, (vm) => `${name} is ready after ${formatMs(vm.startMs)}: ${vm.computerServerUrl}`);
+    });
+
+  clientOptions(vm.command("wait <name>").description("Wait until a running VM's computer server answers"))
+    .option("--timeout <seconds>", "give up after this long", waitSeconds, 300)
+    .action(async (name, opts) => {
+      const ready = await withProgress(`Waiting for ${name}`, () =>
+        clientOf(opts).request<Json>("GET", `${vmPath(name)}?wait=ready&timeout=${opts.timeout}`),
+      );
       output(
         opts,
-        await clientOf(opts).request<Json>("POST", `${vmPath(name)}/run`, body),
-        () => `Starting ${name}.`,
+        ready,
+        (vm) => `${name} is ready (${formatMs(vm.startMs)} from its start): ${vm.computerServerUrl}`,
       );
+    });
+
+  clientOptions(vm.command("logs <name>").description("Show a VM's console output, like `docker logs`"))
+    .option("-f, --follow", "keep showing what it writes until interrupted")
+    .option("-n, --tail <lines>", "only the last lines", positiveInt)
+    .action(async (name, opts) => {
+      const query = new URLSearchParams();
+      if (opts.follow) query.set("follow", "1");
+      if (opts.tail !== undefined) query.set("lines", String(opts.tail));
+      const interrupted = new AbortController();
+      process.once("SIGINT", () => interrupted.abort());
+      const body = await clientOf(opts).stream(`${vmPath(name)}/logs?${query}`, interrupted.signal);
+      try {
+        for await (const chunk of body) process.stdout.write(chunk);
+      } catch (err) {
+        if (!interrupted.signal.aborted) throw err;
+      }
     });
 
   clientOptions(
@@ -207,4 +247,35 @@ function seconds(value: string): number {
     throw new InvalidArgumentError("expected a number of seconds from 0 to 600");
   }
   return n;
+}
+
+function waitSeconds(value: string): number {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n <= 0 || n > 900) {
+    throw new InvalidArgumentError("expected a number of seconds from 1 to 900");
+  }
+  return n;
+}
+
+function formatMs(ms: unknown): string {
+  return typeof ms === "number" ? `${(ms / 1000).toFixed(1)} s` : "an unknown time";
+}
+
+/**
+ * Runs `task` while telling the person it goes on: a line on stderr that counts the seconds on a
+ * terminal, one line at the start otherwise (logs stay readable).
+ */
+async function withProgress<T>(what: string, task: () => Promise<T>): Promise<T> {
+  const started = Date.now();
+  const tty = process.stderr.isTTY;
+  const show = () => process.stderr.write(`\r${what}… ${Math.round((Date.now() - started) / 1000)} s`);
+  if (tty) show();
+  else process.stderr.write(`${what}…\n`);
+  const timer = tty ? setInterval(show, 1000) : undefined;
+  try {
+    return await task();
+  } finally {
+    clearInterval(timer);
+    if (tty) process.stderr.write("\n");
+  }
 }

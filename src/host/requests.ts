@@ -3,6 +3,12 @@
  * the services take the types derived from them (one definition, never written twice).
  */
 import { z } from "zod";
+import { RUNTIME_KINDS } from "./runtimes/kinds.js";
+
+/** Which runtime backs a desktop: `qemu`, `container` or `kubernetes`. */
+export const runtimeSchema = z.enum(RUNTIME_KINDS, {
+  error: (issue) => `Unknown runtime '${String(issue.input)}' (expected ${RUNTIME_KINDS.join(", ")})`,
+});
 
 export const createSchema = z.object({
   name: z.string(),
@@ -14,6 +20,7 @@ export const createSchema = z.object({
   ipsw: z.string().optional(),
   storage: z.string().optional(),
   network: z.string().optional(),
+  runtime: runtimeSchema.optional(),
 });
 
 export const cloneSchema = z.object({

@@ -14,12 +14,14 @@ import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
 import { DEFAULT_HOST_PORT } from "./port.js";
 import { acceleratorSettled, detectAccelerator } from "./qemu/accel.js";
+import { QemuRuntime, type QemuRuntimeOptions } from "./qemu/qemu-runtime.js";
+import type { RuntimeKind } from "./runtimes/runtime.js";
 import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
-import { VmService, type VmServiceOptions } from "./vm-service.js";
+import { VmService } from "./vm-service.js";
 import { VmStore } from "./vm-store.js";
 
-export interface HostServiceOptions extends SettingsOptions, VmServiceOptions {
+export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions {
   host?: string;
   port?: number;
   log?: Logger;
@@ -31,6 +33,8 @@ export interface HostServiceOptions extends SettingsOptions, VmServiceOptions {
   allowOrigins?: string[];
   /** Host names accepted in `Host` besides loopback ones (see origin-policy.ts). */
   allowHosts?: string[];
+  /** Where a new desktop runs when its request names no runtime (default `qemu`). */
+  defaultRuntime?: RuntimeKind;
 }
 
 export interface RunningHostService {
@@ -72,9 +76,10 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     settings,
     store,
     log,
-    isRunning: (vm): Promise<boolean> => vms.isRunning(vm),
+    isRunning: (vm): Promise<boolean> => qemu.isRunning(vm),
   });
-  const vms = new VmService(settings, store, log, images, options);
+  const qemu = new QemuRuntime(settings, store, log, images, options);
+  const vms = new VmService([qemu], options.defaultRuntime ?? "qemu", images, log);
   const services: HostServices = { settings, vms, images, log };
   await vms.recover();
   await images.recover();
@@ -108,7 +113,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());
       });
-      await vms.settled();
+      await vms.close();
       await images.settled();
       await acceleratorSettled();
       await log.flush();

@@ -61,6 +61,15 @@ describe("hangar vm / config / logs", () => {
     await expect(hangar("vm", "stop", "cli-vm", "--url", host.url)).rejects.toThrow(
       "Virtual machine not running: cli-vm",
     );
+    await expect(hangar("vm", "wait", "cli-vm", "--timeout", "5", "--url", host.url)).rejects.toThrow(
+      "Virtual machine cli-vm is not running",
+    );
+    await expect(hangar("vm", "logs", "ghost", "--url", host.url)).rejects.toThrow(
+      "Virtual machine not found: ghost",
+    );
+    await expect(hangar("vm", "create", "x", "--runtime", "lxc", "--url", host.url)).rejects.toThrow(
+      "Invalid request body: runtime: Unknown runtime 'lxc' (expected qemu, container, kubernetes)",
+    );
     const closed = createServer();
     await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
     const dead = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;

@@ -58,7 +58,25 @@ function banner(host: string, port: number): Promise<string> {
 
 describe("QEMU lifecycle", () => {
   it("create → run → running with VNC and QMP → stop → stopped", async () => {
+    const notYet = await host.api("GET", "/svc/vms/vm1?wait=ready&timeout=5");
+    expect([notYet.status, notYet.body.message]).toEqual([400, "Virtual machine vm1 is not running"]);
     const vm = await runAndWait("vm1");
+    expect(vm).toMatchObject({ runtime: "qemu", ready: false, readyAt: null, startMs: null });
+    expect(Date.parse(vm.startedAt)).toBeGreaterThan(Date.now() - 60_000);
+    // Firmware on an empty disk: no computer server will answer, and a wait says so.
+    const wait = await host.api("GET", "/svc/vms/vm1?wait=ready&timeout=0.5");
+    expect(wait.status).toBe(400);
+    expect(wait.body.message).toMatch(/^Virtual machine vm1 was not ready after 0.5 s/);
+    const badWait = await host.api("GET", "/svc/vms/vm1?wait=soon");
+    expect([badWait.status, badWait.body.message]).toEqual([
+      400,
+      "Invalid query parameter wait: expected ready",
+    ]);
+    // Its console (the serial port) as text, like `docker logs`.
+    const serial = await fetch(`${host.url}/svc/vms/vm1/logs?lines=5`);
+    expect(serial.status).toBe(200);
+    expect(serial.headers.get("content-type")).toBe("text/plain; charset=utf-8");
+    expect((await serial.text()).split("\n").filter(Boolean).length).toBeLessThanOrEqual(5);
     expect(vm.vncUrl).toMatch(/^vnc:\/\/:[a-z0-9]{8}@127\.0\.0\.1:\d+$/);
     expect(vm.ipAddress).toMatch(/^127\.0\.1\.\d+$/);
     expect(vm.computerServerUrl).toBe(`http://${vm.ipAddress}:8000`);

@@ -9,6 +9,7 @@ import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { processRunning } from "../../os/pid.js";
+import type { StopOutcome } from "../runtimes/runtime.js";
 import type { VmConfig } from "../vm-config.js";
 import { PID_FILE, parseDisplay } from "../vm-config.js";
 import { detectAccelerator, qemuBinary } from "./accel.js";
@@ -131,9 +132,6 @@ export function isIncomplete(session: Session): boolean {
 function vncPassword(): string {
   return Array.from(randomBytes(8), (b) => VNC_PASSWORD_ALPHABET[b % VNC_PASSWORD_ALPHABET.length]).join("");
 }
-
-/** How a stop ended: the guest powered down, QEMU quit, or QEMU had to be killed. */
-export type StopOutcome = "powered down" | "quit" | "killed";
 
 /**
  * Powers the VM down: ACPI power button, `graceMs` for the guest to comply (none: straight to

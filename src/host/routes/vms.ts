@@ -1,9 +1,34 @@
-/** The VM routes: /svc/vms (list, create), /svc/vms/:name (get, update, delete), clone, run, stop. */
+/**
+ * The VM routes: /svc/vms (list, create), /svc/vms/:name (get, update, delete), clone, run, stop,
+ * and Hangar's own: waiting for a desktop to be ready (`GET /svc/vms/:name?wait=ready`) and its
+ * console output (`GET /svc/vms/:name/logs`).
+ */
 import type { Context, Hono } from "hono";
+import { stream } from "hono/streaming";
+import { z } from "zod";
 import { needsMacHost } from "../macos.js";
 import { cloneSchema, createSchema, runSchema, stopSchema, updateSchema } from "../requests.js";
 import type { HostServices } from "../services.js";
-import { jsonBody, storageOf } from "./body.js";
+import { jsonBody, queryParam, storageOf } from "./body.js";
+
+const waitSchema = z.enum(["ready"], { error: "expected ready" }).optional();
+const secondsSchema = z
+  .string()
+  .regex(/^\d+(\.\d+)?$/, { error: "expected a number of seconds" })
+  .transform(Number)
+  .optional();
+const linesSchema = z
+  .string()
+  .regex(/^\d+$/, { error: "expected a whole number of lines" })
+  .transform(Number)
+  .optional();
+const flagSchema = z
+  .enum(["1", "true", "0", "false"], { error: "expected true or false" })
+  .transform((v) => v === "1" || v === "true")
+  .optional();
+
+/** How long `?wait=ready` waits when no `timeout` is given. */
+const DEFAULT_WAIT_SECONDS = 120;
 
 export function vmRoutes(app: Hono, { vms }: HostServices) {
   app.get("/svc/vms", async (c) => c.json(await vms.list(storageOf(c))));
@@ -11,7 +36,12 @@ export function vmRoutes(app: Hono, { vms }: HostServices) {
   app.post("/svc/vms", async (c) => {
     const body = await jsonBody(c, createSchema, { required: true });
     const vm = await vms.create({ ...body, storage: storageOf(c, body) });
-    return c.json({ message: "VM created successfully", name: vm.name, status: "stopped" });
+    return c.json({
+      message: "VM created successfully",
+      name: vm.name,
+      status: "stopped",
+      runtime: vm.runtime,
+    });
   });
 
   app.post("/svc/vms/clone", async (c) => {
@@ -20,7 +50,33 @@ export function vmRoutes(app: Hono, { vms }: HostServices) {
     return c.json({ message: "VM cloned successfully", source: body.name, destination: clone.name });
   });
 
-  app.get("/svc/vms/:name", async (c) => c.json(await vms.get(c.req.param("name"), storageOf(c))));
+  app.get("/svc/vms/:name", async (c) => {
+    const name = c.req.param("name");
+    if (queryParam(c, "wait", waitSchema) !== "ready") return c.json(await vms.get(name, storageOf(c)));
+    const seconds = queryParam(c, "timeout", secondsSchema) ?? DEFAULT_WAIT_SECONDS;
+    return c.json(await vms.waitReady(name, seconds * 1000, c.req.raw.signal));
+  });
+
+  app.get("/svc/vms/:name/logs", async (c) => {
+    const lines = queryParam(c, "lines", linesSchema);
+    const follow = queryParam(c, "follow", flagSchema) ?? false;
+    const controller = new AbortController();
+    const logs = await vms.logs(c.req.param("name"), { lines, follow, signal: controller.signal });
+    c.header("content-type", "text/plain; charset=utf-8");
+    c.header("cache-control", "no-store");
+    return stream(c, async (out) => {
+      out.onAbort(() => {
+        controller.abort();
+        logs.destroy();
+      });
+      try {
+        for await (const chunk of logs) await out.write(chunk as Uint8Array);
+      } finally {
+        controller.abort();
+        logs.destroy();
+      }
+    });
+  });
 
   app.delete("/svc/vms/:name", async (c) => {
     await vms.remove(c.req.param("name"), storageOf(c));

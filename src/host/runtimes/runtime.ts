@@ -1,0 +1,73 @@
+/**
+ * What runs desktops for the host service. The VM service (vm-service.ts) keeps no desktops of its
+ * own: it routes each request to the runtime that backs the desktop named in it. QEMU is one
+ * runtime (a desktop is a VM directory and a QEMU process); containers (an engine's container) and
+ * Kubernetes (a Pod) are others. Each runtime owns its records: where they live (a directory, the
+ * engine's labels, the cluster's objects) is its own business, so a runtime whose records are in a
+ * shared place (a cluster) is seen alike by every host service that uses it.
+ *
+ * A runtime answers in lume's shapes (the record of `GET /svc/vms/:name`, the errors of
+ * `HostError`); the routes never know which runtime answered.
+ */
+import type { Readable } from "node:stream";
+import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
+import type { VmDetails } from "../vm-details.js";
+import type { RuntimeKind } from "./kinds.js";
+
+export { RUNTIME_KINDS, type RuntimeKind } from "./kinds.js";
+
+/** How a stop ended: the guest powered down, its process was asked to quit, or it was killed. */
+export type StopOutcome = "powered down" | "quit" | "killed";
+
+/**
+ * A desktop as its runtime sees it: lume's record plus the runtime's name and when the desktop was
+ * last started. Readiness (`ready`, `readyAt`, `startMs`) is added by the VM service.
+ */
+export type RuntimeRecord = VmDetails & {
+  runtime: RuntimeKind;
+  /** When the desktop was last started (ISO 8601), while it runs; null when stopped. */
+  startedAt: string | null;
+  /**
+   * Set by a runtime that knows readiness better than a probe of the computer server (a Pod's
+   * readiness condition); left out, the VM service probes `computerServerUrl` itself.
+   */
+  ready?: boolean;
+};
+
+/** What `logs` streams: the desktop's console (a VM's serial port, a container's or Pod's output). */
+export interface LogOptions {
+  /** The last N lines only (all when undefined). */
+  lines?: number;
+  /** Keep the stream open and send what comes, like `docker logs -f`, until `signal` aborts. */
+  follow?: boolean;
+  signal: AbortSignal;
+}
+
+/** The desktop runtime interface: every lume route, answered for the desktops this runtime backs. */
+export interface DesktopRuntime {
+  readonly kind: RuntimeKind;
+  /** Every desktop of this runtime; `storage` filters by location where the runtime has locations. */
+  list(storage?: string): Promise<RuntimeRecord[]>;
+  /** The desktop's record, or undefined when this runtime has no desktop of that name. */
+  find(name: string, storage?: string): Promise<RuntimeRecord | undefined>;
+  /** Creates a stopped desktop; the name is already checked and free in every runtime. */
+  create(request: CreateRequest & { name: string }): Promise<void>;
+  remove(name: string, storage?: string): Promise<void>;
+  /** A stopped copy under `newName`, which is already checked and free in every runtime. */
+  clone(request: CloneRequest): Promise<void>;
+  update(name: string, request: UpdateRequest): Promise<void>;
+  /** Checks what can be checked at once and starts the desktop in the background. */
+  run(name: string, request: RunRequest): Promise<void>;
+  /** Stops the desktop and resolves once it has stopped. */
+  stop(name: string, request: StopRequest): Promise<StopOutcome>;
+  /** The desktop's console output; a clear `HostError` where the runtime keeps none. */
+  logs(name: string, options: LogOptions): Promise<Readable>;
+  /** Puts right what a killed service left (half-created desktops, half-written state); once at start. */
+  recover(): Promise<void>;
+  /** Waits for the starts and background work in progress (tests and shutdown). */
+  settled(): Promise<void>;
+  /** Lets go of connections and watches; the desktops keep running. */
+  close(): Promise<void>;
+  /** Called by the runtime's owner to learn of changes (a desktop started, stopped, vanished). */
+  onChange?(listener: (name: string) => void): void;
+}

@@ -1,0 +1,127 @@
+/**
+ * Readiness: a running desktop is ready once its computer server answers `GET /status`. The
+ * computer server here is a real HTTP server on loopback that starts answering when the test says.
+ */
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { ReadinessTracker } from "../../src/host/runtimes/readiness.js";
+import type { RuntimeRecord } from "../../src/host/runtimes/runtime.js";
+
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const server of servers.splice(0)) {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  }
+});
+
+/** A computer server stand-in whose /status answers 503 until `open()`. */
+async function statusServer() {
+  let open = false;
+  let requests = 0;
+  const server = createServer((req, res) => {
+    requests++;
+    res.writeHead(open && req.url === "/status" ? 200 : 503, { "content-type": "application/json" });
+    res.end('{"status":"ok"}');
+  });
+  servers.push(server);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    open: () => {
+      open = true;
+    },
+    requests: () => requests,
+  };
+}
+
+function record(url: string | null, overrides: Partial<RuntimeRecord> = {}): RuntimeRecord {
+  return {
+    name: "desk",
+    runtime: "container",
+    status: "running",
+    startedAt: new Date(Date.now() - 500).toISOString(),
+    computerServerUrl: url,
+    ...overrides,
+  } as RuntimeRecord;
+}
+
+describe("readiness", () => {
+  it("is false until the computer server answers, then ready with the time it took", async () => {
+    const server = await statusServer();
+    const desk = record(server.url);
+    const tracker = new ReadinessTracker(async () => desk);
+    expect(tracker.of(desk)).toEqual({ ready: false, readyAt: null, startMs: null });
+    await vi.waitFor(() => expect(server.requests()).toBeGreaterThan(1));
+    expect(tracker.of(desk).ready).toBe(false);
+
+    const changed = tracker.next(AbortSignal.timeout(10_000));
+    server.open();
+    await changed;
+    const ready = tracker.of(desk);
+    expect(ready.ready).toBe(true);
+    expect(ready.startMs).toBeGreaterThanOrEqual(500);
+    expect(Date.parse(ready.readyAt as string)).toBeLessThanOrEqual(Date.now());
+    // Ready is kept: no more probes once it answered.
+    const seen = server.requests();
+    expect(tracker.of(desk).ready).toBe(true);
+    expect(server.requests()).toBe(seen);
+    tracker.close();
+  });
+
+  it("starts over when the desktop stops or starts again, and stops probing a stopped one", async () => {
+    const server = await statusServer();
+    server.open();
+    let desk = record(server.url);
+    const tracker = new ReadinessTracker(async () => desk);
+    tracker.of(desk);
+    await vi.waitFor(() => expect(tracker.of(desk).ready).toBe(true));
+
+    desk = record(server.url, { status: "stopped", startedAt: null });
+    expect(tracker.of(desk)).toEqual({ ready: false, readyAt: null, startMs: null });
+    desk = record(server.url, { startedAt: new Date().toISOString() });
+    expect(tracker.of(desk).ready).toBe(false);
+    await vi.waitFor(() => expect(tracker.of(desk).ready).toBe(true));
+    tracker.close();
+  });
+
+  it("takes the runtime's own word when it gives one (a Pod's readiness)", async () => {
+    const tracker = new ReadinessTracker(async () => undefined);
+    const starting = record(null, { ready: false });
+    expect(tracker.of(starting).ready).toBe(false);
+    const ready = tracker.of({ ...starting, ready: true });
+    expect(ready.ready).toBe(true);
+    expect(ready.startMs).toBeGreaterThanOrEqual(500);
+    tracker.close();
+  });
+
+  it("gives up on a desktop that stopped while it was probed", async () => {
+    const server = await statusServer();
+    let desk: RuntimeRecord | undefined = record(server.url);
+    let gone!: () => void;
+    const looked = new Promise<void>((resolve) => {
+      gone = resolve;
+    });
+    const tracker = new ReadinessTracker(async () => {
+      if (!desk) gone();
+      return desk;
+    });
+    tracker.of(desk);
+    await vi.waitFor(() => expect(server.requests()).toBeGreaterThan(0));
+    desk = undefined; // removed behind the tracker's back: the loop reads the record every 2 s
+    await looked;
+    const after = server.requests();
+    // A second desktop's probes are the clock: ten of them, and the first has sent nothing more.
+    const other = await statusServer();
+    const watcher = new ReadinessTracker(async (r) => r);
+    watcher.of(record(other.url, { name: "other" }));
+    await vi.waitFor(() => expect(other.requests()).toBeGreaterThanOrEqual(10), { timeout: 10_000 });
+    expect(server.requests()).toBe(after);
+    watcher.close();
+    tracker.close();
+  });
+});
