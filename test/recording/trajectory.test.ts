@@ -171,5 +171,5 @@ describe("a scripted agent's trajectory", () => {
     } finally {
       await again.stop();
     }
-  });
+  }, 60_000);
 });
