@@ -21,6 +21,8 @@ const ALL = [
   "images",
   "spread",
   "live",
+  "recording",
+  "trajectory",
 ];
 const args = process.argv.slice(2);
 const compare = args.some((arg) => arg.startsWith("--compare"));

@@ -10,6 +10,7 @@ import meta from "./meta.js";
 import recording from "./recording.js";
 import screenshot from "./screenshot.js";
 import shell from "./shell.js";
+import trajectory from "./trajectory.js";
 import window from "./window.js";
 
 /** Every definition with its own types: the typed client (`hangar/client`) is derived from it. */
@@ -25,6 +26,7 @@ export const commandDefinitions = [
   ...browser,
   ...computerAction,
   ...recording,
+  ...trajectory,
 ];
 
 /** The definitions as the registry stores them. */

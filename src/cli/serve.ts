@@ -87,6 +87,15 @@ export function registerServe(program: Command) {
     )
     .option("--browser-evaluate", "let agents run JavaScript in pages (browser_evaluate)")
     .option(
+      "--trajectory-dir <dir>",
+      "write every command any client runs, with the screenshots agents were sent, to a trajectory in this directory (without it: only between start_trajectory and stop_trajectory, in ~/.local/share/hangar/trajectories)",
+    )
+    .option(
+      "--trajectory-max-bytes <size>",
+      "disk the trajectory directory may use; the oldest trajectories are deleted past it",
+      "1GiB",
+    )
+    .option(
       "--recordings-dir <dir>",
       "where start_recording puts videos given no path, with their index (default ~/.local/share/hangar/recordings; the encoder is ffmpeg on PATH or $HANGAR_FFMPEG)",
     )
@@ -131,6 +140,11 @@ export function registerServe(program: Command) {
       keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,
       activitySize: opts.activitySize,
       recordings: { dir: opts.recordingsDir },
+      trajectories: {
+        dir: opts.trajectoryDir,
+        always: opts.trajectoryDir !== undefined,
+        maxBytes: parseBytes(opts.trajectoryMaxBytes),
+      },
     }).catch(async (err) => {
       await desktop.stop();
       throw err;

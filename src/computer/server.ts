@@ -29,6 +29,7 @@ import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
 import { CommandRegistry } from "./core/registry.js";
+import { Trajectories } from "./core/trajectories/trajectories.js";
 import type { TlsFiles } from "./tls.js";
 import { PtySessions, type PtySessionsOptions } from "./transports/pty/pty-sessions.js";
 import { wsTransport } from "./transports/ws/ws.js";
@@ -81,6 +82,11 @@ export interface ComputerServerOptions {
    * or `ffmpeg` on PATH).
    */
   recordings?: { dir?: string; ffmpeg?: string };
+  /**
+   * Trajectories (`start_trajectory`): their directory (default `defaultTrajectoriesDir()`), whether
+   * every command is recorded from the start (`--trajectory-dir`), and the bytes the directory may hold.
+   */
+  trajectories?: { dir?: string; always?: boolean; maxBytes?: number };
 }
 
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
@@ -114,6 +120,13 @@ export async function startComputerServer(
     ffmpeg: options.recordings?.ffmpeg,
     log,
   });
+  const trajectories = new Trajectories({
+    activity,
+    dir: options.trajectories?.dir ?? defaultTrajectoriesDir(),
+    always: options.trajectories?.always ?? false,
+    maxBytes: options.trajectories?.maxBytes,
+    log,
+  });
   const shells = options.warmShells === 0 ? undefined : new WarmShells({ max: options.warmShells, log });
   const registry = new CommandRegistry(allCommands, {
     desktop: options.desktop,
@@ -121,6 +134,7 @@ export async function startComputerServer(
     browser: async () => browser,
     shells,
     recordings,
+    trajectories,
     log,
     observe: (run) => activity.record(run),
   });
@@ -140,13 +154,15 @@ export async function startComputerServer(
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
     console: { activity, desktop: options.desktop ?? noDesktop },
-    recordings: { recordings },
+    recordings: { recordings, trajectories },
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
   const tls = options.tls && {
     createServer: (await import("node:https")).createServer,
     serverOptions: { ...options.tls },
   };
+  // With --trajectory-dir, the first command is in the trajectory.
+  await trajectories.ready;
   const server = serve({
     fetch: app.fetch,
     hostname: host,
@@ -205,15 +221,23 @@ export async function startComputerServer(
       sockets.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       if ("closeAllConnections" in server) server.closeAllConnections();
-      await Promise.all([closed, browser.close(), recordings.close()]);
+      await Promise.all([closed, browser.close(), recordings.close(), trajectories.close()]);
     },
   };
 }
 
 /** Where recordings go without a path: `$XDG_DATA_HOME/hangar/recordings` (~/.local/share/…). */
 export function defaultRecordingsDir(): string {
-  const data = process.env.XDG_DATA_HOME || join(homedir(), ".local", "share");
-  return join(data, "hangar", "recordings");
+  return join(dataHome(), "hangar", "recordings");
+}
+
+/** Where trajectories go without `--trajectory-dir`: `$XDG_DATA_HOME/hangar/trajectories`. */
+export function defaultTrajectoriesDir(): string {
+  return join(dataHome(), "hangar", "trajectories");
+}
+
+function dataHome(): string {
+  return process.env.XDG_DATA_HOME || join(homedir(), ".local", "share");
 }
 
 /**

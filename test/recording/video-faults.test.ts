@@ -133,7 +133,7 @@ describe("recording faults", () => {
     const next = join(dir, "after-full.mp4");
     expect(await cmd("start_recording", { path: next })).toMatchObject({ success: true });
     expect(await cmd("stop_recording")).toMatchObject({ success: true, path: next });
-  });
+  }, 60_000);
 
   it("keeps what was recorded when the encoder is killed, and reports it", async () => {
     const path = join(dir, "killed.mp4");
@@ -202,5 +202,5 @@ describe("a server killed with SIGKILL while recording", () => {
     } finally {
       await again.stop();
     }
-  });
+  }, 60_000);
 });

@@ -87,7 +87,7 @@ describe("start_recording and stop_recording", () => {
     expect(near(await pixelAt(path, redAt + 0.4, 500, 400), [255, 0, 0])).toBe(true);
     expect(near(await pixelAt(path, greenAt + 1.5, 500, 400), [0, 255, 0])).toBe(true);
     expect(near(await pixelAt(path, wall - 0.2, 500, 400), [0, 0, 255])).toBe(true);
-  });
+  }, 60_000);
 
   it("draws the pointer where it is, and moves it when the agent moves it", async () => {
     await paint("#808080");
@@ -112,7 +112,7 @@ describe("start_recording and stop_recording", () => {
     expect(near(await arrowAt(400, 300, 0.2), grey)).toBe(true);
     expect(near(await arrowAt(400, 300, movedAt + 0.5), white)).toBe(true);
     expect(near(await arrowAt(100, 100, movedAt + 0.5), grey)).toBe(true);
-  });
+  }, 60_000);
 
   it("scales the video to max_width and draws no pointer when asked", async () => {
     await paint("#336699");

@@ -4,6 +4,7 @@
  */
 import { apiJson, element, saveCredentials, Unauthorized } from "./api.js";
 import { LiveView } from "./live.js";
+import { Playback } from "./playback.js";
 import { CommandConsole } from "./runner.js";
 import { Timeline } from "./timeline.js";
 
@@ -48,6 +49,7 @@ async function start() {
   live.start();
   await new Timeline((entry) => entry.point && live.mark(entry.point)).start();
   await new CommandConsole().start();
+  await new Playback().start();
 }
 
 function showLogin(reason?: string) {

@@ -129,6 +129,11 @@ export class ActivityLog {
     return this.shots.find((shot) => shot.id === id);
   }
 
+  /** The screenshot agents were sent last, while it is kept. */
+  lastScreenshot(): StoredScreenshot | undefined {
+    return this.lastShot === undefined ? undefined : this.screenshot(this.lastShot);
+  }
+
   /** Calls `listener` with every new entry until the returned function is called. */
   subscribe(listener: (entry: ActivityEntry) => void): () => void {
     this.listeners.add(listener);

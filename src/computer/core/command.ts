@@ -19,6 +19,7 @@ import type { DesktopBackend } from "../../desktop/backend.js";
 import type { Recordings } from "../../desktop/recording/recordings.js";
 import type { WarmShells } from "../../os/warm-shells.js";
 import type { Outcome } from "./outcome.js";
+import type { Trajectories } from "./trajectories/trajectories.js";
 
 export interface CommandContext {
   /** Aborted when the deadline passes or the client goes away; long handlers must honour it. */
@@ -33,6 +34,8 @@ export interface CommandContext {
   readonly shells?: WarmShells;
   /** Video recordings of the desktop; undefined where the server records none. */
   readonly recordings?: Recordings;
+  /** Trajectories of every command (`start_trajectory`); undefined where the server writes none. */
+  readonly trajectories?: Trajectories;
   /** Runs another command through the registry (validation, queue and deadline included). */
   run(name: string, params: unknown): Promise<Outcome>;
   /**

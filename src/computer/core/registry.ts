@@ -15,6 +15,7 @@ import type { CommandRun } from "./activity.js";
 import { isBase64Param } from "./bytes.js";
 import type { AnyCommand, CommandContext } from "./command.js";
 import { failure, type Outcome } from "./outcome.js";
+import type { Trajectories } from "./trajectories/trajectories.js";
 
 export interface RegistryOptions {
   /** Where handlers get the desktop from; without one, desktop commands fail with `unavailable`. */
@@ -27,6 +28,8 @@ export interface RegistryOptions {
   shells?: WarmShells;
   /** Video recordings of the desktop (`start_recording`). */
   recordings?: Recordings;
+  /** Trajectories of every command (`start_trajectory`). */
+  trajectories?: Trajectories;
   log?: Logger;
   /**
    * Check every successful result against its command's `result` schema and fail the command when
@@ -60,6 +63,7 @@ export class CommandRegistry {
   private readonly browser: BrowserProvider;
   private readonly shells?: WarmShells;
   private readonly recordings?: Recordings;
+  private readonly trajectories?: Trajectories;
   private readonly log: Logger;
   private readonly defaultDeadlineMs: number;
   private readonly checkResults: boolean;
@@ -71,6 +75,7 @@ export class CommandRegistry {
     this.browser = options.browser ?? noBrowser;
     this.shells = options.shells;
     this.recordings = options.recordings;
+    this.trajectories = options.trajectories;
     this.log = options.log ?? silentLogger;
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
     this.checkResults = options.checkResults ?? process.env.HANGAR_CHECK_RESULTS === "1";
@@ -176,6 +181,7 @@ export class CommandRegistry {
       browser: () => this.browser(),
       shells: this.shells,
       recordings: this.recordings,
+      trajectories: this.trajectories,
       run: (name, params) =>
         this.run(name, params, { signal, transport: "batch", connection: options.connection }),
       emit: options.emit,
