@@ -21,7 +21,12 @@ describe("create", () => {
   it("writes config.json with lume's fields, a sparse raw disk and UEFI variables", async () => {
     const res = await create("web-1", { cpu: 2, memory: "512MB", diskSize: "64GB", display: "1280x800" });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ message: "VM created successfully", name: "web-1", status: "stopped", runtime: "qemu" });
+    expect(res.body).toEqual({
+      message: "VM created successfully",
+      name: "web-1",
+      status: "stopped",
+      runtime: "qemu",
+    });
     const dir = join(host.home, "web-1");
     const config = JSON.parse(readFileSync(join(dir, "config.json"), "utf8"));
     expect(config).toMatchObject({
