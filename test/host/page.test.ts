@@ -61,7 +61,7 @@ describe("the host page", () => {
     await page.click("#create button[type=submit]");
     await row("page-vm").waitFor();
     expect(await row("page-vm").getAttribute("data-status")).toBe("stopped");
-    expect(await row("page-vm").textContent()).toMatch(/page-vm\s*linux\s*stopped\s*1\s*0\.3 GB/);
+    expect(await row("page-vm").textContent()).toMatch(/page-vm\s*qemu\s*linux\s*stopped\s*1\s*0\.3 GB/);
 
     await row("page-vm").getByRole("button", { name: "Run" }).click();
     await page.locator('#vms tr[data-name="page-vm"][data-status="running"]').waitFor({ timeout: 30_000 });

@@ -30,7 +30,11 @@ export class Playback {
 
   async start() {
     element<HTMLButtonElement>("refresh-recordings").onclick = () => void this.refresh();
-    this.video.ontimeupdate = () => this.follow();
+    // While it plays, the step of the moment is highlighted; a seek made by picking a step keeps
+    // that step (the video may land a few frames off, on another step's time).
+    this.video.ontimeupdate = () => {
+      if (!this.video.paused) this.follow();
+    };
     await this.refresh();
   }
 
