@@ -39,6 +39,8 @@ beforeAll(async () => {
     baseDir: ROOT,
     fileExtensions: ["ts"],
     tsConfig: `${ROOT}/tsconfig.json`,
+    // Unit tests sit beside their modules; they are not part of the program.
+    excludeRegExp: [/\.test\.ts$/],
   });
   graph = result.obj();
   cycles = result.circular();

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { Base64Bytes, releaseBase64Fields } from "../../src/computer/core/bytes.js";
+import { Base64Bytes, releaseBase64Fields } from "./bytes.js";
 
 const SLICE = 48 * 1024;
 

@@ -5,15 +5,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { Base64Bytes } from "../../src/computer/core/bytes.js";
-import {
-  cmdEnvelope,
-  cmdEventBytes,
-  cuaReply,
-  eventLength,
-  jsonBytes,
-  type Outcome,
-} from "../../src/computer/core/outcome.js";
+import { Base64Bytes } from "./bytes.js";
+import { cmdEnvelope, cmdEventBytes, cuaReply, eventLength, jsonBytes, type Outcome } from "./outcome.js";
 
 const bytes = randomBytes(3000);
 const asText = (outcome: Outcome, spread: boolean) => {
