@@ -10,6 +10,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { leftClick } from "../commands/input.js";
+import { screenshot as screenshotCommand } from "../commands/screenshot.js";
 import { silentLogger } from "../src/common/logger.js";
 import { ActivityLog, type CommandRun } from "../src/computer/core/activity.js";
 import { Trajectories } from "../src/computer/core/trajectories/trajectories.js";
@@ -23,6 +25,7 @@ const rows: Row[] = [];
 
 const click: CommandRun = {
   command: "left_click",
+  flags: leftClick,
   params: { x: 640, y: 400 },
   transport: "http",
   ms: 1.2,
@@ -32,6 +35,7 @@ const click: CommandRun = {
 const png = Buffer.alloc(100 * 1024, 7).toString("base64");
 const screenshot: CommandRun = {
   command: "screenshot",
+  flags: screenshotCommand,
   params: { format: "png" },
   transport: "http",
   ms: 12,

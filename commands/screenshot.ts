@@ -49,6 +49,7 @@ export const screenshot = defineCommand({
   description:
     "Captures the screen (or a region) as base64 PNG, JPEG or WebP, optionally scaled down. `scale` in the " +
     "result is image pixels per screen pixel, to map points back to the screen.",
+  capture: true,
   params: z.object({
     format: formatParam,
     quality: z.number().int().min(1).max(100).default(95).describe("JPEG/WebP quality, 1–100"),

@@ -8,11 +8,14 @@
  * const activity = new ActivityLog({ size: 500 });
  * const registry = new CommandRegistry(commands, { observe: (run) => activity.record(run) });
  */
+import type { CommandFlags } from "./flags.js";
 import type { Outcome } from "./outcome.js";
 
 /** One finished command, as the registry reports it. */
 export interface CommandRun {
   command: string;
+  /** Its definition's flags, which say what to show of it (`pointer`, `capture`). */
+  flags: CommandFlags;
   params: unknown;
   transport: string;
   ms: number;
@@ -64,18 +67,6 @@ export interface ActivityOptions {
 const SECRET_KEY = /^(?!keys?$).*key|pass(word|wd|phrase)?|token|secret|authori[sz]ation|credential|cookie/i;
 const LONG_TEXT = 200;
 const REDACTED = "[redacted]";
-const POINTER_COMMANDS = new Set([
-  "left_click",
-  "right_click",
-  "middle_click",
-  "double_click",
-  "triple_click",
-  "move_cursor",
-  "mouse_down",
-  "mouse_up",
-  "drag_to",
-  "drag",
-]);
 
 export class ActivityLog {
   private readonly entries: ActivityEntry[] = [];
@@ -107,13 +98,12 @@ export class ActivityLog {
       entry.code = outcome.code;
       entry.error = cut(outcome.error);
     }
-    if (POINTER_COMMANDS.has(run.command)) {
+    if (run.flags.pointer) {
       const point = pointOf(run.params);
       if (point) entry.point = point;
     }
     if (this.lastShot !== undefined) entry.seen = this.lastShot;
-    if (run.command === "screenshot" && outcome.success)
-      entry.screenshot = this.keep(run.params, outcome.result);
+    if (run.flags.capture && outcome.success) entry.screenshot = this.keep(run.params, outcome.result);
     this.entries.push(entry);
     if (this.entries.length > this.size) this.entries.shift();
     for (const listener of this.listeners) listener(entry);

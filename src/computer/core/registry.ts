@@ -145,6 +145,7 @@ export class CommandRegistry {
     try {
       this.observe?.({
         command: def.name,
+        flags: def,
         params: rawParams,
         transport: options.transport ?? "api",
         ms,
