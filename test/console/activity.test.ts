@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { allCommands } from "../../commands/index.js";
 import { ActivityLog, redact } from "../../src/computer/core/activity.js";
+import { Bytes } from "../../src/computer/core/bytes.js";
 import { startComputerServer } from "../../src/computer/server.js";
 import { TestSocket, wsUrl } from "../support/clients.js";
 import { startTestServer } from "../support/server.js";
@@ -90,7 +91,13 @@ describe("GET /activity", () => {
   it("gives a click its point and the screenshot taken before it", () => {
     const log = new ActivityLog({ size: 10, screenshotBytes: 100 });
     const ok = (result: unknown) => ({ success: true as const, result });
-    const shot = { image_data: "aGVsbG8=", format: "png", width: 10, height: 10, scale: 0.5 };
+    const shot = {
+      image_data: new Bytes(Buffer.from("hello"), "image/png"),
+      format: "png",
+      width: 10,
+      height: 10,
+      scale: 0.5,
+    };
     log.record({
       command: "screenshot",
       flags: definition("screenshot"),

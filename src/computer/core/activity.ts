@@ -8,6 +8,7 @@
  * const activity = new ActivityLog({ size: 500 });
  * const registry = new CommandRegistry(commands, { observe: (run) => activity.record(run) });
  */
+import { Bytes } from "./bytes.js";
 import type { CommandFlags } from "./flags.js";
 import type { Outcome } from "./outcome.js";
 
@@ -44,7 +45,7 @@ export interface ActivityEntry {
 export interface StoredScreenshot {
   id: number;
   format: string;
-  /** The image file's bytes (kept decoded: a quarter smaller than its base64 text). */
+  /** The image file's bytes, as the command returned them. */
   bytes: Buffer;
   width: number;
   height: number;
@@ -132,14 +133,14 @@ export class ActivityLog {
 
   private keep(params: unknown, result: unknown): number | undefined {
     const r = result as Partial<Record<string, unknown>>;
-    if (typeof r?.image_data !== "string") return undefined;
-    // The image's size in bytes, known from its text without decoding it.
-    if ((r.image_data.length * 3) / 4 > this.screenshotBytes) return undefined;
+    const image = r?.image_data;
+    if (!(image instanceof Bytes) || image.data.length > this.screenshotBytes) return undefined;
     const region = (params as { region?: { x?: number; y?: number } } | undefined)?.region;
     const shot: StoredScreenshot = {
       id: this.nextId - 1,
       format: String(r.format),
-      bytes: Buffer.from(r.image_data, "base64"),
+      // Kept as it is: the handler made these bytes for this reply alone.
+      bytes: image.data,
       width: Number(r.width),
       height: Number(r.height),
       scale: Number(r.scale) || 1,

@@ -19,4 +19,9 @@ export interface CommandFlags {
    * show what the agent saw.
    */
   readonly capture?: boolean;
+  /**
+   * Parameters that model hosts' clients (MCP) get by default, where the caller gives none: a
+   * screenshot fitted to the size models accept, for one.
+   */
+  readonly modelDefaults?: Readonly<Record<string, unknown>>;
 }
