@@ -13,7 +13,7 @@ import { z } from "zod";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { refuseHalfUpgrade } from "../../../common/ws-server.js";
 import { expandPath } from "../../../os/paths.js";
-import { describeZodError } from "../../core/registry.js";
+import { describeZodError } from "../../core/param-messages.js";
 import { readJsonBody } from "../../http/body.js";
 import type { ComputerEnv } from "../../http/env.js";
 import type { PtyEvent, PtySession, PtySessions } from "./pty-sessions.js";
