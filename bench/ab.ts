@@ -27,7 +27,11 @@ for (const [label, command, params, perRound] of cases) {
   const times: Record<string, number[]> = { A: [], B: [] };
   for (let round = 0; round < ROUNDS; round++) {
     // A first in even rounds, B first in odd ones.
-    const order: [string, string][] = round % 2 === 0 ? [["A", a], ["B", b]] : [["B", b], ["A", a]];
+    const both: [string, string][] = [
+      ["A", a],
+      ["B", b],
+    ];
+    const order = round % 2 === 0 ? both : both.reverse();
     for (const [name, url] of order) {
       const call = timedPost(url, command, params);
       times[name].push(...(await sample(perRound, call.run, { warmup: 2 })));
