@@ -1,11 +1,16 @@
 /**
  * An interleaved A/B of two running computer servers over `/cmd`: `version` (the transport's and the
- * registry's own cost) and `screenshot` (PNG and JPEG of the same screen). Rounds alternate between
+ * registry's own cost), `screenshot` (PNG and JPEG of the same screen) and `read_bytes` of 1 MiB
+ * chunks (of a file this benchmark writes; both servers run on this machine). Rounds alternate between
  * A and B, so that the machine's load, which drifts, weighs on both alike. Start the two servers
  * first (e.g. the branch's and main's `hangar serve --port N`, each with its own virtual display).
  *
  * Run: node --import tsx bench/ab.ts http://127.0.0.1:A http://127.0.0.1:B [rounds]
  */
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { closeClient, timedPost } from "./client.js";
 import { printTable, type Row, sample, summarize } from "./lib.js";
 
@@ -15,11 +20,15 @@ if (!a || !b) {
   process.exit(2);
 }
 const ROUNDS = Number(roundsArg ?? 10);
+const dir = mkdtempSync(join(tmpdir(), "hangar-bench-ab-"));
+const file = join(dir, "chunks.bin");
+writeFileSync(file, randomBytes(8 * 1024 * 1024));
 
 const cases: [label: string, command: string, params: unknown, perRound: number][] = [
   ["version", "version", {}, 100],
   ["screenshot png", "screenshot", { format: "png" }, 10],
   ["screenshot jpeg", "screenshot", { format: "jpeg", quality: 80 }, 10],
+  ["read_bytes 1 MiB", "read_bytes", { path: file, offset: 1024 * 1024, length: 1024 * 1024 }, 20],
 ];
 
 const rows: Row[] = [];
@@ -43,4 +52,5 @@ for (const [label, command, params, perRound] of cases) {
   }
 }
 closeClient();
+rmSync(dir, { recursive: true, force: true });
 printTable(`A = ${a}, B = ${b}, ${ROUNDS} interleaved rounds`, rows);
