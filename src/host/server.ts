@@ -16,6 +16,7 @@ import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
 import { parseUlimit } from "./container/ulimits.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
+import { KubernetesRuntime, type KubernetesRuntimeOptions } from "./kubernetes/kubernetes-runtime.js";
 import { FilePoolStore } from "./pools/file-pool-store.js";
 import { PoolManager, type PoolManagerOptions } from "./pools/pool-manager.js";
 import type { PoolStore } from "./pools/pool-store.js";
@@ -51,6 +52,11 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   desktopImage?: string;
   containerUlimits?: Ulimit[];
   desktopKeys?: boolean;
+  /**
+   * Kubernetes desktops (a Pod each): on when the default runtime is `kubernetes` or a kubeconfig
+   * or namespace is given (`--kubeconfig`, `--namespace`; else KUBECONFIG, ~/.kube/config, in-cluster).
+   */
+  kubernetes?: Pick<KubernetesRuntimeOptions, "kubeconfig" | "namespace" | "reach">;
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
@@ -101,6 +107,19 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const runtimes: DesktopRuntime[] = [qemu];
   const containers = await containerRuntime(options, settings, log);
   if (containers) runtimes.push(containers);
+  if (options.kubernetes || options.defaultRuntime === "kubernetes") {
+    runtimes.push(
+      new KubernetesRuntime(
+        {
+          ...options.kubernetes,
+          desktopImage: options.desktopImage,
+          desktopKeys: options.desktopKeys,
+          stopGraceMs: options.stopGraceMs,
+        },
+        log,
+      ),
+    );
+  }
   const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log);
   const poolStore =
     options.poolStore ?? new FilePoolStore(join(await settings.homeDirectory(), ".pools", "pools.json"));
