@@ -1,0 +1,176 @@
+/**
+ * Warm pools of Kubernetes desktops (the pool manager on the Kubernetes runtime) on a real cluster:
+ * a claim hands out a ready Pod's desktop at once, reachable through the record's address; a
+ * release deletes its Pod and the pool refills; a Pod deleted from outside is replaced; a host
+ * service killed with -9 while a desktop is being started leaves no orphan Pod once it restarts.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { TestHost } from "../host/support.js";
+import {
+  type ChildHost,
+  startChildHost,
+  startKubernetesHost,
+  type TestNamespace,
+  tempRoot,
+  testNamespace,
+} from "./cluster.js";
+
+let ns: TestNamespace;
+let host: TestHost;
+
+beforeAll(async () => {
+  ns = await testNamespace("hangar-pools");
+  host = await startKubernetesHost(ns, { pools: { checkIntervalMs: 500 } });
+}, 60_000);
+afterAll(async () => {
+  await host?.cleanup();
+  await ns?.cleanup();
+});
+
+type Api = { api: TestHost["api"] };
+const pool = async (name: string, h: Api = host) => (await h.api("GET", `/svc/pools/${name}`)).body;
+const readyCount = (name: string, count: number, h: Api = host, timeout = 60_000) =>
+  vi.waitFor(
+    async () => {
+      const p = await pool(name, h);
+      if (p.ready !== count) throw new Error(`${p.ready} ready of ${count} (${p.lastError ?? "no error"})`);
+      return p;
+    },
+    { timeout, interval: 100 },
+  );
+const podsOf = async (prefix: string) => (await ns.pods()).filter((p) => p.startsWith(`hangar-${prefix}-`));
+
+describe("a pool on the cluster", () => {
+  it("hands out a ready desktop at once; release deletes its Pod and the pool refills", async () => {
+    const created = await host.api("POST", "/svc/pools", {
+      name: "warm",
+      size: 2,
+      runtime: "kubernetes",
+      template: ns.lightImage,
+      memory: "128MB",
+      diskSize: "256MB",
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({
+      name: "warm",
+      runtime: "kubernetes",
+      templateKind: "image",
+      size: 2,
+    });
+    await readyCount("warm", 2);
+    expect(await podsOf("warm")).toHaveLength(2);
+
+    const started = performance.now();
+    const claim = await host.api("POST", "/svc/pools/warm/claim", { owner: "harness", wait: false });
+    const ms = performance.now() - started;
+    expect(claim.status).toBe(200);
+    expect(claim.body).toMatchObject({ pool: "warm", status: "running", ready: true, runtime: "kubernetes" });
+    expect(claim.body.claim.by).toBe("harness");
+    // A claim from a warm pool is an in-memory pick and one store write: well under a second here.
+    expect(ms).toBeLessThan(1000);
+    expect((await fetch(`${claim.body.computerServerUrl}/status`)).status).toBe(200);
+
+    await readyCount("warm", 2);
+    expect(await podsOf("warm")).toHaveLength(3);
+    expect((await host.api("POST", `/svc/vms/${claim.body.name}/release`)).status).toBe(200);
+    await vi.waitFor(async () => expect(await podsOf("warm")).toHaveLength(2), { timeout: 30_000 });
+    expect(await podsOf("warm")).not.toContain(`hangar-${claim.body.name}`);
+  }, 120_000);
+
+  it("replaces a desktop whose Pod is deleted from outside", async () => {
+    const before = await readyCount("warm", 2);
+    const victim = before.desktops[0].name as string;
+    await ns.core.deleteNamespacedPod({
+      name: `hangar-${victim}`,
+      namespace: ns.name,
+      gracePeriodSeconds: 0,
+    });
+    await vi.waitFor(
+      async () => {
+        const p = await pool("warm");
+        if (p.desktops.some((d: { name: string }) => d.name === victim))
+          throw new Error(`${victim} still a member`);
+      },
+      { timeout: 30_000, interval: 100 },
+    );
+    await readyCount("warm", 2);
+    expect((await host.api("DELETE", "/svc/pools/warm")).status).toBe(200);
+    await vi.waitFor(async () => expect(await podsOf("warm")).toEqual([]), { timeout: 30_000 });
+    const secrets = await ns.core.listNamespacedSecret({
+      namespace: ns.name,
+      labelSelector: "hangar.dev/desktop",
+    });
+    expect(secrets.items).toEqual([]);
+  }, 120_000);
+});
+
+describe("a host service killed with -9 during a claim", () => {
+  const temp = tempRoot("hangar-k8s-kill-");
+  let service: ChildHost | undefined;
+  afterAll(() => {
+    if (service?.child.exitCode === null) service.child.kill("SIGKILL");
+    temp.remove();
+  });
+  const start = () =>
+    startChildHost(temp.root, {
+      defaultRuntime: "kubernetes",
+      kubernetes: { kubeconfig: ns.kubeconfig, namespace: ns.name },
+      desktopImage: ns.lightImage,
+      containerEngine: false,
+      stopGraceMs: 0,
+      pools: { checkIntervalMs: 500 },
+    });
+
+  it("leaves no orphan Pod once it is restarted, and keeps the claim", async () => {
+    service = await start();
+    const svc = service;
+    expect(
+      (
+        await svc.api("POST", "/svc/pools", {
+          name: "kill",
+          size: 1,
+          template: ns.lightImage,
+          memory: "128MB",
+          diskSize: "256MB",
+        })
+      ).status,
+    ).toBe(201);
+    await readyCount("kill", 1, svc);
+    const claimed = (await svc.api("POST", "/svc/pools/kill/claim", { owner: "survivor" })).body;
+    // The claim starts a replacement: kill the service while it is being made.
+    const starting = await vi.waitFor(
+      async () => {
+        const names = (await pool("kill", svc)).desktops
+          .filter((d: { state: string }) => d.state === "starting")
+          .map((d: { name: string }) => d.name);
+        if (names.length === 0) throw new Error("nothing starting");
+        return names as string[];
+      },
+      { timeout: 10_000, interval: 10 },
+    );
+    svc.child.kill("SIGKILL");
+    await new Promise((resolve) => svc.child.once("exit", resolve));
+
+    service = await start();
+    const after = await pool("kill", service);
+    expect(after.desktops.find((d: { name: string }) => d.name === claimed.name)).toMatchObject({
+      state: "claimed",
+      claimedBy: "survivor",
+    });
+    await vi.waitFor(
+      async () => {
+        const pods = await ns.pods();
+        for (const name of starting)
+          if (pods.includes(`hangar-${name}`)) throw new Error(`${name} still there`);
+      },
+      { timeout: 30_000, interval: 100 },
+    );
+    await readyCount("kill", 1, service);
+    // The claimed desktop's Pod kept running, and the restarted service relays to it.
+    const record = (await service.api("GET", `/svc/vms/${claimed.name}`)).body;
+    expect(record).toMatchObject({ status: "running", ready: true });
+    expect((await fetch(`${record.computerServerUrl}/status`)).status).toBe(200);
+    expect((await service.api("DELETE", "/svc/pools/kill")).status).toBe(200);
+    await vi.waitFor(async () => expect(await podsOf("kill")).toEqual([]), { timeout: 30_000 });
+  }, 180_000);
+});
