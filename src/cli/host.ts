@@ -73,6 +73,10 @@ export function registerHost(program: Command) {
       reachMode,
     )
     .option(
+      "--pools-in-cluster",
+      "keep the warm pools in a ConfigMap of the Kubernetes namespace (hangar-pools) instead of a file",
+    )
+    .option(
       "--desktop-keys",
       "give every container desktop an API key of its own (its computer server in cloud mode)",
     );
@@ -97,8 +101,13 @@ export function registerHost(program: Command) {
       desktopImage: opts.desktopImage,
       containerUlimits: opts.containerUlimit,
       desktopKeys: opts.desktopKeys,
-      ...((opts.kubeconfig || opts.namespace || opts.kubernetesReach) && {
-        kubernetes: { kubeconfig: opts.kubeconfig, namespace: opts.namespace, reach: opts.kubernetesReach },
+      ...((opts.kubeconfig || opts.namespace || opts.kubernetesReach || opts.poolsInCluster) && {
+        kubernetes: {
+          kubeconfig: opts.kubeconfig,
+          namespace: opts.namespace,
+          reach: opts.kubernetesReach,
+          poolsInCluster: opts.poolsInCluster,
+        },
       }),
       ...browserAccess(opts),
     });

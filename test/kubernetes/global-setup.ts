@@ -38,7 +38,7 @@ export default async function setup(project: TestProject) {
     throw new Error(
       `The test cluster is not there: ${K8S_DIR}/start-cluster.sh is missing. The Kubernetes tests need ` +
         "the shared/k8s directory beside the repository (its README says what it is), and its Debian " +
-        "packages (scripts/install-deps.sh --kubernetes)",
+        "packages (scripts/install-deps.sh installs them)",
     );
   }
   const root = mkdtempSync(join(tmpdir(), "hangar-k8s-test-"));

@@ -122,7 +122,7 @@ describe("a desktop's life through the lume routes", () => {
     const policy = await ns.config
       .makeApiClient((await import("@kubernetes/client-node")).NetworkingV1Api)
       .readNamespacedNetworkPolicy({ name: "hangar-desktops", namespace: ns.name });
-    expect(policy.spec?.podSelector.matchLabels).toMatchObject({
+    expect(policy.spec?.podSelector?.matchLabels).toMatchObject({
       "app.kubernetes.io/name": "hangar-desktop",
     });
     expect((await host.api("DELETE", "/svc/vms/safe")).status).toBe(200);

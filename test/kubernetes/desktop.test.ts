@@ -1,0 +1,124 @@
+/**
+ * The project's real desktop image on the cluster: pushed into the cluster's registry from the
+ * image store scripts/test-image.sh builds (how long that takes is printed), run as a Kubernetes
+ * desktop with a key of its own, under the Pod's restrictions (non-root, read-only root, no
+ * token), and driven through the record's address as an agent would: a screenshot and a click.
+ */
+import { execFile } from "node:child_process";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { desktopCommand, pngSize } from "../host/desktop-client.js";
+import { TEST_IMAGE } from "../host/podman.js";
+import type { TestHost } from "../host/support.js";
+import { startKubernetesHost, type TestNamespace, tempRoot, testNamespace } from "./cluster.js";
+
+const run = promisify(execFile);
+const CACHE = process.env.HANGAR_IMAGE_CACHE ?? "/var/cache/hangar-image";
+
+let ns: TestNamespace;
+let host: TestHost;
+let image: string;
+const temp = tempRoot("hangar-k8s-push-");
+
+/** Pushes the desktop image from the image cache (a read-only additional store) into the cluster's registry. */
+async function pushDesktopImage(registry: string): Promise<string> {
+  const store = join(CACHE, "storage-overlay");
+  if (!existsSync(join(store, "overlay-images", "images.json"))) {
+    throw new Error(
+      `The project's image is not built: no image store at ${store}. Build it first with sudo ./scripts/test-image.sh`,
+    );
+  }
+  const conf = join(temp.root, "storage.conf");
+  writeFileSync(
+    conf,
+    [
+      "[storage]",
+      'driver = "overlay"',
+      `graphroot = "${join(temp.root, "storage")}"`,
+      `runroot = "${join(temp.root, "run")}"`,
+      "[storage.options]",
+      `additionalimagestores = ["${store}"]`,
+      "",
+    ].join("\n"),
+  );
+  const target = `${registry}/hangar:test`;
+  const started = performance.now();
+  await run(
+    "buildah",
+    ["push", "-q", "--disable-compression", "--tls-verify=false", TEST_IMAGE, `docker://${target}`],
+    { env: { ...process.env, CONTAINERS_STORAGE_CONF: conf }, timeout: 600_000 },
+  );
+  console.log(
+    `pushed ${TEST_IMAGE} to the cluster's registry in ${Math.round(performance.now() - started)} ms`,
+  );
+  return target;
+}
+
+beforeAll(async () => {
+  ns = await testNamespace("hangar-desk");
+  image = await pushDesktopImage(ns.registry);
+  host = await startKubernetesHost(ns, { desktopImage: image, desktopKeys: true });
+}, 600_000);
+afterAll(async () => {
+  await host?.cleanup();
+  await ns?.cleanup();
+  temp.remove();
+});
+
+describe("the project's desktop as a Pod", () => {
+  it("answers a screenshot and a click through the record's address, with its own key", async () => {
+    const created = await host.api("POST", "/svc/vms", {
+      name: "real",
+      os: "linux",
+      cpu: 1,
+      memory: "2GB",
+      diskSize: "1GB",
+      display: "1024x768",
+    });
+    expect(created.status).toBe(200);
+    const started = performance.now();
+    expect((await host.api("POST", "/svc/vms/real/run", {})).status).toBe(202);
+    const desktop = await vi.waitFor(
+      async () => {
+        const r = (await host.api("GET", "/svc/vms/real")).body;
+        if (r.status !== "running") throw new Error(`stopped: ${r.lastError}`);
+        if (!r.ready) throw new Error(`not ready yet (${r.lastError ?? "starting"})`);
+        return r;
+      },
+      { timeout: 420_000, interval: 250 },
+    );
+    console.log(
+      `Pod created → ready (first run, image pulled by the node): ${Math.round(performance.now() - started)} ms`,
+    );
+    expect(desktop.apiKey).toMatch(/^[\w-]{32}$/);
+    expect(desktop.computerServerUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+
+    const shot = await desktopCommand(desktop, "screenshot", { format: "png" });
+    expect(shot.result.success).toBe(true);
+    expect(pngSize(shot.result.content.image_data)).toEqual({ width: 1024, height: 768 });
+    expect((await desktopCommand(desktop, "left_click", { x: 40, y: 50 })).result.success).toBe(true);
+    expect((await desktopCommand(desktop, "get_cursor_position")).result.content.position).toEqual({
+      x: 40,
+      y: 50,
+    });
+    // Without its key the computer server refuses.
+    expect((await desktopCommand({ ...desktop, apiKey: undefined }, "screenshot")).status).toBe(401);
+
+    // The same desktop again, its image now on the node: create → ready.
+    expect((await host.api("POST", "/svc/vms/real/stop", {})).status).toBe(200);
+    const again = performance.now();
+    expect((await host.api("POST", "/svc/vms/real/run", {})).status).toBe(202);
+    await vi.waitFor(
+      async () => {
+        const r = (await host.api("GET", "/svc/vms/real")).body;
+        if (!r.ready) throw new Error(`not ready yet (${r.status} ${r.lastError ?? ""})`);
+      },
+      { timeout: 180_000, interval: 100 },
+    );
+    console.log(`Pod created → ready (image on the node): ${Math.round(performance.now() - again)} ms`);
+    expect((await host.api("DELETE", "/svc/vms/real")).status).toBe(200);
+    await vi.waitFor(async () => expect(await ns.pods()).toEqual([]), { timeout: 30_000 });
+  }, 900_000);
+});
