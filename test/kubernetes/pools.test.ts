@@ -2,7 +2,8 @@
  * Warm pools of Kubernetes desktops (the pool manager on the Kubernetes runtime) on a real cluster:
  * a claim hands out a ready Pod's desktop at once, reachable through the record's address; a
  * release deletes its Pod and the pool refills; a Pod deleted from outside is replaced; a host
- * service killed with -9 while a desktop is being started leaves no orphan Pod once it restarts.
+ * service killed with -9 while a desktop is being started, its pools kept in a ConfigMap, leaves no
+ * orphan Pod once it comes back with no state of its own (another home).
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { TestHost } from "../host/support.js";
@@ -104,25 +105,28 @@ describe("a pool on the cluster", () => {
   }, 120_000);
 });
 
-describe("a host service killed with -9 during a claim", () => {
-  const temp = tempRoot("hangar-k8s-kill-");
+describe("a host service killed with -9 during a claim, its pools in the cluster", () => {
+  // Each start has a home of its own: what the service comes back with is the cluster's only.
+  const first = tempRoot("hangar-k8s-kill-");
+  const second = tempRoot("hangar-k8s-kill-");
   let service: ChildHost | undefined;
   afterAll(() => {
     if (service?.child.exitCode === null) service.child.kill("SIGKILL");
-    temp.remove();
+    first.remove();
+    second.remove();
   });
-  const start = () =>
-    startChildHost(temp.root, {
+  const start = (root: string) =>
+    startChildHost(root, {
       defaultRuntime: "kubernetes",
-      kubernetes: { kubeconfig: ns.kubeconfig, namespace: ns.name },
+      kubernetes: { kubeconfig: ns.kubeconfig, namespace: ns.name, poolsInCluster: true },
       desktopImage: ns.lightImage,
       containerEngine: false,
       stopGraceMs: 0,
       pools: { checkIntervalMs: 500 },
     });
 
-  it("leaves no orphan Pod once it is restarted, and keeps the claim", async () => {
-    service = await start();
+  it("leaves no orphan Pod once it comes back elsewhere, and keeps the claim", async () => {
+    service = await start(first.root);
     const svc = service;
     expect(
       (
@@ -151,7 +155,7 @@ describe("a host service killed with -9 during a claim", () => {
     svc.child.kill("SIGKILL");
     await new Promise((resolve) => svc.child.once("exit", resolve));
 
-    service = await start();
+    service = await start(second.root);
     const after = await pool("kill", service);
     expect(after.desktops.find((d: { name: string }) => d.name === claimed.name)).toMatchObject({
       state: "claimed",
@@ -172,5 +176,7 @@ describe("a host service killed with -9 during a claim", () => {
     expect((await fetch(`${record.computerServerUrl}/status`)).status).toBe(200);
     expect((await service.api("DELETE", "/svc/pools/kill")).status).toBe(200);
     await vi.waitFor(async () => expect(await podsOf("kill")).toEqual([]), { timeout: 30_000 });
+    const kept = await ns.core.readNamespacedConfigMap({ name: "hangar-pools", namespace: ns.name });
+    expect(JSON.parse(kept.data?.["pools.json"] ?? "")).toEqual({ pools: [], members: [] });
   }, 180_000);
 });

@@ -601,7 +601,7 @@ export class KubernetesRuntime implements DesktopRuntime {
 
   /** Resolves when the watch says the Pod is deleted (or after `ms`: the watch may be broken). */
   private podGone(podName: string, ms: number): { done: Promise<void>; cancel(): void } {
-    let cancel = () => undefined as void;
+    let cancel: () => void = () => {};
     const done = new Promise<void>((resolve) => {
       const check = () => {
         if (!this.pods.get(podName)) finish();
