@@ -52,6 +52,8 @@ export default defineConfig({
           exclude: EXCLUDE,
           globalSetup: ["test/kubernetes/global-setup.ts"],
           hookTimeout: 180_000,
+          // One cluster for all the files, and one of them restarts its API server: one file at a time.
+          fileParallelism: false,
         },
       },
       {

@@ -128,10 +128,15 @@ describe("the host service's Role", () => {
     expect(res.body.message).toMatch(
       /Kubernetes desktops are unavailable: Kubernetes forbids listing and watching desktops \(Secrets\) in namespace hangar-rbac-\w+: .*cannot list resource "secrets"/,
     );
-    expect((await host.api("GET", "/svc/vms/unseen")).body.message).toMatch(/Kubernetes desktops are unavailable/);
+    expect((await host.api("GET", "/svc/vms/unseen")).body.message).toMatch(
+      /Kubernetes desktops are unavailable/,
+    );
     // The service itself runs on (its other runtimes, its page).
     expect((await host.api("GET", "/svc/vms")).status).toBe(200);
-    const secrets = await ns.core.listNamespacedSecret({ namespace: ns.name, labelSelector: "hangar.dev/desktop" });
+    const secrets = await ns.core.listNamespacedSecret({
+      namespace: ns.name,
+      labelSelector: "hangar.dev/desktop",
+    });
     expect(secrets.items).toEqual([]);
   }, 60_000);
 });
