@@ -4,61 +4,22 @@
  * desktop with a key of its own, under the Pod's restrictions (non-root, read-only root, no
  * token), and driven through the record's address as an agent would: a screenshot and a click.
  */
-import { execFile } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { desktopCommand, pngSize } from "../host/desktop-client.js";
-import { TEST_IMAGE } from "../host/podman.js";
 import type { TestHost } from "../host/support.js";
 import { startKubernetesHost, type TestNamespace, tempRoot, testNamespace } from "./cluster.js";
-
-const run = promisify(execFile);
-const CACHE = process.env.HANGAR_IMAGE_CACHE ?? "/var/cache/hangar-image";
+import { pushDesktopImage } from "./global-setup.js";
 
 let ns: TestNamespace;
 let host: TestHost;
 let image: string;
 const temp = tempRoot("hangar-k8s-push-");
 
-/** Pushes the desktop image from the image cache (a read-only additional store) into the cluster's registry. */
-async function pushDesktopImage(registry: string): Promise<string> {
-  const store = join(CACHE, "storage-overlay");
-  if (!existsSync(join(store, "overlay-images", "images.json"))) {
-    throw new Error(
-      `The project's image is not built: no image store at ${store}. Build it first with sudo ./scripts/test-image.sh`,
-    );
-  }
-  const conf = join(temp.root, "storage.conf");
-  writeFileSync(
-    conf,
-    [
-      "[storage]",
-      'driver = "overlay"',
-      `graphroot = "${join(temp.root, "storage")}"`,
-      `runroot = "${join(temp.root, "run")}"`,
-      "[storage.options]",
-      `additionalimagestores = ["${store}"]`,
-      "",
-    ].join("\n"),
-  );
-  const target = `${registry}/hangar:test`;
-  const started = performance.now();
-  await run(
-    "buildah",
-    ["push", "-q", "--disable-compression", "--tls-verify=false", TEST_IMAGE, `docker://${target}`],
-    { env: { ...process.env, CONTAINERS_STORAGE_CONF: conf }, timeout: 600_000 },
-  );
-  console.log(
-    `pushed ${TEST_IMAGE} to the cluster's registry in ${Math.round(performance.now() - started)} ms`,
-  );
-  return target;
-}
-
 beforeAll(async () => {
   ns = await testNamespace("hangar-desk");
-  image = await pushDesktopImage(ns.registry);
+  const started = performance.now();
+  image = await pushDesktopImage(ns.registry, temp.root);
+  console.log(`pushed the desktop image to the cluster's registry in ${Math.round(performance.now() - started)} ms`);
   host = await startKubernetesHost(ns, { desktopImage: image, desktopKeys: true });
 }, 600_000);
 afterAll(async () => {

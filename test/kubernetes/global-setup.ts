@@ -6,7 +6,7 @@
  * (default 17400: BASE+1…+9 on 127.0.0.1).
  */
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -34,6 +34,13 @@ const REPO = resolve(import.meta.dirname, "..", "..");
 export const K8S_DIR = resolve(REPO, "..", "shared", "k8s");
 
 export default async function setup(project: TestProject) {
+  const { cluster, stop } = await startTestCluster(Number(process.env.HANGAR_K8S_PORT_BASE ?? 17400));
+  project.provide("cluster", cluster);
+  return stop;
+}
+
+/** Starts the cluster (ports BASE+1…+9) with its registry and the light image; `stop` removes everything. */
+export async function startTestCluster(portBase: number): Promise<{ cluster: TestCluster; stop: () => Promise<void> }> {
   if (!existsSync(join(K8S_DIR, "start-cluster.sh"))) {
     throw new Error(
       `The test cluster is not there: ${K8S_DIR}/start-cluster.sh is missing. The Kubernetes tests need ` +
@@ -42,7 +49,6 @@ export default async function setup(project: TestProject) {
     );
   }
   const root = mkdtempSync(join(tmpdir(), "hangar-k8s-test-"));
-  const portBase = Number(process.env.HANGAR_K8S_PORT_BASE ?? 17400);
   const env = {
     ...process.env,
     K8S_STATE: join(root, "cluster"),
@@ -77,6 +83,40 @@ export default async function setup(project: TestProject) {
     await stop();
     throw new Error(`The light desktop image could not be pushed: ${(err as Error).message}`);
   }
-  project.provide("cluster", { kubeconfig, registry, lightImage, state: env.K8S_STATE, portBase });
-  return stop;
+  return { cluster: { kubeconfig, registry, lightImage, state: env.K8S_STATE, portBase }, stop };
+}
+
+/**
+ * Pushes the project's desktop image from the image cache scripts/test-image.sh builds (used as a
+ * read-only additional store) into the cluster's registry, uncompressed (the registry is local);
+ * resolves to its reference there.
+ */
+export async function pushDesktopImage(registry: string, workDir: string): Promise<string> {
+  const cache = process.env.HANGAR_IMAGE_CACHE ?? "/var/cache/hangar-image";
+  const store = join(cache, "storage-overlay");
+  if (!existsSync(join(store, "overlay-images", "images.json"))) {
+    throw new Error(
+      `The project's image is not built: no image store at ${store}. Build it first with sudo ./scripts/test-image.sh`,
+    );
+  }
+  const conf = join(workDir, "storage.conf");
+  writeFileSync(
+    conf,
+    [
+      "[storage]",
+      'driver = "overlay"',
+      `graphroot = "${join(workDir, "storage")}"`,
+      `runroot = "${join(workDir, "run")}"`,
+      "[storage.options]",
+      `additionalimagestores = ["${store}"]`,
+      "",
+    ].join("\n"),
+  );
+  const image = process.env.HANGAR_TEST_IMAGE ?? "localhost/hangar:test";
+  const target = `${registry}/hangar:test`;
+  await run("buildah", ["push", "-q", "--disable-compression", "--tls-verify=false", image, `docker://${target}`], {
+    env: { ...process.env, CONTAINERS_STORAGE_CONF: conf },
+    timeout: 600_000,
+  });
+  return target;
 }
