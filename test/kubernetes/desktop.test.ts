@@ -19,7 +19,9 @@ beforeAll(async () => {
   ns = await testNamespace("hangar-desk");
   const started = performance.now();
   image = await pushDesktopImage(ns.registry, temp.root);
-  console.log(`pushed the desktop image to the cluster's registry in ${Math.round(performance.now() - started)} ms`);
+  console.log(
+    `pushed the desktop image to the cluster's registry in ${Math.round(performance.now() - started)} ms`,
+  );
   host = await startKubernetesHost(ns, { desktopImage: image, desktopKeys: true });
 }, 600_000);
 afterAll(async () => {

@@ -40,7 +40,9 @@ export default async function setup(project: TestProject) {
 }
 
 /** Starts the cluster (ports BASE+1…+9) with its registry and the light image; `stop` removes everything. */
-export async function startTestCluster(portBase: number): Promise<{ cluster: TestCluster; stop: () => Promise<void> }> {
+export async function startTestCluster(
+  portBase: number,
+): Promise<{ cluster: TestCluster; stop: () => Promise<void> }> {
   if (!existsSync(join(K8S_DIR, "start-cluster.sh"))) {
     throw new Error(
       `The test cluster is not there: ${K8S_DIR}/start-cluster.sh is missing. The Kubernetes tests need ` +
@@ -114,9 +116,13 @@ export async function pushDesktopImage(registry: string, workDir: string): Promi
   );
   const image = process.env.HANGAR_TEST_IMAGE ?? "localhost/hangar:test";
   const target = `${registry}/hangar:test`;
-  await run("buildah", ["push", "-q", "--disable-compression", "--tls-verify=false", image, `docker://${target}`], {
-    env: { ...process.env, CONTAINERS_STORAGE_CONF: conf },
-    timeout: 600_000,
-  });
+  await run(
+    "buildah",
+    ["push", "-q", "--disable-compression", "--tls-verify=false", image, `docker://${target}`],
+    {
+      env: { ...process.env, CONTAINERS_STORAGE_CONF: conf },
+      timeout: 600_000,
+    },
+  );
   return target;
 }

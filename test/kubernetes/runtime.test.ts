@@ -207,6 +207,24 @@ describe("the cluster is the record", () => {
     await waitFor(async () => expect((await host.api("GET", "/svc/vms/shared")).status).toBe(400));
   }, 120_000);
 
+  it("addresses desktops at their Pod IPs for clients in the cluster (pod-ip)", async () => {
+    const inCluster = await startKubernetesHost(ns, {
+      kubernetes: { kubeconfig: ns.kubeconfig, namespace: ns.name, reach: "pod-ip" },
+    });
+    try {
+      expect((await inCluster.api("POST", "/svc/vms", lightDesktop("direct"))).status).toBe(200);
+      expect((await inCluster.api("POST", "/svc/vms/direct/run", {})).status).toBe(202);
+      const ready = await readyRecord("direct", inCluster);
+      const pod = await ns.core.readNamespacedPod({ name: "hangar-direct", namespace: ns.name });
+      expect(ready.computerServerUrl).toBe(`http://${pod.status?.podIP}:8000`);
+      // The test cluster's Pod bridge is on this machine: the Pod IP answers here.
+      expect((await fetch(`${ready.computerServerUrl}/status`)).status).toBe(200);
+      expect((await inCluster.api("DELETE", "/svc/vms/direct")).status).toBe(200);
+    } finally {
+      await inCluster.cleanup();
+    }
+  }, 90_000);
+
   it("notices a Pod deleted from outside (kubectl delete pod) and a restarted service finds its desktops again", async () => {
     expect((await host.api("POST", "/svc/vms", lightDesktop("victim"))).status).toBe(200);
     expect((await host.api("POST", "/svc/vms/victim/run", {})).status).toBe(202);
