@@ -4,6 +4,7 @@
  * desktop with a key of its own, under the Pod's restrictions (non-root, read-only root, no
  * token), and driven through the record's address as an agent would: a screenshot and a click.
  */
+import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { desktopCommand, pngSize } from "../host/desktop-client.js";
 import type { TestHost } from "../host/support.js";
@@ -29,6 +30,18 @@ afterAll(async () => {
   await ns?.cleanup();
   temp.remove();
 });
+
+/** The status code of `GET /status` sent with these headers (node:http: fetch will not send another Host). */
+function statusWith(url: string, headers: Record<string, string>): Promise<number | undefined> {
+  return new Promise((resolve, reject) => {
+    const req = request(new URL("/status", url), { headers }, (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
 
 describe("the project's desktop as a Pod", () => {
   it("answers a screenshot and a click through the record's address, with its own key", async () => {
@@ -68,6 +81,10 @@ describe("the project's desktop as a Pod", () => {
     });
     // Without its key the computer server refuses.
     expect((await desktopCommand({ ...desktop, apiKey: undefined }, "screenshot")).status).toBe(401);
+    // Through the relay as through a published port: a foreign Host or Origin is refused.
+    expect(await statusWith(desktop.computerServerUrl, { host: "evil.example" })).toBe(403);
+    expect(await statusWith(desktop.computerServerUrl, { origin: "http://evil.example" })).toBe(403);
+    expect(await statusWith(desktop.computerServerUrl, {})).toBe(200);
 
     // The same desktop again, its image now on the node: create → ready.
     expect((await host.api("POST", "/svc/vms/real/stop", {})).status).toBe(200);

@@ -17,6 +17,8 @@ import {
   makeInformer,
 } from "@kubernetes/client-node";
 
+const MAX_GONE = 10_000;
+
 export interface ViewEvents<T> {
   /** An object was added, changed or deleted (deleted: `gone` true). */
   changed(object: T, gone: boolean): void;
@@ -102,7 +104,11 @@ export class ClusterView<T extends KubernetesObject> {
   drop(object: T) {
     const name = object.metadata?.name;
     const uid = object.metadata?.uid;
-    if (uid) this.gone.add(uid);
+    if (uid) {
+      this.gone.add(uid);
+      // Old news stops coming soon after a delete: the oldest thousands are forgotten.
+      if (this.gone.size > MAX_GONE) this.gone.delete(this.gone.values().next().value as string);
+    }
     if (!name) return;
     const current = this.objects.get(name);
     if (current && uid && current.metadata?.uid !== uid) return;

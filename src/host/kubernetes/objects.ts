@@ -220,6 +220,11 @@ export function desktopPod(secret: V1Secret, graceSeconds: number): V1Pod {
           imagePullPolicy: "IfNotPresent",
           args: spec.keyed ? ["--insecure-http"] : [],
           env: [
+            // The computer server listens on every address of the Pod: it answers only to loopback
+            // names (the relay) and the Pod's own IP in `Host`, so a page of another site resolving
+            // its name to one of those (DNS rebinding) is refused.
+            { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+            { name: "HANGAR_ALLOW_HOSTS", value: "$(POD_IP)" },
             { name: "HANGAR_DISPLAY", value: spec.display },
             { name: "CONTAINER_NAME", value: spec.name },
             { name: "HANGAR_VNC", value: "1" },
