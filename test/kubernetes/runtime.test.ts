@@ -72,6 +72,15 @@ describe("a desktop's life through the lume routes", () => {
     expect(status.status).toBe(200);
     expect(await status.json()).toMatchObject({ status: "ok" });
 
+    // What happened is told as Events on the desktop's Secret (kubectl describe secret hangar-life).
+    await waitFor(async () => {
+      const events = await ns.core.listNamespacedEvent({
+        namespace: ns.name,
+        fieldSelector: "involvedObject.name=hangar-life",
+      });
+      expect(events.items.map((e) => e.reason)).toEqual(expect.arrayContaining(["Created", "Started"]));
+    });
+
     const logs = await host.api("GET", "/svc/vms/life/logs");
     expect(logs.status).toBe(200);
     expect(logs.text).toMatch(/light desktop life 1024x768/);

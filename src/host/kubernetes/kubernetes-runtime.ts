@@ -86,6 +86,7 @@ export class KubernetesRuntime implements DesktopRuntime {
   /** Why the watches could not start (until they do), and the timer of the next try. */
   private failure?: HostError = new HostError("unavailable", "Kubernetes desktops are not read yet");
   private retryTimer?: NodeJS.Timeout;
+  private eventsRefused = false;
 
   constructor(
     private readonly options: KubernetesRuntimeOptions,
@@ -195,6 +196,7 @@ export class KubernetesRuntime implements DesktopRuntime {
     };
     this.available();
     await this.locks.run(name, () => this.makeDesktop(spec));
+    this.event(name, "Created", `Desktop ${name} created (image ${spec.image})`);
     await this.log.info("Kubernetes desktop created", {
       vm: name,
       image: spec.image,
@@ -233,6 +235,7 @@ export class KubernetesRuntime implements DesktopRuntime {
       );
     }
     await this.locks.run(newName, () => this.makeDesktop({ ...spec, name: newName, persistent }));
+    this.event(newName, "Created", `Desktop ${newName} created as a clone of ${sourceName}`);
     await this.log.info("Kubernetes desktop cloned", { source: sourceName, destination: newName });
   }
 
@@ -324,6 +327,7 @@ export class KubernetesRuntime implements DesktopRuntime {
         throw clusterError(err, this.cluster, `creating the Pod of desktop ${name}`);
       }
     });
+    this.event(name, "Started", `Pod ${objectName(name)} created`);
     await this.log.info("Kubernetes desktop started", { vm: name, pod: objectName(name) });
   }
 
@@ -340,6 +344,7 @@ export class KubernetesRuntime implements DesktopRuntime {
       }
       await this.deletePod(name, grace);
     });
+    this.event(name, "Stopped", `Pod ${objectName(name)} deleted (grace ${grace} s)`);
     await this.log.info("Kubernetes desktop stopped", { vm: name, graceSeconds: grace });
     return grace === 0 ? "killed" : "powered down";
   }
@@ -651,6 +656,48 @@ export class KubernetesRuntime implements DesktopRuntime {
         error: clusterError(err, this.cluster, "creating the NetworkPolicy").message,
       });
     }
+  }
+
+  /**
+   * An Event on the desktop's Secret, for `kubectl describe` and the cluster's event tooling; in
+   * the background, and never a reason for the operation to fail (a Role without `create events`
+   * is said once in the log).
+   */
+  private event(name: string, reason: string, message: string) {
+    const secret = this.secretOf(name);
+    if (!secret?.metadata?.uid || this.eventsRefused) return;
+    const now = new Date();
+    const { core, namespace } = this.cluster;
+    this.track(
+      core
+        .createNamespacedEvent({
+          namespace,
+          body: {
+            metadata: { generateName: `${objectName(name)}.` },
+            involvedObject: {
+              apiVersion: "v1",
+              kind: "Secret",
+              name: objectName(name),
+              namespace,
+              uid: secret.metadata.uid,
+            },
+            reason,
+            message,
+            type: "Normal",
+            source: { component: "hangar-host" },
+            firstTimestamp: now,
+            lastTimestamp: now,
+            count: 1,
+          },
+        })
+        .catch((err: unknown) => {
+          if (statusCode(err) !== 403) return;
+          this.eventsRefused = true;
+          void this.log.info("Kubernetes events are not recorded: the Role does not allow creating them", {
+            namespace,
+          });
+        }),
+    );
   }
 
   private track(work: Promise<unknown>) {
