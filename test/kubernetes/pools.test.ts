@@ -6,6 +6,9 @@
  * orphan Pod once it comes back with no state of its own (another home).
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { connectCluster } from "../../src/host/kubernetes/cluster.js";
+import { ConfigMapPoolStore } from "../../src/host/kubernetes/configmap-pool-store.js";
+import type { PoolMember } from "../../src/host/pools/pool-types.js";
 import type { TestHost } from "../host/support.js";
 import {
   type ChildHost,
@@ -103,6 +106,56 @@ describe("a pool on the cluster", () => {
     });
     expect(secrets.items).toEqual([]);
   }, 120_000);
+});
+
+describe("pools kept in a ConfigMap", () => {
+  it("two stores on one ConfigMap: a desktop is claimed once, the loser sees why", async () => {
+    const cluster = connectCluster({ kubeconfig: ns.kubeconfig, namespace: ns.name });
+    const name = "hangar-pools-race";
+    const a = new ConfigMapPoolStore(cluster, name);
+    const b = new ConfigMapPoolStore(cluster, name);
+    await a.createPool({
+      name: "race",
+      runtime: "kubernetes",
+      template: { kind: "image", image: ns.lightImage },
+      spec: { cpu: 1, memory: "128MB", diskSize: "256MB", display: "1024x768" },
+      size: 1,
+      ttlSeconds: null,
+      createdAt: new Date().toISOString(),
+    });
+    await a.addMember({
+      name: "race-1",
+      pool: "race",
+      state: "ready",
+      createdAt: new Date().toISOString(),
+      readyAt: new Date().toISOString(),
+      claim: null,
+    });
+    // B read before A's claim: its write carries an old version and is refused, then tried again.
+    expect((await b.load()).members).toHaveLength(1);
+    const claim = (by: string) => (m: PoolMember) => {
+      if (m.state !== "ready") throw new Error(`race-1 is no longer ready (claimed by ${m.claim?.by})`);
+      return {
+        ...m,
+        state: "claimed" as const,
+        claim: { by, at: new Date().toISOString(), expiresAt: null },
+      };
+    };
+    const results = await Promise.allSettled([
+      a.updateMember("race-1", claim("a")),
+      b.updateMember("race-1", claim("b")),
+    ]);
+    const won = results.filter((r) => r.status === "fulfilled");
+    const lost = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
+    expect(won).toHaveLength(1);
+    expect(lost).toHaveLength(1);
+    expect(String(lost[0].reason)).toMatch(/no longer ready \(claimed by [ab]\)/);
+    const stored = await new ConfigMapPoolStore(cluster, name).load();
+    expect(stored.members[0].claim?.by).toBe((won[0] as PromiseFulfilledResult<PoolMember>).value.claim?.by);
+    await a.removePool("race");
+    expect(await new ConfigMapPoolStore(cluster, name).load()).toEqual({ pools: [], members: [] });
+    await Promise.all([a.close(), b.close()]);
+  });
 });
 
 describe("a host service killed with -9 during a claim, its pools in the cluster", () => {
