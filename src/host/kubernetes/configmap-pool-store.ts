@@ -8,10 +8,8 @@
  */
 import type { V1ConfigMap } from "@kubernetes/client-node";
 import { HostError } from "../errors.js";
-import * as edits from "../pools/pool-edits.js";
-import { poolSnapshotSchema } from "../pools/pool-edits.js";
-import type { PoolSnapshot, PoolStore } from "../pools/pool-store.js";
-import type { PoolDefinition, PoolMember } from "../pools/pool-types.js";
+import { type Edit, EditingPoolStore, poolSnapshotSchema } from "../pools/pool-edits.js";
+import type { PoolSnapshot } from "../pools/pool-store.js";
 import { type Cluster, clusterError, statusCode } from "./cluster.js";
 import { LABEL, MANAGER } from "./objects.js";
 
@@ -19,41 +17,19 @@ export const POOLS_CONFIGMAP = "hangar-pools";
 const KEY = "pools.json";
 const MAX_TRIES = 20;
 
-export class ConfigMapPoolStore implements PoolStore {
+export class ConfigMapPoolStore extends EditingPoolStore {
   private last?: { configMap: V1ConfigMap | undefined; snapshot: PoolSnapshot };
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly cluster: Cluster,
     readonly name = POOLS_CONFIGMAP,
-  ) {}
+  ) {
+    super();
+  }
 
   async load(): Promise<PoolSnapshot> {
     return structuredClone((await this.read()).snapshot);
-  }
-
-  createPool(pool: PoolDefinition) {
-    return this.change(edits.createPool(pool));
-  }
-
-  updatePool(name: string, change: (pool: PoolDefinition) => PoolDefinition) {
-    return this.change(edits.updatePool(name, change));
-  }
-
-  removePool(name: string) {
-    return this.change(edits.removePool(name));
-  }
-
-  addMember(member: PoolMember) {
-    return this.change(edits.addMember(member));
-  }
-
-  updateMember(name: string, change: (member: PoolMember) => PoolMember) {
-    return this.change(edits.updateMember(name, change));
-  }
-
-  removeMember(name: string) {
-    return this.change(edits.removeMember(name));
   }
 
   async close() {
@@ -61,7 +37,7 @@ export class ConfigMapPoolStore implements PoolStore {
   }
 
   /** Applies `edit` to the state last read and writes it; on a lost race, reads again and applies it again. */
-  private change<T>(edit: edits.Edit<T>): Promise<T> {
+  protected change<T>(edit: Edit<T>): Promise<T> {
     const next = this.queue
       .catch(() => undefined)
       .then(async () => {

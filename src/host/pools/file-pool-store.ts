@@ -8,44 +8,20 @@ import { dirname } from "node:path";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { settled } from "../../common/settled.js";
 import { makeDirectory } from "../../os/make-directory.js";
-import * as edits from "./pool-edits.js";
-import { poolNotFound, poolSnapshotSchema } from "./pool-edits.js";
-import type { PoolSnapshot, PoolStore } from "./pool-store.js";
-import type { PoolDefinition, PoolMember } from "./pool-types.js";
+import { type Edit, EditingPoolStore, poolNotFound, poolSnapshotSchema } from "./pool-edits.js";
+import type { PoolSnapshot } from "./pool-store.js";
 
-export class FilePoolStore implements PoolStore {
+export class FilePoolStore extends EditingPoolStore {
   private state: PoolSnapshot | undefined;
   private queue: Promise<void> = Promise.resolve();
 
-  constructor(readonly file: string) {}
+  constructor(readonly file: string) {
+    super();
+  }
 
   async load(): Promise<PoolSnapshot> {
     const state = await this.current();
     return structuredClone(state);
-  }
-
-  createPool(pool: PoolDefinition) {
-    return this.change(edits.createPool(pool));
-  }
-
-  updatePool(name: string, change: (pool: PoolDefinition) => PoolDefinition) {
-    return this.change(edits.updatePool(name, change));
-  }
-
-  removePool(name: string) {
-    return this.change(edits.removePool(name));
-  }
-
-  addMember(member: PoolMember) {
-    return this.change(edits.addMember(member));
-  }
-
-  updateMember(name: string, change: (member: PoolMember) => PoolMember) {
-    return this.change(edits.updateMember(name, change));
-  }
-
-  removeMember(name: string) {
-    return this.change(edits.removeMember(name));
   }
 
   async close() {
@@ -56,7 +32,7 @@ export class FilePoolStore implements PoolStore {
    * Applies `edit` to a copy of the state and writes it; the copy becomes the state only once
    * written, so a failed edit or write changes nothing.
    */
-  private change<T>(edit: (state: PoolSnapshot) => T): Promise<T> {
+  protected change<T>(edit: Edit<T>): Promise<T> {
     const next = this.queue.then(async () => {
       const copy = structuredClone(await this.current());
       const result = edit(copy);

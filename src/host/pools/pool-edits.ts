@@ -8,7 +8,7 @@
 import { z } from "zod";
 import { HostError } from "../errors.js";
 import { RUNTIME_KINDS } from "../runtimes/kinds.js";
-import type { PoolSnapshot } from "./pool-store.js";
+import type { PoolSnapshot, PoolStore } from "./pool-store.js";
 import type { PoolDefinition, PoolMember } from "./pool-types.js";
 
 export type Edit<T> = (state: PoolSnapshot) => T;
@@ -97,4 +97,36 @@ export function removeMember(name: string): Edit<void> {
 
 export function poolNotFound(name: string) {
   return new HostError("not_found", `Pool not found: ${name}`);
+}
+
+/** A store that makes every change by applying one of these edits (`change`): the file's, the ConfigMap's. */
+export abstract class EditingPoolStore implements PoolStore {
+  abstract load(): Promise<PoolSnapshot>;
+  abstract close(): Promise<void>;
+  /** Applies the edit to the stored state and keeps the result; resolves to what the edit returned. */
+  protected abstract change<T>(edit: Edit<T>): Promise<T>;
+
+  createPool(pool: PoolDefinition) {
+    return this.change(createPool(pool));
+  }
+
+  updatePool(name: string, change: (pool: PoolDefinition) => PoolDefinition) {
+    return this.change(updatePool(name, change));
+  }
+
+  removePool(name: string) {
+    return this.change(removePool(name));
+  }
+
+  addMember(member: PoolMember) {
+    return this.change(addMember(member));
+  }
+
+  updateMember(name: string, change: (member: PoolMember) => PoolMember) {
+    return this.change(updateMember(name, change));
+  }
+
+  removeMember(name: string) {
+    return this.change(removeMember(name));
+  }
 }
