@@ -88,6 +88,33 @@ const without = (resource: string, verb?: string) => (role: V1Role) => ({
     .filter((rule) => rule.verbs.length > 0),
 });
 
+describe("deploy/kubernetes/host", () => {
+  it("is accepted by the API server as it is (a server-side dry run of every object)", async () => {
+    const dir = join(import.meta.dirname, "..", "..", "deploy", "kubernetes", "host");
+    const client = KubernetesObjectApi.makeApiClient(ns.config);
+    const kinds: string[] = [];
+    for (const file of ["role.yaml", "deployment.yaml", "pool-job.yaml"]) {
+      for (const object of loadAllYaml(readFileSync(join(dir, file), "utf8")) as KubernetesObject[]) {
+        const body = { ...object, metadata: { ...object.metadata, namespace: ns.name } };
+        await client.create(body, undefined, "All");
+        kinds.push(`${object.kind}/${object.metadata?.name}`);
+      }
+    }
+    expect(kinds).toEqual([
+      "ServiceAccount/hangar-host",
+      "Role/hangar-host",
+      "RoleBinding/hangar-host",
+      "Deployment/hangar-host",
+      "Service/hangar-host",
+      "Job/hangar-sample-pool",
+    ]);
+    // A dry run makes nothing.
+    expect(
+      (await ns.core.listNamespacedServiceAccount({ namespace: ns.name })).items.map((a) => a.metadata?.name),
+    ).not.toContain("hangar-host");
+  });
+});
+
 describe("the host service's Role", () => {
   it("is enough for a desktop's whole life: create, run, ready, relay, logs, stop, delete", async () => {
     const host = await hostAs(await serviceAccount("hangar-full"));
