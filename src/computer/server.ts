@@ -31,6 +31,8 @@ import { ActivityLog } from "./core/activity.js";
 import { CommandRegistry } from "./core/registry.js";
 import { Trajectories } from "./core/trajectories/trajectories.js";
 import type { TlsFiles } from "./tls.js";
+import { createOsworldApp } from "./transports/osworld/osworld-app.js";
+import { preparePythonEnv } from "./transports/osworld/python-env.js";
 import { PtySessions, type PtySessionsOptions } from "./transports/pty/pty-sessions.js";
 import { wsTransport } from "./transports/ws/ws.js";
 
@@ -87,7 +89,14 @@ export interface ComputerServerOptions {
    * every command is recorded from the start (`--trajectory-dir`), and the bytes the directory may hold.
    */
   trajectories?: { dir?: string; always?: boolean; maxBytes?: number };
+  /**
+   * OSWorld's desktop controller API on its own listener (`--osworld`, docs/osworld.md): its port
+   * (default 5000; 0 picks a free one) on the server's address, with the same origin policy and keys.
+   */
+  osworld?: { port?: number; openFileTimeoutSeconds?: number };
 }
+
+export const DEFAULT_OSWORLD_PORT = 5000;
 
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
@@ -95,6 +104,8 @@ export interface RunningComputerServer {
   readonly url: string;
   readonly port: number;
   readonly registry: CommandRegistry;
+  /** The OSWorld controller's URL, when it is served. */
+  readonly osworldUrl?: string;
   close(): Promise<void>;
 }
 
@@ -207,11 +218,30 @@ export async function startComputerServer(
   }
   const { port } = server.address() as AddressInfo;
   const shownHost = host.includes(":") ? `[${host}]` : host;
+  const url = `${tls ? "https" : "http"}://${shownHost}:${port}`;
+  const osworld = options.osworld
+    ? await startOsworld(options.osworld, {
+        url,
+        host,
+        registry,
+        originPolicy,
+        authenticator: authenticator || undefined,
+        tls,
+        certificate: options.tls?.cert,
+        bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+        log,
+      }).catch((err) => {
+        server.close();
+        throw err;
+      })
+    : undefined;
   return {
-    url: `${tls ? "https" : "http"}://${shownHost}:${port}`,
+    url,
     port,
     registry,
+    osworldUrl: osworld?.url,
     close: async () => {
+      await osworld?.close();
       idle.cancel();
       quiet.cancel();
       shells?.close();
@@ -222,6 +252,68 @@ export async function startComputerServer(
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       if ("closeAllConnections" in server) server.closeAllConnections();
       await Promise.all([closed, browser.close(), recordings.close(), trajectories.close()]);
+    },
+  };
+}
+
+/** The OSWorld controller's listener and the environment of the programs it runs. */
+async function startOsworld(
+  options: NonNullable<ComputerServerOptions["osworld"]>,
+  server: {
+    url: string;
+    host: string;
+    registry: CommandRegistry;
+    originPolicy: OriginPolicy;
+    authenticator?: Authenticator;
+    /** The main listener's TLS: the controller has it too, so that keys never cross the network in clear. */
+    tls?: { createServer: unknown; serverOptions: TlsFiles };
+    certificate?: Buffer;
+    bodyLimitBytes: number;
+    log: Logger;
+  },
+) {
+  const authenticator = server.authenticator;
+  const python = preparePythonEnv({
+    url: server.url,
+    certificate: server.certificate,
+    cloud: authenticator && {
+      containerName: authenticator.containerName,
+      addLocalKey: (key) => authenticator.addLocalKey(key),
+    },
+  });
+  const app = createOsworldApp({
+    registry: server.registry,
+    originPolicy: server.originPolicy,
+    auth: authenticator && cloudAuth(authenticator),
+    bodyLimitBytes: server.bodyLimitBytes,
+    childEnv: () => python.env,
+    openFileTimeoutSeconds: options.openFileTimeoutSeconds,
+    log: server.log,
+  });
+  const listener = serve({
+    fetch: app.fetch,
+    hostname: server.host,
+    port: options.port ?? DEFAULT_OSWORLD_PORT,
+    ...(server.tls as object),
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      listener.once("listening", resolve);
+      listener.once("error", reject);
+    });
+  } catch (err) {
+    python.close();
+    throw err;
+  }
+  const { port } = listener.address() as AddressInfo;
+  const shownHost = server.host.includes(":") ? `[${server.host}]` : server.host;
+  return {
+    url: `${server.tls ? "https" : "http"}://${shownHost}:${port}`,
+    close: async () => {
+      const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
+      if ("closeAllConnections" in listener) listener.closeAllConnections();
+      await closed;
+      python.close();
     },
   };
 }
