@@ -224,6 +224,7 @@ export async function startComputerServer(
         url,
         host,
         registry,
+        desktop: options.desktop ?? noDesktop,
         originPolicy,
         authenticator: authenticator || undefined,
         tls,
@@ -263,6 +264,7 @@ async function startOsworld(
     url: string;
     host: string;
     registry: CommandRegistry;
+    desktop: DesktopProvider;
     originPolicy: OriginPolicy;
     authenticator?: Authenticator;
     /** The main listener's TLS: the controller has it too, so that keys never cross the network in clear. */
@@ -286,7 +288,7 @@ async function startOsworld(
     originPolicy: server.originPolicy,
     auth: authenticator && cloudAuth(authenticator),
     bodyLimitBytes: server.bodyLimitBytes,
-    childEnv: () => python.env,
+    childEnv: async () => ({ ...(await desktopEnv(server.desktop)), ...python.env }),
     openFileTimeoutSeconds: options.openFileTimeoutSeconds,
     log: server.log,
   });
@@ -316,6 +318,15 @@ async function startOsworld(
       python.close();
     },
   };
+}
+
+/** The desktop's variables (DISPLAY, its session bus), or none when there is no desktop. */
+async function desktopEnv(desktop: DesktopProvider): Promise<Record<string, string>> {
+  try {
+    return (await desktop()).env ?? {};
+  } catch {
+    return {};
+  }
 }
 
 /** Where recordings go without a path: `$XDG_DATA_HOME/hangar/recordings` (~/.local/share/…). */

@@ -30,6 +30,8 @@ import { quoteWord } from "./shell-words.js";
 export interface DesktopDeps {
   registry: CommandRegistry;
   bodyLimitBytes: number;
+  /** Variables for the programs the routes run (the desktop's: wmctrl needs DISPLAY). */
+  env: () => Promise<Record<string, string>>;
   /** Seconds `/setup/open_file` waits for the window (upstream: 1800). */
   openFileTimeoutSeconds: number;
 }
@@ -52,8 +54,12 @@ export function desktopRoutes(deps: DesktopDeps) {
     }
   };
   const shell = async (line: string) => {
-    const ran = await attempt(() =>
-      runAction<{ stdout: string; return_code: number }>(registry, "run", { command: line, timeout: 10 }),
+    const ran = await attempt(async () =>
+      runAction<{ stdout: string; return_code: number }>(registry, "run", {
+        command: line,
+        timeout: 10,
+        env: await deps.env(),
+      }),
     );
     return ran.ok ? ran.value : { stdout: "", return_code: -1 };
   };

@@ -30,7 +30,7 @@ export interface ExecuteDeps {
   registry: CommandRegistry;
   bodyLimitBytes: number;
   /** Variables for the children (python-env.ts). */
-  env: () => Record<string, string>;
+  env: () => Promise<Record<string, string>>;
 }
 
 /** Upstream's deadlines, in seconds. */
@@ -57,7 +57,7 @@ async function run(
     const result = await runAction<RunResult>(deps.registry, "run", {
       command,
       timeout,
-      env: deps.env(),
+      env: await deps.env(),
       ...(cwd ? { cwd } : {}),
     });
     return { ok: true, result };

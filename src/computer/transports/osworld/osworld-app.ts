@@ -21,7 +21,7 @@ export interface OsworldAppOptions {
   auth?: MiddlewareHandler<ComputerEnv>;
   bodyLimitBytes: number;
   /** Variables for the programs the routes run (python-env.ts). */
-  childEnv: () => Record<string, string>;
+  childEnv: () => Promise<Record<string, string>>;
   /** Seconds `/setup/open_file` waits for its window (default 1800, as upstream). */
   openFileTimeoutSeconds?: number;
   log?: Logger;
@@ -77,6 +77,7 @@ export function createOsworldApp(options: OsworldAppOptions) {
     desktopRoutes({
       registry: options.registry,
       bodyLimitBytes: limit,
+      env: options.childEnv,
       openFileTimeoutSeconds: options.openFileTimeoutSeconds ?? 1800,
     }),
   );
