@@ -27,7 +27,7 @@ const getFile = (path: string) =>
 function upload(path: string | undefined, data?: Uint8Array) {
   const form = new FormData();
   if (path !== undefined) form.append("file_path", path);
-  if (data) form.append("file_data", new Blob([data]), "ignored-name");
+  if (data) form.append("file_data", new Blob([new Uint8Array(data)]), "ignored-name");
   return fetch(`${desk.base}/setup/upload`, { method: "POST", body: form });
 }
 
@@ -241,10 +241,11 @@ describe("the browser rules", () => {
     const marker = join(desk.dir, "ran-for-a-page");
     const body = JSON.stringify({ command: ["touch", marker], shell: false });
     const port = new URL(desk.base).port;
-    for (const headers of [
+    const cases: Record<string, string>[] = [
       { origin: "https://evil.example", host: `127.0.0.1:${port}` },
       { host: `evil.example:${port}` },
-    ]) {
+    ];
+    for (const headers of cases) {
       const reply = await rawRequest(desk.base, "POST", "/execute", {
         ...headers,
         "content-type": "application/json",

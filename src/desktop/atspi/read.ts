@@ -147,7 +147,7 @@ async function readDetails(
   return {
     attributes: attributes?.[0] ?? {},
     interfaces: [...interfaces].map((i) => i.replace(/^org\.a11y\.atspi\./, "")),
-    actions: (actions?.[0] ?? []).map(([name, description, keybinding]) => ({ name, description, keybinding })),
+    actions: await actionDetails(conn, ref, actions?.[0] ?? []),
     ...(range ? { range: { min: range[0], max: range[1], step: range[2] } } : {}),
   };
 }
@@ -155,6 +155,30 @@ async function readDetails(
 export async function readActions(conn: AtspiConnection, ref: AccessibleRef): Promise<string[]> {
   const [actions] = await conn.call<[[string, string, string][]]>(ref, IFACE.action, "GetActions");
   return actions.map(([name]) => name);
+}
+
+/**
+ * Each action's name (GetActions gives the localized one: "Click" where pyatspi's getName says
+ * "click"), description and key binding.
+ */
+async function actionDetails(
+  conn: AtspiConnection,
+  ref: AccessibleRef,
+  actions: [string, string, string][],
+): Promise<NodeDetails["actions"]> {
+  const names = await Promise.all(
+    actions.map((_, i) =>
+      conn
+        .call<[string]>(ref, IFACE.action, "GetName", "i", [i])
+        .then(([name]) => name)
+        .catch(() => undefined),
+    ),
+  );
+  return actions.map(([localized, description, keybinding], i) => ({
+    name: names[i] || localized,
+    description,
+    keybinding,
+  }));
 }
 
 /**
