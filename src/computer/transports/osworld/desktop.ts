@@ -122,9 +122,12 @@ export function desktopRoutes(deps: DesktopDeps) {
   });
 
   routes.post("/wallpaper", async (c) => {
-    const { stdout, return_code } = await shell("gsettings get org.gnome.desktop.background picture-uri");
-    const fromSettings = return_code === 0 ? stdout.trim().replace(/^'|'$/g, "").replace(/^file:\/\//, "") : "";
-    const path = fromSettings || wallpaper;
+    // The image set through /setup/change_wallpaper, else GNOME's setting where there is one.
+    let path = wallpaper;
+    if (!path) {
+      const { stdout, return_code } = await shell("gsettings get org.gnome.desktop.background picture-uri");
+      if (return_code === 0) path = stdout.trim().replace(/^'|'$/g, "").replace(/^file:\/\//, "");
+    }
     if (!path || !existsSync(path)) return htmlError(c, 404, "Wallpaper file not found");
     const data = await readFile(path).catch(() => undefined);
     if (!data) return htmlError(c, 500);
