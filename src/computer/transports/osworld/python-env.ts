@@ -48,10 +48,13 @@ export function preparePythonEnv(options: PythonEnvOptions): PythonEnv {
   const file = join(dir, "connection.json");
   writeFileSync(file, JSON.stringify(connection), { mode: 0o600 });
   const inherited = process.env.PYTHONPATH;
+  // HANGAR_PYAUTOGUI=system: the PyAutoGUI installed in the desktop's Python instead of Hangar's.
+  const hangarFirst = process.env.HANGAR_PYAUTOGUI !== "system";
+  const pythonPath = [hangarFirst ? PYTHON_DIR : undefined, inherited].filter(Boolean).join(delimiter);
   return {
     env: {
       HANGAR_PYAUTOGUI_CONNECTION: file,
-      PYTHONPATH: inherited ? `${PYTHON_DIR}${delimiter}${inherited}` : PYTHON_DIR,
+      ...(pythonPath ? { PYTHONPATH: pythonPath } : {}),
       PATH: `${join(PYTHON_DIR, "bin")}${delimiter}${process.env.PATH ?? "/usr/bin:/bin"}`,
       PYTHONIOENCODING: "utf-8",
     },
