@@ -24,9 +24,13 @@ const json = (body: unknown) => ({
 });
 try {
   rows.push(
-    await timeIt("GET /screenshot (PNG, 1920x1080)", () => fetch(`${base}/screenshot`).then((r) => r.arrayBuffer()), {
-      runs: 30,
-    }),
+    await timeIt(
+      "GET /screenshot (PNG, 1920x1080)",
+      () => fetch(`${base}/screenshot`).then((r) => r.arrayBuffer()),
+      {
+        runs: 30,
+      },
+    ),
     await timeIt(
       "POST /cmd screenshot (base64 PNG, same screen)",
       () => fetch(`${server.url}/cmd`, json({ command: "screenshot", params: {} })).then((r) => r.text()),
@@ -53,11 +57,15 @@ try {
     ),
     await timeIt(
       "POST /cmd left_click (no Python)",
-      () => fetch(`${server.url}/cmd`, json({ command: "left_click", params: { x: 100, y: 200 } })).then((r) => r.text()),
+      () =>
+        fetch(`${server.url}/cmd`, json({ command: "left_click", params: { x: 100, y: 200 } })).then((r) =>
+          r.text(),
+        ),
       { runs: 30 },
     ),
-    await timeIt("python3 -c pass spawned from Node (the reference's per-action floor)", () =>
-      execFileAsync("python3", ["-c", "pass"]),
+    await timeIt(
+      "python3 -c pass spawned from Node (the reference's per-action floor)",
+      () => execFileAsync("python3", ["-c", "pass"]),
       { runs: 30 },
     ),
   );

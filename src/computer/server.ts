@@ -8,6 +8,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
+import { osworldCommands } from "../../commands/osworld.js";
 import { type BrowserOptions, BrowserSession } from "../browser/session.js";
 import { sweepInterruptedWrites } from "../common/atomic-write.js";
 import {
@@ -285,6 +286,7 @@ async function startOsworld(
   });
   const app = createOsworldApp({
     registry: server.registry,
+    commands: osworldCommands,
     originPolicy: server.originPolicy,
     auth: authenticator && cloudAuth(authenticator),
     bodyLimitBytes: server.bodyLimitBytes,

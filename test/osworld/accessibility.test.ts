@@ -140,9 +140,9 @@ describe("/accessibility", () => {
     expect(attrs["act:click_desc"]).toMatchObject({ uri: `${NS}/action` });
     expect(attrs["act:click_kb"]).toBeDefined();
     // States are written with underscores as pyatspi names them.
-    expect(nodes.some((n) => Object.keys(n.attributes).some((k) => k.includes("_") && k.startsWith("st:")))).toBe(
-      true,
-    );
+    expect(
+      nodes.some((n) => Object.keys(n.attributes).some((k) => k.includes("_") && k.startsWith("st:"))),
+    ).toBe(true);
     const label = nodes.find((n) => n.name === "label" && n.text === "clicks: 0");
     expect(label).toBeDefined();
     const entry = nodes.find((n) => n.attributes.name?.value === "Your name");
@@ -159,7 +159,9 @@ describe("/accessibility", () => {
   it("shows Chromium's page (document-web, heading, its button) and answers fast enough for an agent step", async () => {
     const { root } = await eventually(async () => {
       const read = await tree();
-      return all(read.root).some((n) => n.name === "heading" && n.text.includes("Big heading")) ? read : undefined;
+      return all(read.root).some((n) => n.name === "heading" && n.text.includes("Big heading"))
+        ? read
+        : undefined;
     }, 60_000);
     const nodes = all(root);
     expect(nodes.some((n) => n.name === "document-web")).toBe(true);
@@ -175,9 +177,11 @@ describe("/accessibility", () => {
     times.sort((a, b) => a - b);
     const median = times[2];
     console.log(
-      `/accessibility with a GTK window and Chromium: median ${median.toFixed(0)} ms of 5 (${nodes.length} elements, load ${
-        (await import("node:os")).loadavg()[0].toFixed(2)
-      })`,
+      `/accessibility with a GTK window and Chromium: median ${median.toFixed(0)} ms of 5 (${nodes.length} elements, load ${(
+        await import("node:os")
+      )
+        .loadavg()[0]
+        .toFixed(2)})`,
     );
     // The issue asks 500 ms; on this shared machine the figure is reported, and only a gross miss fails.
     expect(median).toBeLessThan(5000);

@@ -4,8 +4,8 @@
  * server's own, read from a private file: never in their arguments or environment, nor the user's.
  */
 import { existsSync, statSync } from "node:fs";
-import { dirname } from "node:path";
 import { request } from "node:https";
+import { dirname } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeTestCertificate, type TestCertificate } from "../support/tls.js";
 import { type OsworldDesktop, startOsworldDesktop } from "./support.js";
@@ -19,10 +19,13 @@ let cert: TestCertificate;
 
 beforeAll(async () => {
   cert = makeTestCertificate();
-  desk = await startOsworldDesktop({}, {
-    cloud: { containerName: NAME, keys: [KEY], limiter: false },
-    tls: { cert: cert.cert, key: cert.key },
-  });
+  desk = await startOsworldDesktop(
+    {},
+    {
+      cloud: { containerName: NAME, keys: [KEY], limiter: false },
+      tls: { cert: cert.cert, key: cert.key },
+    },
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -33,16 +36,20 @@ afterAll(async () => {
 /** An HTTPS request that trusts the test certificate; answers like `fetch` for what the tests read. */
 function call(path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) {
   return new Promise<{ status: number; headers: Headers; json(): Promise<any> }>((resolve, reject) => {
-    const req = request(`${desk.base}${path}`, { method: init.method ?? "GET", headers: init.headers, ca: cert.cert }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c) => chunks.push(c));
-      res.on("end", () => {
-        const text = Buffer.concat(chunks).toString("utf8");
-        const headers = new Headers();
-        for (const [k, v] of Object.entries(res.headers)) if (typeof v === "string") headers.set(k, v);
-        resolve({ status: res.statusCode ?? 0, headers, json: async () => JSON.parse(text) });
-      });
-    });
+    const req = request(
+      `${desk.base}${path}`,
+      { method: init.method ?? "GET", headers: init.headers, ca: cert.cert },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          const headers = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) if (typeof v === "string") headers.set(k, v);
+          resolve({ status: res.statusCode ?? 0, headers, json: async () => JSON.parse(text) });
+        });
+      },
+    );
     req.on("error", reject);
     req.end(init.body);
   });

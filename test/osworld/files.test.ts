@@ -130,7 +130,7 @@ describe("/setup/upload", () => {
     // Chunked, no Content-Length: refused once the limit is passed.
     const chunks = new ReadableStream({
       start(controller) {
-        const boundary = "--b\r\nContent-Disposition: form-data; name=\"file_data\"; filename=\"x\"\r\n\r\n";
+        const boundary = '--b\r\nContent-Disposition: form-data; name="file_data"; filename="x"\r\n\r\n';
         controller.enqueue(new TextEncoder().encode(boundary));
         for (let i = 0; i < 40; i++) controller.enqueue(new Uint8Array(64 * 1024));
         controller.close();
@@ -166,7 +166,10 @@ describe("/list_directory and /desktop_path", () => {
     const { directory_tree: tree } = await res.json();
     const sortTree = (node: any): any =>
       node.children
-        ? { ...node, children: node.children.map(sortTree).sort((a: any, b: any) => a.name.localeCompare(b.name)) }
+        ? {
+            ...node,
+            children: node.children.map(sortTree).sort((a: any, b: any) => a.name.localeCompare(b.name)),
+          }
         : node;
     expect(sortTree(tree)).toEqual({
       type: "directory",
@@ -232,7 +235,9 @@ describe("/setup/download_file", () => {
     expect((await postJson(desk.base, "/setup/download_file", { url })).status).toBe(400);
     const missing = await postJson(desk.base, "/setup/download_file", { url: `${url}/missing`, path });
     expect(missing.status).toBe(500);
-    expect(await missing.text()).toMatch(/^Failed to download .*\/missing\. No retries left\. Error: HTTP 404/);
+    expect(await missing.text()).toMatch(
+      /^Failed to download .*\/missing\. No retries left\. Error: HTTP 404/,
+    );
   });
 });
 
@@ -246,10 +251,16 @@ describe("the browser rules", () => {
       { host: `evil.example:${port}` },
     ];
     for (const headers of cases) {
-      const reply = await rawRequest(desk.base, "POST", "/execute", {
-        ...headers,
-        "content-type": "application/json",
-      }, body);
+      const reply = await rawRequest(
+        desk.base,
+        "POST",
+        "/execute",
+        {
+          ...headers,
+          "content-type": "application/json",
+        },
+        body,
+      );
       expect(reply.status).toBe(403);
       const shot = await rawRequest(desk.base, "GET", "/screenshot", headers);
       expect(shot.status).toBe(403);

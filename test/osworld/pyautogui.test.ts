@@ -181,7 +181,9 @@ describe("the keyboard", () => {
 
   it("keyDown and keyUp hold a key across other keys", async () => {
     const from = desk.readBytes("raw.bin").length;
-    await agent("pyautogui.keyDown('shift'); pyautogui.press('a'); pyautogui.keyUp('shift'); pyautogui.press('b')");
+    await agent(
+      "pyautogui.keyDown('shift'); pyautogui.press('a'); pyautogui.keyUp('shift'); pyautogui.press('b')",
+    );
     await eventually(() => typed(from).length >= 2);
     expect(typed(from).toString()).toBe("Ab");
   });
@@ -203,8 +205,12 @@ describe("the module", () => {
       expect(body).toMatchObject({ status: "success", output: "Linux\n", error: "", returncode: 0 });
     }
     // `python` is Hangar's shim first on the PATH the controller gives its children (Debian has none).
-    const { body } = await executePython(desk.base, "import shutil; print(shutil.which('python'))");
-    expect(body.output.trim()).toMatch(/\/python\/bin\/python$/);
+    const res = await fetch(`${desk.base}/execute`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ command: "command -v python", shell: true }),
+    });
+    expect(((await res.json()) as { output: string }).output.trim()).toMatch(/\/python\/bin\/python$/);
   });
 
   it("screenshot saves a PNG of the screen", async () => {

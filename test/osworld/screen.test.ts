@@ -21,7 +21,9 @@ describe("the screen", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("image/png");
     const png = Buffer.from(await res.arrayBuffer());
-    expect(png.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))).toBe(true);
+    expect(png.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))).toBe(
+      true,
+    );
     expect([png.readUInt32BE(16), png.readUInt32BE(20)]).toEqual([800, 600]);
   });
 

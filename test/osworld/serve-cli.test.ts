@@ -6,14 +6,24 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { eventually } from "../support/desktop.js";
 import { type RunningCli, startCli } from "../support/cli-process.js";
+import { eventually } from "../support/desktop.js";
 import { executePython } from "./support.js";
 
 let cli: RunningCli;
 let base: string;
 beforeAll(async () => {
-  cli = await startCli(["serve", "--port", "0", "--osworld", "0", "--virtual-display", "640x480", "--warm-shells", "0"]);
+  cli = await startCli([
+    "serve",
+    "--port",
+    "0",
+    "--osworld",
+    "0",
+    "--virtual-display",
+    "640x480",
+    "--warm-shells",
+    "0",
+  ]);
   base = await eventually(() => /OSWorld controller API on (http:\/\/\S+)/.exec(cli.stdout())?.[1], 30_000);
 }, 60_000);
 afterAll(() => cli?.stop());
@@ -33,13 +43,19 @@ describe("hangar serve --osworld", () => {
 describe("HANGAR_PYAUTOGUI=system", () => {
   it("leaves the PyAutoGUI of the desktop's Python in place of Hangar's", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hangar-system-pyautogui-"));
-    writeFileSync(join(dir, "pyautogui.py"), "FAILSAFE = True\ndef size():\n    return ('system', 'pyautogui')\n");
+    writeFileSync(
+      join(dir, "pyautogui.py"),
+      "FAILSAFE = True\ndef size():\n    return ('system', 'pyautogui')\n",
+    );
     const system = await startCli(
       ["serve", "--port", "0", "--osworld", "0", "--virtual-display", "640x480", "--warm-shells", "0"],
       { ...process.env, HANGAR_PYAUTOGUI: "system", PYTHONPATH: dir },
     );
     try {
-      const url = await eventually(() => /OSWorld controller API on (http:\/\/\S+)/.exec(system.stdout())?.[1], 30_000);
+      const url = await eventually(
+        () => /OSWorld controller API on (http:\/\/\S+)/.exec(system.stdout())?.[1],
+        30_000,
+      );
       const { body } = await executePython(url, "print(*pyautogui.size())");
       expect(body).toMatchObject({ output: "system pyautogui\n", returncode: 0 });
     } finally {

@@ -84,7 +84,8 @@ export class Authenticator {
 
     const retryAfterSeconds = this.limiter?.retryAfterSeconds(address) ?? 0;
     const valid =
-      sameText(containerName, this.containerName) && (await this.keyIsValid(apiKey, retryAfterSeconds > 0, address));
+      sameText(containerName, this.containerName) &&
+      (await this.keyIsValid(apiKey, retryAfterSeconds > 0, address));
     if (valid) return { ok: true };
     if (retryAfterSeconds > 0) {
       this.log.warn(

@@ -204,9 +204,7 @@ export async function walkTree(conn: AtspiConnection, options: TreeOptions): Pro
     if (refs.length < read.children.length) truncated = true;
     budget -= refs.length;
     const reads = await Promise.all(
-      refs.map((ref) =>
-        readNode(conn, ref, depth + 1 < options.maxDepth, options.details).catch(() => null),
-      ),
+      refs.map((ref) => readNode(conn, ref, depth + 1 < options.maxDepth, options.details).catch(() => null)),
     );
     const kept = reads.filter((r): r is ReadNode => r !== null && keep(r.node, depth + 1));
     // Pruned siblings give their budget back before the next level is read.

@@ -113,14 +113,28 @@ function xmlName(name: string): string {
 
 /** Escapes markup and drops the characters XML 1.0 cannot hold (control characters, lone surrogates). */
 function escapeXml(value: string, attribute: boolean): string {
-  const clean = value.replace(
-    /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
-    "",
-  );
+  const clean = xmlCharacters(value);
   const escaped = clean.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   return attribute
     ? escaped.replace(/"/g, "&quot;").replace(/\n/g, "&#10;").replace(/\r/g, "&#13;").replace(/\t/g, "&#9;")
     : escaped.replace(/\r/g, "&#13;");
+}
+
+/** Only the characters XML 1.0 allows: tab, newlines, and from space up, without lone surrogates. */
+function xmlCharacters(value: string): string {
+  let out = "";
+  for (const ch of value) {
+    const code = ch.codePointAt(0) ?? 0;
+    const allowed =
+      code === 0x9 ||
+      code === 0xa ||
+      code === 0xd ||
+      (code >= 0x20 && code <= 0xd7ff) ||
+      (code >= 0xe000 && code <= 0xfffd) ||
+      code >= 0x10000;
+    if (allowed) out += ch;
+  }
+  return out;
 }
 
 /** `str(float(x))` as Python writes it for ordinary values: `0.0`, `50.0`, `0.5`. */

@@ -10,11 +10,11 @@ import { basename, extname } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Hono } from "hono";
 import { findProgram } from "../../../os/launch.js";
-import type { CommandRegistry } from "../../core/registry.js";
+import type { Bytes } from "../../core/bytes.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { accessibilityXml, MAX_DEPTH, type TreeNode } from "./accessibility-xml.js";
 import { expandUserPath } from "./files.js";
-import { HangarCommandFailed, runAction } from "./hangar-commands.js";
+import { HangarCommandFailed, type OsworldCommands, runAction } from "./hangar-commands.js";
 import {
   attachment,
   booleanField,
@@ -28,7 +28,7 @@ import {
 import { quoteWord } from "./shell-words.js";
 
 export interface DesktopDeps {
-  registry: CommandRegistry;
+  commands: OsworldCommands;
   bodyLimitBytes: number;
   /** Variables for the programs the routes run (the desktop's: wmctrl needs DISPLAY). */
   env: () => Promise<Record<string, string>>;
@@ -40,12 +40,14 @@ export interface DesktopDeps {
 const TREE_NODES = 20_000;
 
 export function desktopRoutes(deps: DesktopDeps) {
-  const { registry } = deps;
+  const { commands } = deps;
   const routes = new Hono<ComputerEnv>();
   let wallpaper: string | undefined;
 
   /** The command's result, or a JSON 500 `{status: "error", message}`. */
-  const attempt = async <T>(work: () => Promise<T>): Promise<{ ok: true; value: T } | { ok: false; message: string }> => {
+  const attempt = async <T>(
+    work: () => Promise<T>,
+  ): Promise<{ ok: true; value: T } | { ok: false; message: string }> => {
     try {
       return { ok: true, value: await work() };
     } catch (err) {
@@ -55,7 +57,7 @@ export function desktopRoutes(deps: DesktopDeps) {
   };
   const shell = async (line: string) => {
     const ran = await attempt(async () =>
-      runAction<{ stdout: string; return_code: number }>(registry, "run", {
+      runAction<{ stdout: string; return_code: number }>(commands, "run", {
         command: line,
         timeout: 10,
         env: await deps.env(),
@@ -65,24 +67,35 @@ export function desktopRoutes(deps: DesktopDeps) {
   };
 
   routes.get("/screenshot", async (c) => {
-    const shot = await attempt(() => runAction<{ image_data: string }>(registry, "screenshot", { format: "png" }));
+    const shot = await attempt(() =>
+      runAction<{ image_data: Bytes }>(commands, "capture", { format: "png" }),
+    );
     if (!shot.ok) return c.json({ status: "error", message: shot.message }, 500);
-    return c.body(new Uint8Array(Buffer.from(shot.value.image_data, "base64")), 200, { "content-type": "image/png" });
+    const image = shot.value.image_data;
+    const png = new Uint8Array(image.data);
+    image.release();
+    return c.body(png, 200, { "content-type": "image/png" });
   });
 
   routes.post("/screen_size", async (c) => {
-    const size = await attempt(() => runAction<{ size: { width: number; height: number } }>(registry, "screenSize", {}));
+    const size = await attempt(() =>
+      runAction<{ size: { width: number; height: number } }>(commands, "screenSize", {}),
+    );
     if (!size.ok) return c.json({ status: "error", message: size.message }, 500);
     return c.json({ width: size.value.size.width, height: size.value.size.height });
   });
 
   routes.get("/cursor_position", async (c) => {
-    const at = await attempt(() => runAction<{ position: { x: number; y: number } }>(registry, "cursorPosition", {}));
+    const at = await attempt(() =>
+      runAction<{ position: { x: number; y: number } }>(commands, "cursorPosition", {}),
+    );
     if (!at.ok) return c.json({ status: "error", message: at.message }, 500);
     return c.json([at.value.position.x, at.value.position.y]);
   });
 
-  routes.get("/platform", (c) => text(c, process.platform === "darwin" ? "Darwin" : process.platform === "win32" ? "Windows" : "Linux"));
+  routes.get("/platform", (c) =>
+    text(c, process.platform === "darwin" ? "Darwin" : process.platform === "win32" ? "Windows" : "Linux"),
+  );
 
   routes.post("/window_size", async (c) => {
     const form = await formBody(c, deps.bodyLimitBytes);
@@ -102,7 +115,7 @@ export function desktopRoutes(deps: DesktopDeps) {
   });
 
   const tree = () =>
-    runAction<{ tree: TreeNode }>(registry, "accessibilityTree", {
+    runAction<{ tree: TreeNode }>(commands, "accessibilityTree", {
       max_depth: MAX_DEPTH,
       max_nodes: TREE_NODES,
       details: true,
@@ -126,7 +139,11 @@ export function desktopRoutes(deps: DesktopDeps) {
     let path = wallpaper;
     if (!path) {
       const { stdout, return_code } = await shell("gsettings get org.gnome.desktop.background picture-uri");
-      if (return_code === 0) path = stdout.trim().replace(/^'|'$/g, "").replace(/^file:\/\//, "");
+      if (return_code === 0)
+        path = stdout
+          .trim()
+          .replace(/^'|'$/g, "")
+          .replace(/^file:\/\//, "");
     }
     if (!path || !existsSync(path)) return htmlError(c, 404, "Wallpaper file not found");
     const data = await readFile(path).catch(() => undefined);
@@ -139,7 +156,7 @@ export function desktopRoutes(deps: DesktopDeps) {
     if (!given) return text(c, "Path not supplied!", 400);
     const path = expandUserPath(given);
     if (!existsSync(path)) return text(c, `File not found: ${path}`, 404);
-    const set = await attempt(() => runAction(registry, "setWallpaper", { path }));
+    const set = await attempt(() => runAction(commands, "setWallpaper", { path }));
     if (!set.ok) return text(c, `Failed to change wallpaper. Error: ${set.message}`, 500);
     wallpaper = path;
     return text(c, "Wallpaper changed successfully");
@@ -154,10 +171,10 @@ export function desktopRoutes(deps: DesktopDeps) {
     if (existsSync(path)) {
       const name = basename(path);
       keys = [name, name.slice(0, name.length - extname(name).length)].filter(Boolean);
-      started = await attempt(() => runAction(registry, "open", { target: path }));
+      started = await attempt(() => runAction(commands, "openTarget", { target: path }));
     } else if (findProgram(given)) {
       keys = [given];
-      started = await attempt(() => runAction(registry, "launch", { app: given, args: [] }));
+      started = await attempt(() => runAction(commands, "startProgram", { app: given, args: [] }));
     } else {
       return text(c, `Application/file not found: ${path}`, 404);
     }
@@ -189,25 +206,30 @@ export function desktopRoutes(deps: DesktopDeps) {
   routes.post("/setup/close_window", windowAction("c", "Window closed successfully."));
 
   routes.post("/start_recording", async (c) => {
-    const status = await attempt(() => runAction<{ recording: unknown }>(registry, "recordingStatus", {}));
+    const status = await attempt(() => runAction<{ recording: unknown }>(commands, "recordingStatus", {}));
     if (status.ok && status.value.recording) {
       return c.json({ status: "error", message: "Recording is already in progress." }, 400);
     }
     const started = await attempt(() =>
-      runAction(registry, "startRecording", { format: "mp4", fps: 30, cursor: true }),
+      runAction(commands, "startRecording", { format: "mp4", fps: 30, cursor: true }),
     );
     if (!started.ok) {
-      return c.json({ status: "error", message: `Failed to start recording. Error: ${started.message}` }, 500);
+      return c.json(
+        { status: "error", message: `Failed to start recording. Error: ${started.message}` },
+        500,
+      );
     }
     return c.json({ status: "success", message: "Started recording successfully." });
   });
 
   routes.post("/end_recording", async (c) => {
-    const status = await attempt(() => runAction<{ recording: unknown }>(registry, "recordingStatus", {}));
+    const status = await attempt(() => runAction<{ recording: unknown }>(commands, "recordingStatus", {}));
     if (status.ok && !status.value.recording) {
       return c.json({ status: "error", message: "No recording in progress to stop." }, 400);
     }
-    const stopped = await attempt(() => runAction<{ path: string; size_bytes: number }>(registry, "stopRecording", {}));
+    const stopped = await attempt(() =>
+      runAction<{ path: string; size_bytes: number }>(commands, "stopRecording", {}),
+    );
     if (!stopped.ok) return c.json({ status: "error", message: stopped.message }, 500);
     const data = await readFile(stopped.value.path).catch(() => undefined);
     if (!data?.length) return htmlError(c, 500, "Recording failed. The output file is missing or empty.");
@@ -222,7 +244,9 @@ export function desktopRoutes(deps: DesktopDeps) {
 
 /** Upstream's XPath: gnome-terminal-server's active frame, its one focused terminal's text. */
 function terminalText(desktop: TreeNode): string | null {
-  const app = (desktop.children ?? []).find((a) => a.role === "application" && a.name === "gnome-terminal-server");
+  const app = (desktop.children ?? []).find(
+    (a) => a.role === "application" && a.name === "gnome-terminal-server",
+  );
   const frame = app?.children?.find((f) => f.role === "frame" && f.states.includes("active"));
   if (!frame) return null;
   const found: TreeNode[] = [];
@@ -233,4 +257,3 @@ function terminalText(desktop: TreeNode): string | null {
   for (const child of frame.children ?? []) visit(child);
   return found.length === 1 ? (found[0].text ?? "").trimEnd() : null;
 }
-

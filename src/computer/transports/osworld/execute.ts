@@ -12,9 +12,8 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Hono } from "hono";
 import { findProgram } from "../../../os/launch.js";
-import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
-import { HangarCommandFailed, runAction } from "./hangar-commands.js";
+import { HangarCommandFailed, type OsworldCommands, runAction } from "./hangar-commands.js";
 import {
   BadRequest,
   booleanField,
@@ -27,7 +26,7 @@ import {
 import { expandHomeWords, joinWords, splitWords } from "./shell-words.js";
 
 export interface ExecuteDeps {
-  registry: CommandRegistry;
+  commands: OsworldCommands;
   bodyLimitBytes: number;
   /** Variables for the children (python-env.ts). */
   env: () => Promise<Record<string, string>>;
@@ -47,14 +46,9 @@ interface RunResult {
 
 type Ran = { ok: true; result: RunResult } | { ok: false; timedOut: boolean; message: string };
 
-async function run(
-  deps: ExecuteDeps,
-  command: string,
-  timeout: number,
-  cwd?: string,
-): Promise<Ran> {
+async function run(deps: ExecuteDeps, command: string, timeout: number, cwd?: string): Promise<Ran> {
   try {
-    const result = await runAction<RunResult>(deps.registry, "run", {
+    const result = await runAction<RunResult>(deps.commands, "run", {
       command,
       timeout,
       env: await deps.env(),
@@ -185,7 +179,10 @@ export function executeRoutes(deps: ExecuteDeps) {
             500,
           );
         }
-        return c.json({ status: "error", message: ran.message, error: ran.message, need_more: false, output: null }, 500);
+        return c.json(
+          { status: "error", message: ran.message, error: ran.message, need_more: false, output: null },
+          500,
+        );
       }
       const { stdout, stderr, return_code: rc } = ran.result;
       return c.json({
@@ -214,14 +211,24 @@ export function executeRoutes(deps: ExecuteDeps) {
       return failed(`Working directory does not exist: ${given}`, 400);
     }
     const file = join(tmpdir(), `bash_exec_${randomBytes(16).toString("hex")}.sh`);
-    await writeFile(file, script.includes("#!/bin/bash") ? script : `#!/bin/bash\n\n${script}`, { mode: 0o700 });
+    await writeFile(file, script.includes("#!/bin/bash") ? script : `#!/bin/bash\n\n${script}`, {
+      mode: 0o700,
+    });
     try {
       const ran = await run(deps, `${joinWords(["/bin/bash", file])} 2>&1`, timeout, cwd);
       if (!ran.ok) {
-        return failed(ran.timedOut ? `Script execution timed out after ${timeout} seconds` : ran.message, 500);
+        return failed(
+          ran.timedOut ? `Script execution timed out after ${timeout} seconds` : ran.message,
+          500,
+        );
       }
       const rc = ran.result.return_code;
-      return c.json({ status: rc === 0 ? "success" : "error", output: ran.result.stdout, error: "", returncode: rc });
+      return c.json({
+        status: rc === 0 ? "success" : "error",
+        output: ran.result.stdout,
+        error: "",
+        returncode: rc,
+      });
     } finally {
       await rm(file, { force: true });
     }
@@ -237,10 +244,10 @@ export function executeRoutes(deps: ExecuteDeps) {
     }
     try {
       if (shell || !words) {
-        await runAction(deps.registry, "launch", { app: shown });
+        await runAction(deps.commands, "startProgram", { app: shown });
       } else {
         if (words.length === 0) return c.json({ status: "error", message: "list index out of range" }, 500);
-        await runAction(deps.registry, "launch", { app: words[0], args: words.slice(1) });
+        await runAction(deps.commands, "startProgram", { app: words[0], args: words.slice(1) });
       }
     } catch (err) {
       if (err instanceof HangarCommandFailed) return c.json({ status: "error", message: err.message }, 500);
@@ -256,7 +263,8 @@ export function executeRoutes(deps: ExecuteDeps) {
 async function verificationPasses(deps: ExecuteDeps, checks: Record<string, unknown>): Promise<boolean> {
   if (typeof checks.window_exists === "string") {
     const ran = await run(deps, "wmctrl -l", 5);
-    if (!ran.ok || !ran.result.stdout.toLowerCase().includes(checks.window_exists.toLowerCase())) return false;
+    if (!ran.ok || !ran.result.stdout.toLowerCase().includes(checks.window_exists.toLowerCase()))
+      return false;
   }
   if (typeof checks.command_success === "string") {
     const ran = await run(deps, checks.command_success, 5);

@@ -120,7 +120,8 @@ export function fileRoutes(deps: FileDeps) {
       return c.json({ error: "file_path and file_data are required" }, 400);
     }
     const path = expandUserPath(given);
-    if (NO_WRITE.test(path)) return c.json({ error: `Not allowed: uploads cannot write under /proc, /sys or /dev` }, 403);
+    if (NO_WRITE.test(path))
+      return c.json({ error: `Not allowed: uploads cannot write under /proc, /sys or /dev` }, 403);
     const data = new Uint8Array(await file.arrayBuffer());
     try {
       await writeAtomically(path, data);
@@ -154,7 +155,8 @@ export function fileRoutes(deps: FileDeps) {
     const given = stringField(data, "path");
     if (!url || !given) return text(c, "Path or URL not supplied!", 400);
     const path = expandUserPath(given);
-    if (NO_WRITE.test(path)) return text(c, "Not allowed: downloads cannot write under /proc, /sys or /dev", 403);
+    if (NO_WRITE.test(path))
+      return text(c, "Not allowed: downloads cannot write under /proc, /sys or /dev", 403);
     let last = "";
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
@@ -186,7 +188,10 @@ async function readAtMost(handle: FileHandle, limit: number): Promise<Buffer> {
 
 async function writeAtomically(path: string, data: Uint8Array) {
   await makeDirectory(dirname(path));
-  const temp = join(dirname(path), `.${basename(path).slice(0, 100)}.${randomBytes(6).toString("hex")}.upload`);
+  const temp = join(
+    dirname(path),
+    `.${basename(path).slice(0, 100)}.${randomBytes(6).toString("hex")}.upload`,
+  );
   try {
     await writeFile(temp, data, { flag: "wx", mode: 0o644 });
     await rename(temp, path);
@@ -198,7 +203,8 @@ async function writeAtomically(path: string, data: Uint8Array) {
 
 async function download(url: string, limit: number): Promise<Buffer> {
   const parsed = new URL(url);
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error(`unsupported URL scheme ${parsed.protocol}`);
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:")
+    throw new Error(`unsupported URL scheme ${parsed.protocol}`);
   const res = await fetch(parsed, { signal: AbortSignal.timeout(300_000) });
   if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
   const declared = Number(res.headers.get("content-length") ?? Number.NaN);
@@ -239,4 +245,3 @@ async function directoryTree(path: string, depth: number, budget: { left: number
   }
   return { type: "directory", name: basename(path), children };
 }
-

@@ -12,10 +12,13 @@ import type { ComputerEnv } from "../../http/env.js";
 import { desktopRoutes } from "./desktop.js";
 import { executeRoutes } from "./execute.js";
 import { fileRoutes } from "./files.js";
+import type { OsworldCommandTable } from "./hangar-commands.js";
 import { BadRequest, htmlError } from "./replies.js";
 
 export interface OsworldAppOptions {
   registry: CommandRegistry;
+  /** Which command each action of the routes runs (commands/osworld.ts, from the composition root). */
+  commands: OsworldCommandTable;
   originPolicy: OriginPolicy;
   /** Cloud mode's authentication, the middleware the other routes have. */
   auth?: MiddlewareHandler<ComputerEnv>;
@@ -70,12 +73,13 @@ export function createOsworldApp(options: OsworldAppOptions) {
     ),
   );
   if (options.auth) app.use("*", options.auth);
-  app.route("/", executeRoutes({ registry: options.registry, bodyLimitBytes: limit, env: options.childEnv }));
+  const commands = { registry: options.registry, table: options.commands };
+  app.route("/", executeRoutes({ commands, bodyLimitBytes: limit, env: options.childEnv }));
   app.route("/", fileRoutes({ bodyLimitBytes: limit }));
   app.route(
     "/",
     desktopRoutes({
-      registry: options.registry,
+      commands,
       bodyLimitBytes: limit,
       env: options.childEnv,
       openFileTimeoutSeconds: options.openFileTimeoutSeconds ?? 1800,
@@ -96,7 +100,11 @@ export function createOsworldApp(options: OsworldAppOptions) {
   app.onError((err, c) => {
     if (err instanceof BadRequest) return htmlError(c, err.status, err.message);
     log.error({ err, path: c.req.path }, "OSWorld route failed");
-    return htmlError(c, 500, "The server encountered an internal error and was unable to complete your request.");
+    return htmlError(
+      c,
+      500,
+      "The server encountered an internal error and was unable to complete your request.",
+    );
   });
   return app;
 }

@@ -63,7 +63,10 @@ async function rawBody(c: OsworldContext, limit: number): Promise<Buffer> {
 export async function jsonBody(c: OsworldContext, limit: number): Promise<Record<string, unknown>> {
   const type = c.req.header("content-type") ?? "";
   if (!/^application\/([\w.+-]+\+)?json/i.test(type)) {
-    throw new BadRequest(400, "Did not attempt to load JSON data because the request Content-Type was not 'application/json'.");
+    throw new BadRequest(
+      400,
+      "Did not attempt to load JSON data because the request Content-Type was not 'application/json'.",
+    );
   }
   const body = await rawBody(c, limit);
   let value: unknown;
@@ -99,7 +102,11 @@ export async function multipartBody(c: OsworldContext, limit: number): Promise<F
 }
 
 /** A field that must be a string when given; `fallback` when absent or null. */
-export function stringField(data: Record<string, unknown>, name: string, fallback?: string): string | undefined {
+export function stringField(
+  data: Record<string, unknown>,
+  name: string,
+  fallback?: string,
+): string | undefined {
   const value = data[name];
   if (value === undefined || value === null) return fallback;
   if (typeof value !== "string") throw new BadRequest(400, `${name} must be a string`);
