@@ -4,12 +4,12 @@
  * `/setup/launch`, `/setup/open_file`, `/setup/activate_window`, `/setup/close_window`,
  * `/window_size`; a command past its timeout has its whole process group killed.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { homedir } from "node:os";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually } from "../support/desktop.js";
-import { waitUntilGone } from "../support/processes.js";
+import { descendants, waitUntilGone } from "../support/processes.js";
 import { type OsworldDesktop, postJson, startOsworldDesktop } from "./support.js";
 
 let desk: OsworldDesktop;
@@ -246,5 +246,40 @@ describe("windows", () => {
     const missing = await post("/setup/open_file", { path: "/no/such/file.xlsx" });
     expect(missing.status).toBe(404);
     expect(await missing.text()).toBe("Application/file not found: /no/such/file.xlsx");
+  });
+});
+
+describe("google-chrome", () => {
+  it("is Chromium with DevTools on the port a task asks, through /setup/launch", async () => {
+    const profile = mkdtempSync(join(tmpdir(), "hangar-osworld-chrome-"));
+    const port = 20_000 + (process.pid % 20_000);
+    try {
+      const res = await post("/setup/launch", {
+        command: [
+          "google-chrome",
+          `--remote-debugging-port=${port}`,
+          `--user-data-dir=${profile}`,
+          "about:blank",
+        ],
+      });
+      expect(await res.text()).toBe(
+        `google-chrome --remote-debugging-port=${port} --user-data-dir=${profile} about:blank launched successfully`,
+      );
+      const version = await eventually(async () => {
+        const reply = await fetch(`http://127.0.0.1:${port}/json/version`).catch(() => undefined);
+        return reply?.ok ? ((await reply.json()) as { Browser: string }) : undefined;
+      }, 60_000);
+      expect(version.Browser).toMatch(/Chrome/);
+    } finally {
+      // The browser is the server's child (launched detached): ended by its pids.
+      for (const p of descendants(process.pid).filter((d) => d.args.includes(profile))) {
+        try {
+          process.kill(p.pid, "SIGKILL");
+        } catch {
+          // gone already
+        }
+      }
+      rmSync(profile, { recursive: true, force: true });
+    }
   });
 });

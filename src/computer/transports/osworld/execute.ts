@@ -14,6 +14,7 @@ import { Hono } from "hono";
 import { findProgram } from "../../../os/launch.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { HangarCommandFailed, type OsworldCommands, runAction } from "./hangar-commands.js";
+import { PYTHON_DIR } from "./python-env.js";
 import {
   BadRequest,
   booleanField,
@@ -242,6 +243,12 @@ export function executeRoutes(deps: ExecuteDeps) {
     if (words && ["arm64"].includes(process.arch)) {
       words = words.map((w) => (w === "google-chrome" ? "chromium" : w));
     }
+    const named = words;
+    if (words?.length && !words[0].includes("/") && !findProgram(words[0])) {
+      // A program OSWorld's tasks expect and the desktop lacks, that Hangar provides (google-chrome).
+      const provided = join(PYTHON_DIR, "bin", words[0]);
+      if (existsSync(provided)) words = [provided, ...words.slice(1)];
+    }
     try {
       if (shell || !words) {
         await runAction(deps.commands, "startProgram", { app: shown });
@@ -253,7 +260,7 @@ export function executeRoutes(deps: ExecuteDeps) {
       if (err instanceof HangarCommandFailed) return c.json({ status: "error", message: err.message }, 500);
       throw err;
     }
-    return text(c, `${shell ? shown : (words ?? []).join(" ")} launched successfully`);
+    return text(c, `${shell ? shown : (named ?? []).join(" ")} launched successfully`);
   });
 
   return routes;
