@@ -52,6 +52,16 @@ function clickLog(from = 0): string[] {
   return desk.read("clicks.log").split("\n").filter(Boolean).slice(from);
 }
 
+/** Runs agent code, then waits for `count` new lines of the clicks window's log (those `keep` keeps). */
+async function logOf(code: string, count: number, keep: (line: string) => boolean = () => true) {
+  const start = clickLog().length;
+  await agent(code);
+  return eventually(() => {
+    const lines = clickLog(start).filter(keep);
+    return lines.length >= count ? lines : undefined;
+  });
+}
+
 /** A point inside the clicks window (window coordinates → screen). */
 function inClicks(x: number, y: number) {
   return { x: clicksWindow.x + x, y: clicksWindow.y + y };
@@ -59,17 +69,14 @@ function inClicks(x: number, y: number) {
 
 describe("the pointer", () => {
   it("click, rightClick, middleClick, doubleClick and tripleClick press the right buttons at the right place", async () => {
-    const start = clickLog().length;
     const p = inClicks(50, 60);
-    await agent(
+    const presses = await logOf(
       `pyautogui.click(${p.x}, ${p.y}); pyautogui.rightClick(${p.x + 10}, ${p.y}); ` +
         `pyautogui.middleClick(x=${p.x + 20}, y=${p.y}); pyautogui.doubleClick((${p.x + 30}, ${p.y})); ` +
         `pyautogui.tripleClick(${p.x + 40}, ${p.y}); pyautogui.click(${p.x}, ${p.y}, clicks=2, interval=0.05, button='right')`,
+      10,
+      (l) => l.startsWith("press"),
     );
-    const presses = await eventually(() => {
-      const lines = clickLog(start).filter((l) => l.startsWith("press"));
-      return lines.length >= 10 ? lines : undefined;
-    });
     expect(presses).toEqual([
       "press 1 50 60",
       "press 3 60 60",
@@ -85,18 +92,14 @@ describe("the pointer", () => {
   });
 
   it("mouseDown/mouseUp and dragTo/dragRel press at the start and release at the end", async () => {
-    const start = clickLog().length;
     const a = inClicks(30, 40);
     const b = inClicks(200, 150);
-    await agent(
+    const lines = await logOf(
       `pyautogui.moveTo(${a.x}, ${a.y}); pyautogui.mouseDown(); pyautogui.moveTo(${b.x}, ${b.y}, duration=0.2); pyautogui.mouseUp(); ` +
         `pyautogui.moveTo(${a.x}, ${a.y}); pyautogui.dragTo(${b.x}, ${b.y}, duration=0.2, button='left'); ` +
         `pyautogui.dragRel(-100, -50, 0.1)`,
+      6,
     );
-    const lines = await eventually(() => {
-      const l = clickLog(start);
-      return l.length >= 6 ? l : undefined;
-    });
     expect(lines).toEqual([
       "press 1 30 40",
       "release 1 200 150",
@@ -108,15 +111,11 @@ describe("the pointer", () => {
   });
 
   it("scroll, vscroll and hscroll turn the wheel by notches, at x, y when given", async () => {
-    const start = clickLog().length;
     const p = inClicks(100, 100);
-    await agent(
+    const lines = await logOf(
       `pyautogui.scroll(2, x=${p.x}, y=${p.y}); pyautogui.vscroll(-3); pyautogui.hscroll(1); pyautogui.hscroll(-2)`,
+      8,
     );
-    const lines = await eventually(() => {
-      const l = clickLog(start);
-      return l.length >= 8 ? l : undefined;
-    });
     expect(lines).toEqual([
       "scroll up",
       "scroll up",
