@@ -12,7 +12,7 @@ import sax from "sax";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type A11yApp, startA11yApp } from "../support/a11y-app.js";
 import { systemChromium } from "../support/browser.js";
-import { eventually } from "../support/desktop.js";
+import { eventually, PYTHON } from "../support/desktop.js";
 import { type OsworldDesktop, startOsworldDesktop } from "./support.js";
 
 const NS = "https://accessibility.ubuntu.example.org/ns";
@@ -63,11 +63,16 @@ const all = (node: Element): Element[] => [node, ...node.children.flatMap(all)];
 let desk: OsworldDesktop;
 let app: A11yApp;
 let chromium: ChildProcess;
+let slider: ChildProcess;
 let profile: string;
 
 beforeAll(async () => {
   desk = await startOsworldDesktop({ accessibility: true, width: 1280, height: 800 });
   app = await startA11yApp(desk.display.env);
+  slider = spawn(PYTHON, [join(import.meta.dirname, "apps", "slider.py")], {
+    env: desk.env,
+    stdio: "ignore",
+  });
   profile = mkdtempSync(join(tmpdir(), "hangar-osworld-chromium-"));
   chromium = spawn(
     systemChromium(),
@@ -87,6 +92,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   chromium?.kill("SIGKILL");
+  slider?.kill("SIGKILL");
   await app?.stop();
   await desk?.stop();
   if (profile) rmSync(profile, { recursive: true, force: true });
@@ -185,6 +191,17 @@ describe("/accessibility", () => {
     );
     // The issue asks 500 ms; on this shared machine the figure is reported, and only a gross miss fails.
     expect(median).toBeLessThan(5000);
+  });
+
+  it("writes a range element's value, bounds and step as Python floats (val:)", async () => {
+    const found = await eventually(async () => {
+      const { root } = await tree();
+      return all(root).find((n) => n.name === "slider" && n.attributes.name?.value === "Volume");
+    }, 30_000);
+    const value = (name: string) => found.attributes[`val:${name}`];
+    expect(value("value")).toMatchObject({ value: "40.0", uri: `${NS}/value` });
+    expect([value("min")?.value, value("max")?.value]).toEqual(["0.0", "100.0"]);
+    expect(Number(value("step")?.value)).toBeGreaterThanOrEqual(0);
   });
 });
 
