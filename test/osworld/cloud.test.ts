@@ -3,9 +3,11 @@
  * certificate), and pyautogui in the programs it runs calls the server back with a key of the
  * server's own, read from a private file: never in their arguments or environment, nor the user's.
  */
-import { existsSync, statSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
-import { dirname } from "node:path";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeTestCertificate, type TestCertificate } from "../support/tls.js";
 import { type OsworldDesktop, startOsworldDesktop } from "./support.js";
@@ -17,7 +19,14 @@ const HEADERS = { "x-container-name": NAME, "x-api-key": KEY };
 let desk: OsworldDesktop;
 let cert: TestCertificate;
 
+/** A directory like the one a killed server leaves behind (its pid is gone). */
+let stale: string;
+
 beforeAll(async () => {
+  const gone = spawnSync("true").pid;
+  stale = join(tmpdir(), `hangar-pyautogui-${gone}-leftover`);
+  mkdirSync(stale, { mode: 0o700 });
+  writeFileSync(join(stale, "connection.json"), "{}");
   cert = makeTestCertificate();
   desk = await startOsworldDesktop(
     {},
@@ -56,6 +65,10 @@ function call(path: string, init: { method?: string; headers?: Record<string, st
 }
 
 describe("cloud mode", () => {
+  it("removed at start the directory a killed server had left", () => {
+    expect(existsSync(stale)).toBe(false);
+  });
+
   it("serves the controller over TLS and asks every route for the container name and key", async () => {
     expect(desk.base).toMatch(/^https:\/\//);
     const none = await call("/screenshot");
