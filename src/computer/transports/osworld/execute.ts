@@ -99,11 +99,12 @@ function missingProgram(argv: string[] | undefined): string | undefined {
   return found ? undefined : `[Errno 2] No such file or directory: '${program}'`;
 }
 
+/** Runs what `/execute` is given: upstream's body on success, else the failure reply to send. */
 async function execute(c: OsworldContext, deps: ExecuteDeps, data: Record<string, unknown>) {
   const { line, argv, shown } = commandLine(data);
   const timeout = numberField(data, "timeout", EXECUTE_TIMEOUT, { min: 0.001, max: LONGEST });
   const missing = missingProgram(argv);
-  if (missing) return c.json({ status: "error", message: missing }, 500);
+  if (missing) return { failed: c.json({ status: "error", message: missing }, 500) };
   const ran = await run(deps, line, timeout);
   if (!ran.ok) {
     const message = ran.timedOut ? `Command '${shown}' timed out after ${timeout} seconds` : ran.message;
@@ -124,7 +125,6 @@ export function executeRoutes(deps: ExecuteDeps) {
 
   const executeRoute = async (c: OsworldContext) => {
     const outcome = await execute(c, deps, await jsonBody(c, deps.bodyLimitBytes));
-    if (outcome instanceof Response) return outcome;
     return outcome.failed ?? c.json(outcome.body);
   };
   routes.post("/execute", executeRoute);
@@ -139,7 +139,6 @@ export function executeRoutes(deps: ExecuteDeps) {
     const maxWait = numberField(data, "max_wait_time", 10, { min: 0, max: LONGEST });
     const interval = numberField(data, "check_interval", 1, { min: 0.05, max: LONGEST });
     const outcome = await execute(c, deps, data);
-    if (outcome instanceof Response) return outcome;
     if (outcome.failed) return outcome.failed;
     const checks = verification as Record<string, unknown>;
     if (Object.keys(checks).length === 0) return c.json(outcome.body);
