@@ -1,13 +1,10 @@
 /**
- * The routes that run programs: `/execute` (and `/setup/execute`), `/execute_with_verification`,
- * `/run_python`, `/run_bash_script` and `/setup/launch`. Programs run through Hangar's `run_command`
- * (own process group, killed whole on timeout; shown in the activity timeline) with the Python
- * environment of python-env.ts, so that `python -c "import pyautogui; …"` drives this desktop.
+ * The routes that run programs: `/execute` (and `/setup/execute`), `/execute_with_verification` and
+ * `/setup/launch`. Programs run through Hangar's `run_command` (own process group, killed whole on
+ * timeout; shown in the activity timeline) with the Python environment of python-env.ts, so that
+ * `python -c "import pyautogui; …"` drives this desktop. `run()` serves scripts.ts too.
  */
-import { randomBytes } from "node:crypto";
-import { existsSync, statSync } from "node:fs";
-import { rm, writeFile } from "node:fs/promises";
-import { homedir, tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Hono } from "hono";
@@ -15,15 +12,7 @@ import { findProgram } from "../../../os/launch.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { HangarCommandFailed, type OsworldCommands, runAction } from "./hangar-commands.js";
 import { PYTHON_DIR } from "./python-env.js";
-import {
-  BadRequest,
-  booleanField,
-  jsonBody,
-  numberField,
-  type OsworldContext,
-  stringField,
-  text,
-} from "./replies.js";
+import { BadRequest, booleanField, jsonBody, numberField, type OsworldContext, text } from "./replies.js";
 import { expandHomeWords, joinWords, splitWords } from "./shell-words.js";
 
 export interface ExecuteDeps {
@@ -35,9 +24,7 @@ export interface ExecuteDeps {
 
 /** Upstream's deadlines, in seconds. */
 const EXECUTE_TIMEOUT = 120;
-const RUN_PYTHON_TIMEOUT = 30;
-const BASH_DEFAULT_TIMEOUT = 100;
-const LONGEST = 3600;
+export const LONGEST = 3600;
 
 interface RunResult {
   stdout: string;
@@ -45,9 +32,9 @@ interface RunResult {
   return_code: number;
 }
 
-type Ran = { ok: true; result: RunResult } | { ok: false; timedOut: boolean; message: string };
+export type Ran = { ok: true; result: RunResult } | { ok: false; timedOut: boolean; message: string };
 
-async function run(deps: ExecuteDeps, command: string, timeout: number, cwd?: string): Promise<Ran> {
+export async function run(deps: ExecuteDeps, command: string, timeout: number, cwd?: string): Promise<Ran> {
   try {
     const result = await runAction<RunResult>(deps.commands, "run", {
       command,
@@ -157,82 +144,6 @@ export function executeRoutes(deps: ExecuteDeps) {
   };
   routes.post("/execute_with_verification", verified);
   routes.post("/setup/execute_with_verification", verified);
-
-  routes.post("/run_python", async (c) => {
-    const data = await jsonBody(c, deps.bodyLimitBytes);
-    const code = stringField(data, "code");
-    if (!code) return c.json({ status: "error", message: "Code not supplied!" }, 400);
-    const file = join(tmpdir(), `python_exec_${randomBytes(16).toString("hex")}.py`);
-    await writeFile(file, code, { mode: 0o600 });
-    try {
-      const ran = await run(deps, joinWords(["python3", file]), RUN_PYTHON_TIMEOUT);
-      if (!ran.ok) {
-        if (ran.timedOut) {
-          return c.json(
-            {
-              status: "error",
-              message: "Execution timeout: Code took too long to execute",
-              error: "TimeoutExpired",
-              need_more: false,
-              output: null,
-            },
-            500,
-          );
-        }
-        return c.json(
-          { status: "error", message: ran.message, error: ran.message, need_more: false, output: null },
-          500,
-        );
-      }
-      const { stdout, stderr, return_code: rc } = ran.result;
-      return c.json({
-        status: rc === 0 ? "success" : "error",
-        message: [stdout, stderr].filter(Boolean).join("\n"),
-        need_more: false,
-        output: stdout,
-        error: stderr || (rc !== 0 ? `Process exited with code ${rc}` : ""),
-        return_code: rc,
-      });
-    } finally {
-      await rm(file, { force: true });
-    }
-  });
-
-  routes.post("/run_bash_script", async (c) => {
-    const data = await jsonBody(c, deps.bodyLimitBytes);
-    const failed = (output: string, status: 400 | 500) =>
-      c.json({ status: "error", output, error: "", returncode: -1 }, status);
-    const script = stringField(data, "script");
-    if (!script) return failed("Script not supplied!", 400);
-    const timeout = numberField(data, "timeout", BASH_DEFAULT_TIMEOUT, { min: 0.001, max: LONGEST });
-    const given = stringField(data, "working_dir");
-    const cwd = given ? (given.startsWith("~") ? `${homedir()}${given.slice(1)}` : given) : undefined;
-    if (cwd && !(existsSync(cwd) && statSync(cwd).isDirectory())) {
-      return failed(`Working directory does not exist: ${given}`, 400);
-    }
-    const file = join(tmpdir(), `bash_exec_${randomBytes(16).toString("hex")}.sh`);
-    await writeFile(file, script.includes("#!/bin/bash") ? script : `#!/bin/bash\n\n${script}`, {
-      mode: 0o700,
-    });
-    try {
-      const ran = await run(deps, `${joinWords(["/bin/bash", file])} 2>&1`, timeout, cwd);
-      if (!ran.ok) {
-        return failed(
-          ran.timedOut ? `Script execution timed out after ${timeout} seconds` : ran.message,
-          500,
-        );
-      }
-      const rc = ran.result.return_code;
-      return c.json({
-        status: rc === 0 ? "success" : "error",
-        output: ran.result.stdout,
-        error: "",
-        returncode: rc,
-      });
-    } finally {
-      await rm(file, { force: true });
-    }
-  });
 
   routes.post("/setup/launch", async (c) => {
     const data = await jsonBody(c, deps.bodyLimitBytes);

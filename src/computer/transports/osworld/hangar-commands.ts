@@ -56,3 +56,31 @@ export async function runAction<T = Record<string, unknown>>(
   if (!outcome.success) throw new HangarCommandFailed(outcome.code, outcome.error, outcome.fields);
   return outcome.result as T;
 }
+
+/** A command's result, or its failure's message: for routes that answer failures their own way. */
+export async function attempt<T>(
+  work: () => Promise<T>,
+): Promise<{ ok: true; value: T } | { ok: false; message: string }> {
+  try {
+    return { ok: true, value: await work() };
+  } catch (err) {
+    if (err instanceof HangarCommandFailed) return { ok: false, message: err.message };
+    throw err;
+  }
+}
+
+/** A short shell line (wmctrl, gsettings) with the desktop's variables; exit code -1 when it could not run. */
+export async function shellLine(
+  commands: OsworldCommands,
+  env: () => Promise<Record<string, string>>,
+  line: string,
+): Promise<{ stdout: string; return_code: number }> {
+  const ran = await attempt(async () =>
+    runAction<{ stdout: string; return_code: number }>(commands, "run", {
+      command: line,
+      timeout: 10,
+      env: await env(),
+    }),
+  );
+  return ran.ok ? ran.value : { stdout: "", return_code: -1 };
+}

@@ -9,11 +9,14 @@ import { type Logger, silentLogger } from "../../../common/logger.js";
 import { type OriginPolicy, originGuard } from "../../../common/origin-policy.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
-import { desktopRoutes } from "./desktop.js";
 import { executeRoutes } from "./execute.js";
 import { fileRoutes } from "./files.js";
 import type { OsworldCommandTable } from "./hangar-commands.js";
+import { recordingRoutes } from "./recording.js";
 import { BadRequest, htmlError } from "./replies.js";
+import { screenRoutes } from "./screen.js";
+import { scriptRoutes } from "./scripts.js";
+import { windowRoutes } from "./windows.js";
 
 export interface OsworldAppOptions {
   registry: CommandRegistry;
@@ -74,17 +77,19 @@ export function createOsworldApp(options: OsworldAppOptions) {
   );
   if (options.auth) app.use("*", options.auth);
   const commands = { registry: options.registry, table: options.commands };
-  app.route("/", executeRoutes({ commands, bodyLimitBytes: limit, env: options.childEnv }));
+  const programs = { commands, bodyLimitBytes: limit, env: options.childEnv };
+  app.route("/", executeRoutes(programs));
+  app.route("/", scriptRoutes(programs));
   app.route("/", fileRoutes({ bodyLimitBytes: limit }));
-  app.route(
-    "/",
-    desktopRoutes({
-      commands,
-      bodyLimitBytes: limit,
-      env: options.childEnv,
-      openFileTimeoutSeconds: options.openFileTimeoutSeconds ?? 1800,
-    }),
-  );
+  const desktop = {
+    commands,
+    bodyLimitBytes: limit,
+    env: options.childEnv,
+    openFileTimeoutSeconds: options.openFileTimeoutSeconds ?? 1800,
+  };
+  app.route("/", screenRoutes(desktop));
+  app.route("/", windowRoutes(desktop));
+  app.route("/", recordingRoutes(commands));
   app.notFound((c) => {
     const method = ROUTES[c.req.path];
     if (method && method !== c.req.method && !(method === "GET" && c.req.method === "HEAD")) {
