@@ -12,6 +12,7 @@ const DESKTOP = [
   "test/commands/**/*.test.ts",
   "test/faults/desktop.test.ts",
   "test/recording/**/*.test.ts",
+  "test/osworld/**/*.test.ts",
 ];
 /** Tests that start QEMU or the OCI registry. */
 const HOST = ["test/host/**/*.test.ts"];

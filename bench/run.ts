@@ -25,6 +25,7 @@ const ALL = [
   "live",
   "recording",
   "trajectory",
+  "osworld",
 ];
 const args = process.argv.slice(2);
 const compare = args.some((arg) => arg.startsWith("--compare"));

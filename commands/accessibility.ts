@@ -32,6 +32,15 @@ const element = z.object({
     .describe("x11: a window whose application is not on the accessibility bus"),
   pid: z.number().optional(),
   app: z.string().optional(),
+  details: z
+    .object({
+      attributes: z.record(z.string(), z.string()),
+      interfaces: z.array(z.string()),
+      actions: z.array(z.object({ name: z.string(), description: z.string(), keybinding: z.string() })),
+      range: z.object({ min: z.number(), max: z.number(), step: z.number() }).optional(),
+    })
+    .optional()
+    .describe("with details: true"),
 });
 type TreeNode = z.infer<typeof element> & { children?: TreeNode[] };
 const treeNode: z.ZodType<TreeNode> = element.extend({
@@ -194,6 +203,10 @@ export const getAccessibilityTree = defineCommand({
     ...scope,
     max_depth: z.number().int().min(1).max(100).default(30),
     max_nodes: z.number().int().min(1).max(20_000).default(2000),
+    details: z
+      .boolean()
+      .default(false)
+      .describe("also object attributes, interfaces, action descriptions and key bindings, value ranges"),
   }),
   result: z.object({ tree: treeNode, node_count: z.number(), truncated: z.boolean() }),
   handler: async (p, ctx) => {
@@ -202,6 +215,7 @@ export const getAccessibilityTree = defineCommand({
       window: p.window ?? undefined,
       maxDepth: p.max_depth,
       maxNodes: p.max_nodes,
+      details: p.details,
     });
     return { tree, node_count: nodeCount, truncated };
   },

@@ -27,6 +27,8 @@ RUNTIME=(
   # a browser, a GTK text editor and file manager, AT-SPI for GTK 2, and `xdg-open` (which needs
   # `file`) to start them
   lxpanel chromium mousepad pcmanfm libatk-adaptor xdg-utils file
+  # the Python that runs agents' pyautogui code for OSWorld's controller (--osworld, docs/osworld.md)
+  python3
   # the server's allocator: gives back what transfers and screenshots freed (src/common/memory-env.ts)
   libjemalloc2
   # the video encoder of start_recording (H.264/MP4, VP8/WebM); with its libraries about 150 MB

@@ -8,6 +8,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
+import { osworldCommands } from "../../commands/osworld.js";
 import { type BrowserOptions, BrowserSession } from "../browser/session.js";
 import { sweepInterruptedWrites } from "../common/atomic-write.js";
 import {
@@ -31,6 +32,8 @@ import { ActivityLog } from "./core/activity.js";
 import { CommandRegistry } from "./core/registry.js";
 import { Trajectories } from "./core/trajectories/trajectories.js";
 import type { TlsFiles } from "./tls.js";
+import { createOsworldApp } from "./transports/osworld/osworld-app.js";
+import { preparePythonEnv } from "./transports/osworld/python-env.js";
 import { PtySessions, type PtySessionsOptions } from "./transports/pty/pty-sessions.js";
 import { wsTransport } from "./transports/ws/ws.js";
 
@@ -92,7 +95,14 @@ export interface ComputerServerOptions {
    * every command is recorded from the start (`--trajectory-dir`), and the bytes the directory may hold.
    */
   trajectories?: { dir?: string; always?: boolean; maxBytes?: number };
+  /**
+   * OSWorld's desktop controller API on its own listener (`--osworld`, docs/osworld.md): its port
+   * (default 5000; 0 picks a free one) on the server's address, with the same origin policy and keys.
+   */
+  osworld?: { port?: number; openFileTimeoutSeconds?: number };
 }
+
+export const DEFAULT_OSWORLD_PORT = 5000;
 
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
@@ -100,6 +110,8 @@ export interface RunningComputerServer {
   readonly url: string;
   readonly port: number;
   readonly registry: CommandRegistry;
+  /** The OSWorld controller's URL, when it is served. */
+  readonly osworldUrl?: string;
   close(): Promise<void>;
 }
 
@@ -213,11 +225,31 @@ export async function startComputerServer(
   }
   const { port } = server.address() as AddressInfo;
   const shownHost = host.includes(":") ? `[${host}]` : host;
+  const url = `${tls ? "https" : "http"}://${shownHost}:${port}`;
+  const osworld = options.osworld
+    ? await startOsworld(options.osworld, {
+        url,
+        host,
+        registry,
+        desktop: options.desktop ?? noDesktop,
+        originPolicy,
+        authenticator: authenticator || undefined,
+        tls,
+        certificate: options.tls?.cert,
+        bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+        log,
+      }).catch((err) => {
+        server.close();
+        throw err;
+      })
+    : undefined;
   return {
-    url: `${tls ? "https" : "http"}://${shownHost}:${port}`,
+    url,
     port,
     registry,
+    osworldUrl: osworld?.url,
     close: async () => {
+      await osworld?.close();
       idle.cancel();
       quiet.cancel();
       shells?.close();
@@ -230,6 +262,79 @@ export async function startComputerServer(
       await Promise.all([closed, browser.close(), recordings.close(), trajectories.close()]);
     },
   };
+}
+
+/** The OSWorld controller's listener and the environment of the programs it runs. */
+async function startOsworld(
+  options: NonNullable<ComputerServerOptions["osworld"]>,
+  server: {
+    url: string;
+    host: string;
+    registry: CommandRegistry;
+    desktop: DesktopProvider;
+    originPolicy: OriginPolicy;
+    authenticator?: Authenticator;
+    /** The main listener's TLS: the controller has it too, so that keys never cross the network in clear. */
+    tls?: { createServer: unknown; serverOptions: TlsFiles };
+    certificate?: Buffer;
+    bodyLimitBytes: number;
+    log: Logger;
+  },
+) {
+  const authenticator = server.authenticator;
+  const python = preparePythonEnv({
+    url: server.url,
+    certificate: server.certificate,
+    cloud: authenticator && {
+      containerName: authenticator.containerName,
+      addLocalKey: (key) => authenticator.addLocalKey(key),
+    },
+  });
+  const app = createOsworldApp({
+    registry: server.registry,
+    commands: osworldCommands,
+    originPolicy: server.originPolicy,
+    auth: authenticator && cloudAuth(authenticator),
+    bodyLimitBytes: server.bodyLimitBytes,
+    childEnv: async () => ({ ...(await desktopEnv(server.desktop)), ...python.env }),
+    openFileTimeoutSeconds: options.openFileTimeoutSeconds,
+    log: server.log,
+  });
+  const listener = serve({
+    fetch: app.fetch,
+    hostname: server.host,
+    port: options.port ?? DEFAULT_OSWORLD_PORT,
+    ...(server.tls as object),
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      listener.once("listening", resolve);
+      listener.once("error", reject);
+    });
+  } catch (err) {
+    python.close();
+    throw err;
+  }
+  const { port } = listener.address() as AddressInfo;
+  const shownHost = server.host.includes(":") ? `[${server.host}]` : server.host;
+  return {
+    url: `${server.tls ? "https" : "http"}://${shownHost}:${port}`,
+    close: async () => {
+      const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
+      if ("closeAllConnections" in listener) listener.closeAllConnections();
+      await closed;
+      python.close();
+    },
+  };
+}
+
+/** The desktop's variables (DISPLAY, its session bus), or none when there is no desktop. */
+async function desktopEnv(desktop: DesktopProvider): Promise<Record<string, string>> {
+  try {
+    return (await desktop()).env ?? {};
+  } catch {
+    return {};
+  }
 }
 
 /** Where recordings go without a path: `$XDG_DATA_HOME/hangar/recordings` (~/.local/share/…). */
