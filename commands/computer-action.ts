@@ -136,7 +136,9 @@ export type ComputerActionResult = z.infer<typeof computerActionResult>;
 const pair = z.tuple([z.number().finite(), z.number().finite()]);
 const duration = z.number().min(0).max(MAX_DURATION_S);
 const modifierText = z.string().max(100).optional();
-const anthropicClick = { coordinate: pair.optional(), text: modifierText };
+/** Modifiers held during a click or scroll: `text` as the tool documents it, or `key` as some agents send. */
+const heldModifiers = { text: modifierText, key: modifierText };
+const anthropicClick = { coordinate: pair.optional(), ...heldModifiers };
 const anthropicAction = z.discriminatedUnion("action", [
   z.object({ action: z.literal("key"), text: z.string().min(1).max(1000) }),
   z.object({ action: z.literal("hold_key"), text: z.string().min(1).max(100), duration }),
@@ -156,7 +158,7 @@ const anthropicAction = z.discriminatedUnion("action", [
     coordinate: pair.optional(),
     scroll_direction: z.enum(["up", "down", "left", "right"]),
     scroll_amount: z.number().int().min(0).max(1000),
-    text: modifierText,
+    ...heldModifiers,
   }),
   z.object({ action: z.literal("wait"), duration }),
   z.object({ action: z.literal("screenshot") }),
@@ -248,7 +250,7 @@ class ActionRunner {
       case "triple_click":
         await this.run(action.action, {
           ...this.point(action.coordinate),
-          modifiers: splitKeys(action.text),
+          modifiers: modifiersOf(action),
         });
         return {};
       case "left_click_drag": {
@@ -259,13 +261,15 @@ class ActionRunner {
         await this.run("drag", { path: [start, end].map(({ x, y }) => [x, y]) });
         return {};
       }
-      case "scroll":
+      case "scroll": {
+        const modifiers = modifiersOf(action);
         if (action.coordinate) await this.run("move_cursor", this.point(action.coordinate));
         if (action.scroll_amount === 0) return {};
-        await this.holding(splitKeys(action.text), () =>
+        await this.holding(modifiers, () =>
           this.run("scroll_direction", { direction: action.scroll_direction, clicks: action.scroll_amount }),
         );
         return {};
+      }
       case "wait":
         await pause(action.duration, this.ctx.signal);
         return {};
@@ -402,6 +406,19 @@ class ActionRunner {
       for (const key of held.reverse()) await this.desktop.key(key, "up");
     }
   }
+}
+
+/**
+ * The modifiers of an Anthropic click or scroll: its `text`, or its `key` where the agent put them
+ * there (never dropped); both and different is the model's error.
+ */
+function modifiersOf(action: { text?: string; key?: string }): string[] {
+  if (action.text !== undefined && action.key !== undefined && action.text !== action.key) {
+    throw new ModelError(
+      "Give the modifier keys to hold in `text` (or `key`), not two different ones in both.",
+    );
+  }
+  return splitKeys(action.text ?? action.key);
 }
 
 /** `ctrl+shift` or `ctrl shift` (Anthropic's modifier `text`) as key names. */

@@ -103,6 +103,27 @@ describe("computer_action (X11, 1920x1080 screen)", () => {
       expect(buttons[0].state & CTRL).toBe(0);
     });
 
+    it("holds a click's modifier given as `key` instead of `text`; both and different is the model's error", async () => {
+      const list = await caused(4, () => act({ action: "left_click", coordinate: [400, 300], key: "ctrl" }));
+      const press = list.find((e) => e.kind === "+b1")!;
+      expect(press.state & CTRL).toBe(CTRL);
+      const before = events().length;
+      const both = await desk.cmd("computer_action", {
+        action: { action: "left_click", coordinate: [400, 300], text: "shift", key: "ctrl" },
+        display: DISPLAY,
+        screenshot: false,
+      });
+      expect(both).toMatchObject({ success: true, is_error: true });
+      expect(both.text).toMatch(/modifier keys/);
+      expect(events().length).toBe(before);
+    });
+
+    it("types keypad digits for KP_0 and KP_1, with no Shift", async () => {
+      await focusXev();
+      const keys = await caused(4, () => act({ action: "key", text: "KP_0 KP_1" }));
+      expect(kinds(keys)).toEqual(["+KP_0", "-KP_0", "+KP_1", "-KP_1"]);
+    });
+
     it("double and triple clicks, the triple with shift held", async () => {
       // Ten button events and shift's press and release.
       const list = await caused(12, async () => {
