@@ -8,7 +8,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
-import { type BrowserOptions, BrowserSession } from "../browser/session.js";
+import { type BrowserOptions, BrowserSession, browserProfileDir } from "../browser/session.js";
 import { sweepInterruptedWrites } from "../common/atomic-write.js";
 import {
   collectGarbage,
@@ -112,7 +112,14 @@ export async function startComputerServer(
   const ownAccessibility = options.accessibility ? undefined : defaultAccessibility();
   const accessibility = options.accessibility ?? ownAccessibility;
   // The desktop's variables are read when the browser starts: a virtual display exports them here.
-  const browser = new BrowserSession({ env: () => process.env, ...options.browser, log });
+  // One profile per server (by its port, known once it listens): Chromium locks a profile.
+  let listeningPort: number | undefined;
+  const browser = new BrowserSession({
+    env: () => process.env,
+    ...options.browser,
+    profileDir: options.browser?.profileDir ?? (() => browserProfileDir(listeningPort)),
+    log,
+  });
   const activity = new ActivityLog({ size: options.activitySize });
   const recordings = new Recordings({
     desktop: options.desktop ?? noDesktop,
@@ -206,6 +213,7 @@ export async function startComputerServer(
     // requests to routes that are not WebSockets (they would hang).
   }
   const { port } = server.address() as AddressInfo;
+  listeningPort = port;
   const shownHost = host.includes(":") ? `[${host}]` : host;
   return {
     url: `${tls ? "https" : "http"}://${shownHost}:${port}`,
