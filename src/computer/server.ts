@@ -28,6 +28,7 @@ import { WarmShells } from "../os/warm-shells.js";
 import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
+import { ControlLease } from "./core/control.js";
 import { CommandRegistry } from "./core/registry.js";
 import { Trajectories } from "./core/trajectories/trajectories.js";
 import type { TlsFiles } from "./tls.js";
@@ -135,7 +136,19 @@ export async function startComputerServer(
     log,
   });
   const shells = options.warmShells === 0 ? undefined : new WarmShells({ max: options.warmShells, log });
+  // Who drives the desktop; taking and handing back are in the timeline (and so in trajectories).
+  const control = new ControlLease();
+  control.subscribe(({ type, ...params }) =>
+    activity.record({
+      command: type,
+      params,
+      transport: type.startsWith("help") ? "control" : "live",
+      ms: 0,
+      outcome: { success: true, result: {} },
+    }),
+  );
   const registry = new CommandRegistry(allCommands, {
+    control,
     desktop: options.desktop,
     accessibility,
     browser: async () => browser,
@@ -160,7 +173,7 @@ export async function startComputerServer(
     pty,
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
-    console: { activity, desktop: options.desktop ?? noDesktop },
+    console: { activity, desktop: options.desktop ?? noDesktop, control },
     recordings: { recordings, trajectories },
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });

@@ -84,6 +84,8 @@ async function runAsEventStream(
       // Node's parsed headers: c.req.header() would build a whole Headers object per request.
       transport: c.env.incoming.headers["x-hangar-client"] === "console" ? "console" : "http",
       connection: c.env.incoming.socket,
+      // While a person holds control: wait for the hand-back (default) or fail at once with `paused`.
+      whenPaused: c.env.incoming.headers["x-hangar-when-paused"] === "fail" ? "fail" : "wait",
       emit: (content) => write({ success: true, content }),
     });
     const result = outcome.success ? outcome.result : undefined;
