@@ -105,6 +105,11 @@ export class ControlLease {
     return handBack;
   }
 
+  /** True when `lease` is the one holding control now. */
+  holds(lease?: Lease): boolean {
+    return this.holder !== undefined && this.holder.id === lease?.id;
+  }
+
   /** True when `lease` may drive now: nobody holds control, or it is the holder's own input. */
   allows(lease?: Lease): boolean {
     return this.holder === undefined || this.holder.id === lease?.id;

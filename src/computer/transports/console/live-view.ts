@@ -138,7 +138,7 @@ class Viewer {
     this.reply({
       type: "control_state",
       ...control.state,
-      mine: this.lease !== undefined && control.allows(this.lease),
+      mine: control.holds(this.lease),
     });
   }
 
