@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { launchBrowser } from "../support/browser.js";
 import { type DesktopServer, eventually, startDesktopServer } from "../support/desktop.js";
+import { rawRequest } from "../support/raw-http.js";
 import { postCmd } from "../support/server.js";
 
 const SHOTS = join(import.meta.dirname, "../../.tmp/console");
@@ -150,7 +151,16 @@ describe("control as a lease (WS /live and /cmd)", () => {
 describe("the console page", () => {
   it("a person takes control while an agent keeps clicking: the typing arrives whole, the agent is paused", async () => {
     const file = join(desk.dir, "typed.txt");
-    desk.spawn("xterm", ["-T", "typing-target", "-geometry", "40x6+700+100", "-e", "sh", "-c", `cat > ${file}`]);
+    desk.spawn("xterm", [
+      "-T",
+      "typing-target",
+      "-geometry",
+      "40x6+700+100",
+      "-e",
+      "sh",
+      "-c",
+      `cat > ${file}`,
+    ]);
     const xterm = await desk.geometry(await desk.waitForWindow("typing-target"));
     // The agent: a click far from the terminal (it would take the focus away) every few ms.
     let stop = false;
@@ -191,9 +201,9 @@ describe("the console page", () => {
     // The timeline shows the takeover and the hand-back.
     await page.locator('#timeline li[data-command="control_taken"]').last().waitFor();
     await page.locator('#timeline li[data-command="control_returned"]').last().waitFor();
-    expect(await page.locator('#timeline li[data-command="control_returned"]').last().textContent()).toContain(
-      "typed the password",
-    );
+    expect(
+      await page.locator('#timeline li[data-command="control_returned"]').last().textContent(),
+    ).toContain("typed the password");
   }, 60_000);
 
   it("shows request_help prominently; the hand-back note is the agent's answer", async () => {
@@ -260,12 +270,16 @@ describe("share links", () => {
 
       // Revoked: the open page's socket is closed, and the link opens nothing any more.
       const closed = new Promise<number>((resolve) => socket.ws.once("close", resolve));
-      expect((await fetch(`${desk.server.url}/share/${link.body.id}`, { method: "DELETE" })).status).toBe(204);
+      expect((await fetch(`${desk.server.url}/share/${link.body.id}`, { method: "DELETE" })).status).toBe(
+        204,
+      );
       expect(await closed).toBe(4403);
       const again = await fetch(new URL(link.body.url, desk.server.url));
       expect(again.status).toBe(403);
       expect(((await again.json()) as any).detail).toBe("This share link was revoked");
-      expect((await fetch(`${desk.server.url}/share/${link.body.id}`, { method: "DELETE" })).status).toBe(404);
+      expect((await fetch(`${desk.server.url}/share/${link.body.id}`, { method: "DELETE" })).status).toBe(
+        404,
+      );
       expect(errors).toEqual([]);
     } finally {
       await context.close();
@@ -294,11 +308,14 @@ describe("share links", () => {
 
     expect((await share({ ttl_s: 0 })).status).toBe(400);
     expect((await share({ ttl_s: 60, admin: true })).body.detail).toMatch(/admin|unrecognized/i);
-    expect((await share({}, { origin: "https://evil.example" })).status).toBe(403);
-    const foreignHost = await fetch(new URL(`/shared/${good.body.token}/`, desk.server.url), {
-      headers: { host: "evil.example" },
-    });
-    expect(foreignHost.status).toBe(403);
+    const foreign = { origin: "https://evil.example" };
+    expect((await rawRequest(desk.server.url, "POST", "/share", foreign, "{}")).status).toBe(403);
+    expect((await rawRequest(desk.server.url, "GET", `/shared/${good.body.token}/`, foreign)).status).toBe(
+      403,
+    );
+    const host = { host: "evil.example" };
+    expect((await rawRequest(desk.server.url, "GET", `/shared/${good.body.token}/`, host)).status).toBe(403);
+    expect((await rawRequest(desk.server.url, "DELETE", `/share/${good.body.id}`, host)).status).toBe(403);
     const foreignSocket = Viewer.open(`/shared/${good.body.token}/live`, { origin: "https://evil.example" });
     await expect(foreignSocket).rejects.toThrow(/403/);
   });
