@@ -143,6 +143,7 @@ export async function startComputerServer(
       command: type,
       params,
       transport: type.startsWith("help") ? "control" : "live",
+      flags: {},
       ms: 0,
       outcome: { success: true, result: {} },
     }),

@@ -66,7 +66,7 @@ class Viewer {
 }
 
 const control = async () => (await (await fetch(`${desk.server.url}/control`)).json()) as any;
-const agent = (command: string, params: unknown, whenPaused?: "fail" | "wait") =>
+const agent = (command: string, params: unknown, whenPaused?: "fail" | "queue") =>
   postCmd(
     desk.server.url,
     { command, params },

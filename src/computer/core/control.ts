@@ -18,7 +18,7 @@
 import { CommandError } from "../../common/errors.js";
 
 /** What an input command does while someone else holds control. */
-export type WhenPaused = "wait" | "fail";
+export type WhenPaused = "queue" | "fail";
 
 /** Proof of holding control: what `take()` returned. */
 export interface Lease {
@@ -57,7 +57,7 @@ export interface HandBack {
 export class ControlLease {
   private holder: Lease | undefined;
   private nextId = 1;
-  /** Waiters for the next hand-back (input commands in `wait` mode, `request_help`). */
+  /** Waiters for the next hand-back (input commands in `queue` mode, `request_help`). */
   private readonly waiting = new Set<(handBack: HandBack) => void>();
   private readonly help = new Map<number, HelpRequest>();
   private readonly listeners = new Set<(event: ControlEvent) => void>();
@@ -117,7 +117,7 @@ export class ControlLease {
 
   /**
    * Resolves when `lease`'s input may run; in `fail` mode throws `paused` at once while another holds
-   * control, in `wait` mode waits for the hand-back until `signal` aborts (the command's deadline).
+   * control, in `queue` mode waits for the hand-back until `signal` aborts (the command's deadline).
    */
   async admit(lease: Lease | undefined, mode: WhenPaused, signal: AbortSignal): Promise<void> {
     while (!this.allows(lease)) {

@@ -39,21 +39,6 @@ export interface LiveViewOptions {
 /** How the console's person is named in `paused` replies and the timeline. */
 const CONSOLE_PERSON = "a person in the console";
 
-/** Commands a viewer in control may run. */
-const INPUT_COMMANDS = [
-  "left_click",
-  "right_click",
-  "middle_click",
-  "double_click",
-  "move_cursor",
-  "mouse_down",
-  "mouse_up",
-  "scroll",
-  "type_text",
-  "press_key",
-  "hotkey",
-] as const;
-
 const viewerFrame = z.discriminatedUnion("type", [
   z.object({
     type: z.literal("settings"),
@@ -64,7 +49,7 @@ const viewerFrame = z.discriminatedUnion("type", [
   z.object({ type: z.literal("control"), on: z.boolean(), note: z.string().max(10_000).optional() }),
   z.object({
     type: z.literal("input"),
-    command: z.enum(INPUT_COMMANDS),
+    command: z.string().min(1).max(100),
     params: z.record(z.string(), z.unknown()).default({}),
   }),
 ]);
@@ -184,6 +169,11 @@ class Viewer {
       this.reply({ type: "error", code: "view_only", error: "This is a view-only link: input is refused" });
     } else if (!this.lease) {
       this.reply({ type: "error", error: "Take control first" });
+    } else if (!this.options.registry.resolve(frame.command)?.input) {
+      this.reply({
+        type: "error",
+        error: `Not an input command: ${frame.command.slice(0, 100)} (the viewer sends pointer and keyboard commands)`,
+      });
     } else {
       void this.options.registry
         .run(frame.command, frame.params, { transport: "live", holder: this.lease, whenPaused: "fail" })
