@@ -5,8 +5,11 @@
  * person's hand-back note, and view-only share links (the server refuses their input; they stop
  * after revocation and expiry). Page screenshots go to .tmp/console/.
  */
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
@@ -20,11 +23,16 @@ const SHOTS = join(import.meta.dirname, "../../.tmp/console");
 let desk: DesktopServer;
 let browser: Browser;
 let page: Page;
+let trajectoryDir: string;
 const problems: string[] = [];
 
 beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  [desk, browser] = await Promise.all([startDesktopServer({ width: 1280, height: 800 }), launchBrowser()]);
+  trajectoryDir = mkdtempSync(join(tmpdir(), "hangar-control-trajectories-"));
+  [desk, browser] = await Promise.all([
+    startDesktopServer({ width: 1280, height: 800 }, { server: { trajectories: { dir: trajectoryDir } } }),
+    launchBrowser(),
+  ]);
   page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
   page.on("pageerror", (err) => problems.push(err.message));
@@ -34,6 +42,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await desk?.stop();
+  rmSync(trajectoryDir, { recursive: true, force: true });
 });
 
 /** A `/live` viewer as a program: its JSON text frames, and a wait for one that matches. */
@@ -134,6 +143,40 @@ describe("control as a lease (WS /live and /cmd)", () => {
       expect((await waiting).event).toMatchObject({ success: true, position: { x: 400, y: 400 } });
     } finally {
       person.close();
+    }
+  });
+
+  it("writes the takeover and the hand-back into the trajectory, beside the commands", async () => {
+    const started = await agent("start_trajectory", { name: "takeover" });
+    const person = await Viewer.open();
+    try {
+      person.send({ type: "control", on: true });
+      await person.next((f) => f.type === "control" && f.on === true);
+      person.send({ type: "control", on: false, note: "done by hand" });
+      await person.next((f) => f.type === "control" && f.on === false);
+    } finally {
+      person.close();
+    }
+    const stopped = await agent("stop_trajectory", {});
+    expect(stopped.event.success).toBe(true);
+    const steps = readFileSync(join(started.event.dir, "steps.jsonl"), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line));
+    const text = JSON.stringify(steps);
+    expect(text).toContain("control_taken");
+    expect(text).toContain("done by hand");
+  });
+
+  it("request_help is an MCP tool", async () => {
+    const client = new Client({ name: "test", version: "1" });
+    await client.connect(new StreamableHTTPClientTransport(new URL("/mcp", desk.server.url)));
+    try {
+      const { tools } = await client.listTools();
+      const tool = tools.find((t) => t.name === "request_help");
+      expect(tool?.inputSchema.properties).toHaveProperty("reason");
+    } finally {
+      await client.close();
     }
   });
 
