@@ -350,6 +350,7 @@ describe("share links", () => {
     expect((await fetch(new URL(`/shared/${good.body.token}/`, desk.server.url))).status).toBe(200);
 
     expect((await share({ ttl_s: 0 })).status).toBe(400);
+    expect((await share({ ttl_s: 60, pad: "x".repeat(5000) })).status).toBe(413);
     expect((await share({ ttl_s: 60, admin: true })).body.detail).toMatch(/admin|unrecognized/i);
     const foreign = { origin: "https://evil.example" };
     expect((await rawRequest(desk.server.url, "POST", "/share", foreign, "{}")).status).toBe(403);

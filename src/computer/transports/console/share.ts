@@ -22,6 +22,8 @@ import { liveView } from "./live-view.js";
 
 /** How often an open view checks that its link still holds. */
 const LINK_CHECK_MS = 500;
+/** `POST /share` takes a few fields. */
+const MAX_BODY_BYTES = 4096;
 /** The longest a link may live: a week. */
 const MAX_TTL_S = 7 * 24 * 3600;
 
@@ -98,7 +100,12 @@ const createBody = z.object({ ttl_s: z.number().int().min(1).max(MAX_TTL_S).defa
 export function shareRoutes({ links }: Pick<ShareOptions, "links">) {
   const app = new Hono<ComputerEnv>();
   app.post("/share", async (c) => {
+    if (Number(c.req.header("content-length") ?? 0) > MAX_BODY_BYTES) {
+      return c.json({ detail: `Body too large: at most ${MAX_BODY_BYTES} bytes` }, 413);
+    }
     const raw = await c.req.text();
+    if (raw.length > MAX_BODY_BYTES)
+      return c.json({ detail: `Body too large: at most ${MAX_BODY_BYTES} bytes` }, 413);
     let body: unknown = {};
     try {
       body = raw.trim() ? JSON.parse(raw) : {};
