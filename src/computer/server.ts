@@ -46,6 +46,11 @@ export interface ComputerServerOptions {
    */
   accessibility?: AccessibilityProvider;
   spreadResult?: boolean;
+  /**
+   * Check every result against its command's result schema (see `RegistryOptions.checkResults`);
+   * default: when `HANGAR_CHECK_RESULTS=1`, as the tests set it.
+   */
+  checkResults?: boolean;
   /** Terminal sessions (scrollback, idle timeout); the PTY routes are always served. */
   pty?: PtySessionsOptions;
   bodyLimitBytes?: number;
@@ -157,6 +162,7 @@ export async function startComputerServer(
     recordings,
     trajectories,
     log,
+    checkResults: options.checkResults ?? resultsCheckedByEnv(),
     observe: (run) => activity.record(run),
   });
   const pty = new PtySessions(options.pty);
@@ -269,4 +275,9 @@ function dataHome(): string {
  */
 export function defaultAccessibility() {
   return process.platform === "linux" ? atspiProvider(() => process.env) : undefined;
+}
+
+/** Whether the environment asks for results to be checked (the tests set `HANGAR_CHECK_RESULTS=1`). */
+export function resultsCheckedByEnv(): boolean {
+  return process.env.HANGAR_CHECK_RESULTS === "1";
 }

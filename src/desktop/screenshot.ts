@@ -43,14 +43,12 @@ export interface Screenshot {
 }
 
 /**
- * PNG settings chosen for speed on full-HD screens (bench/desktop.ts): zlib level 2 without
- * adaptive filtering encodes a busy 1920x1080 desktop in about 10 ms of CPU, against 24 ms for
- * level 6 and 60 ms for sharp's default (level 6 with adaptive filtering), for files about 1.6 times
- * the size of level 6 (226 KiB against 142 KiB on the benchmark's scene).
+ * PNG settings chosen for speed on full-HD screens: zlib level 2 without adaptive filtering, for
+ * larger files (bench/desktop.ts measures the choices; docs/desktop.md has the figures).
  */
 export const PNG_OPTIONS = { compressionLevel: 2, adaptiveFiltering: false } as const;
 
-/** JPEG without the second (Huffman-optimising) pass: about half the time, files ~6 % larger. */
+/** JPEG without the second (Huffman-optimising) pass: faster, files a little larger (docs/desktop.md). */
 export const JPEG_OPTIONS = { optimiseCoding: false, chromaSubsampling: "4:2:0" } as const;
 
 // On glibc Linux sharp gives libvips a single thread by default (to limit memory fragmentation);

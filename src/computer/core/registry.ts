@@ -3,8 +3,8 @@
  * deadline and the input queue, and turns thrown errors into failure outcomes. Transports call
  * `run()` and know no command by name.
  */
-import type { z } from "zod";
 import { type BrowserProvider, noBrowser } from "../../browser/session.js";
+import { abortError, raceAbort, stopSignal } from "../../common/abort.js";
 import { CommandError } from "../../common/errors.js";
 import { type Logger, silentLogger } from "../../common/logger.js";
 import { type AccessibilityProvider, noAccessibility } from "../../desktop/accessibility.js";
@@ -16,6 +16,7 @@ import { isBase64Param } from "./bytes.js";
 import type { AnyCommand, CommandContext } from "./command.js";
 import type { ControlLease, Lease, WhenPaused } from "./control.js";
 import { failure, type Outcome } from "./outcome.js";
+import { describeZodError, unknownParamsMessage } from "./param-messages.js";
 import type { Trajectories } from "./trajectories/trajectories.js";
 
 export interface RegistryOptions {
@@ -34,8 +35,9 @@ export interface RegistryOptions {
   log?: Logger;
   /**
    * Check every successful result against its command's `result` schema and fail the command when
-   * it does not match (the tests turn it on, `HANGAR_CHECK_RESULTS=1`, so that what `/commands`, the
-   * OpenAPI document and the typed client promise is what the commands return).
+   * it does not match (the composition roots turn it on under the tests, `HANGAR_CHECK_RESULTS=1`,
+   * so that what `/commands`, the OpenAPI document and the typed client promise is what the
+   * commands return). Off by default.
    */
   checkResults?: boolean;
   /** Deadline of a command that does not set its own (default 60 s). */
@@ -86,7 +88,7 @@ export class CommandRegistry {
     this.trajectories = options.trajectories;
     this.log = options.log ?? silentLogger;
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
-    this.checkResults = options.checkResults ?? process.env.HANGAR_CHECK_RESULTS === "1";
+    this.checkResults = options.checkResults ?? false;
     this.observe = options.observe;
     this.control = options.control;
     for (const def of commands) {
@@ -301,111 +303,6 @@ function parseParams(def: AnyCommand, raw: unknown) {
     return { success: false as const, error: unknownParamsMessage(def, unknown.keys) };
   }
   return { success: false as const, error: describeZodError(result.error) };
-}
-
-/** `Unknown parameter 'coordinate' for left_click (did you mean 'x'?); it takes: x, y, modifiers` */
-export function unknownParamsMessage(def: AnyCommand, keys: readonly string[]): string {
-  const known = Object.keys(def.params.shape);
-  const named = keys.slice(0, 5).map((key) => {
-    const near = closest(key, known);
-    return `'${key.slice(0, 80)}'${near ? ` (did you mean '${near}'?)` : ""}`;
-  });
-  const takes = known.length > 0 ? `it takes: ${known.join(", ")}` : "it takes no parameters";
-  return `Invalid params: unknown parameter${keys.length > 1 ? "s" : ""} ${named.join(", ")} for ${def.name}; ${takes}`;
-}
-
-/** The known name nearest to `name` (case-insensitive edit distance at most a third of its length). */
-function closest(name: string, known: readonly string[]): string | undefined {
-  const wanted = name.toLowerCase();
-  let best: { name: string; distance: number } | undefined;
-  for (const candidate of known) {
-    const distance = editDistance(wanted, candidate.toLowerCase());
-    if (distance <= Math.max(1, Math.floor(candidate.length / 3)) && (!best || distance < best.distance)) {
-      best = { name: candidate, distance };
-    }
-  }
-  return best?.name;
-}
-
-function editDistance(a: string, b: string): number {
-  if (Math.abs(a.length - b.length) > 3) return 99;
-  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(
-        previous[j] + 1,
-        current[j - 1] + 1,
-        previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    }
-    previous = current;
-  }
-  return previous[b.length];
-}
-
-/** `Invalid params: x: expected number, received string; y: required` */
-export function describeZodError(error: z.ZodError): string {
-  const parts = error.issues.slice(0, 5).map((issue) => {
-    const field = issue.path.length > 0 ? issue.path.join(".") : "params";
-    return `${field}: ${issue.message}`;
-  });
-  return `Invalid params: ${parts.join("; ")}`;
-}
-
-function abortError(signal: AbortSignal): Error {
-  return signal.reason instanceof Error ? signal.reason : new Error("aborted");
-}
-
-/**
- * The signal a command runs under: aborted with a `CommandError` when its deadline passes or when
- * `client` aborts (the client went away). `release()` drops the timer and the listener once the
- * command is over. (One controller and one timer: `AbortSignal.timeout` and `AbortSignal.any` cost
- * a tenth of a small command's time.)
- */
-function stopSignal(deadlineMs: number, client: AbortSignal | undefined) {
-  const controller = new AbortController();
-  const timer = setTimeout(
-    () =>
-      controller.abort(new CommandError("timeout", `Command did not finish within ${deadlineMs / 1000} s`)),
-    deadlineMs,
-  );
-  const onClientGone = () => {
-    const reason = client?.reason;
-    controller.abort(
-      reason instanceof CommandError
-        ? reason
-        : new CommandError("cancelled", "Command cancelled: the client went away"),
-    );
-  };
-  if (client?.aborted) onClientGone();
-  else client?.addEventListener("abort", onClientGone, { once: true });
-  return {
-    signal: controller.signal,
-    release: () => {
-      clearTimeout(timer);
-      client?.removeEventListener("abort", onClientGone);
-    },
-  };
-}
-
-/** Settles as `work` does, or rejects with the signal's reason as soon as it aborts. */
-function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (err) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err);
-      },
-    );
-  });
 }
 
 function toFailure(err: unknown, command: string, log: Logger): Outcome {

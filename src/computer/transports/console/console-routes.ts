@@ -10,7 +10,7 @@ import type { DesktopProvider } from "../../../desktop/backend.js";
 import type { ActivityEntry, ActivityLog } from "../../core/activity.js";
 import type { ControlLease } from "../../core/control.js";
 import type { CommandRegistry } from "../../core/registry.js";
-import { preparedHeaders, sentByHand } from "../../http/by-hand.js";
+import { eventStream } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { liveView } from "./live-view.js";
 
@@ -72,14 +72,8 @@ export function consoleRoutes(options: ConsoleOptions) {
 export function activityEvents(c: Context<ComputerEnv>, activity: ActivityLog) {
   const query = sinceQuery.safeParse(c.req.query());
   if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
-  const res = c.env.outgoing;
-  sentByHand(c);
-  res.writeHead(200, {
-    ...preparedHeaders(c),
-    "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-cache",
-    "x-accel-buffering": "no",
-  });
+  const reply = eventStream(c);
+  const { res } = reply;
   const send = (entry: ActivityEntry) => {
     if (res.writableLength > EVENTS_BACKLOG_LIMIT) return res.destroy();
     res.write(`id: ${entry.id}\ndata: ${JSON.stringify(entry)}\n\n`);
@@ -90,7 +84,7 @@ export function activityEvents(c: Context<ComputerEnv>, activity: ActivityLog) {
   const unsubscribe = activity.subscribe(send);
   res.on("error", unsubscribe);
   res.once("close", unsubscribe);
-  return sentByHand(c);
+  return reply.done();
 }
 
 /** The backend and screen size, or why there is no display, in words. */

@@ -144,10 +144,12 @@ export function sharedRoutes(options: ShareOptions) {
   app.get("/shared/:token/events", (c) => {
     const reply = activityEvents(c, options.activity);
     // The stream ends when the link expires or is revoked.
-    const res = c.env.outgoing;
-    const still = holds(c);
-    const watch = setInterval(() => !still() && res.end(), LINK_CHECK_MS);
-    res.once("close", () => clearInterval(watch));
+    const res = c.env?.outgoing;
+    if (res) {
+      const still = holds(c);
+      const watch = setInterval(() => !still() && res.end(), LINK_CHECK_MS);
+      res.once("close", () => clearInterval(watch));
+    }
     return reply;
   });
   app.get("/shared/:token/live", live);
