@@ -121,7 +121,8 @@ describe("computer_action (X11, 1920x1080 screen)", () => {
     it("types keypad digits for KP_0 and KP_1, with no Shift", async () => {
       await focusXev();
       const keys = await caused(4, () => act({ action: "key", text: "KP_0 KP_1" }));
-      expect(kinds(keys)).toEqual(["+KP_0", "-KP_0", "+KP_1", "-KP_1"]);
+      // Key events only (a late button event of the test before is not this one's).
+      expect(kinds(keys.filter((e) => e.keysym))).toEqual(["+KP_0", "-KP_0", "+KP_1", "-KP_1"]);
     });
 
     it("double and triple clicks, the triple with shift held", async () => {
