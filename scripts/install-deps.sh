@@ -51,6 +51,9 @@ PACKAGES=(
   # container desktops: the engine the tests start (podman's Docker-compatible API service) with
   # runc (crun fails on hybrid cgroup hierarchies, docs/containers.md), and buildah for the image
   podman runc buildah
+  # Kubernetes desktops: the tests' single-node cluster (../shared/k8s, with runc, docker-registry
+  # and buildah above): etcd, containerd, the CNI plugins, and busybox and a C compiler for its images
+  etcd-server containerd containernetworking-plugins busybox-static gcc libc6-dev
   # the page tests: Debian's Chromium, driven by playwright-core (no browser download)
   chromium
   # guest images: debootstrap, file systems and partitions built without loop devices, BIOS boot

@@ -656,12 +656,12 @@ function noLocation(storage: string | undefined) {
   }
 }
 
-function displayOf(display: string): string {
+export function displayOf(display: string): string {
   parseDisplay(display);
   return display;
 }
 
-function size(text: string, field: string, minimum: number): number {
+export function size(text: string, field: string, minimum: number): number {
   let bytes: number;
   try {
     bytes = parseLumeSize(text);
@@ -677,7 +677,7 @@ function size(text: string, field: string, minimum: number): number {
   return bytes;
 }
 
-function positiveCpu(cpu: number): number {
+export function positiveCpu(cpu: number): number {
   if (!Number.isInteger(cpu) || cpu < 1 || cpu > 1024) {
     throw new HostError(
       "invalid_params",
