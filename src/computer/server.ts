@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
 import { osworldCommands } from "../../commands/osworld.js";
-import { type BrowserOptions, BrowserSession } from "../browser/session.js";
+import { type BrowserOptions, BrowserSession, browserProfileDir } from "../browser/session.js";
 import { sweepInterruptedWrites } from "../common/atomic-write.js";
 import {
   collectGarbage,
@@ -29,6 +29,7 @@ import { WarmShells } from "../os/warm-shells.js";
 import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
+import { ControlLease } from "./core/control.js";
 import { CommandRegistry } from "./core/registry.js";
 import { Trajectories } from "./core/trajectories/trajectories.js";
 import type { TlsFiles } from "./tls.js";
@@ -129,7 +130,14 @@ export async function startComputerServer(
   const ownAccessibility = options.accessibility ? undefined : defaultAccessibility();
   const accessibility = options.accessibility ?? ownAccessibility;
   // The desktop's variables are read when the browser starts: a virtual display exports them here.
-  const browser = new BrowserSession({ env: () => process.env, ...options.browser, log });
+  // One profile per server (by its port, known once it listens): Chromium locks a profile.
+  let listeningPort: number | undefined;
+  const browser = new BrowserSession({
+    env: () => process.env,
+    ...options.browser,
+    profileDir: options.browser?.profileDir ?? (() => browserProfileDir(listeningPort)),
+    log,
+  });
   const activity = new ActivityLog({ size: options.activitySize });
   const recordings = new Recordings({
     desktop: options.desktop ?? noDesktop,
@@ -145,7 +153,20 @@ export async function startComputerServer(
     log,
   });
   const shells = options.warmShells === 0 ? undefined : new WarmShells({ max: options.warmShells, log });
+  // Who drives the desktop; taking and handing back are in the timeline (and so in trajectories).
+  const control = new ControlLease();
+  control.subscribe(({ type, ...params }) =>
+    activity.record({
+      command: type,
+      params,
+      transport: type.startsWith("help") ? "control" : "live",
+      flags: {},
+      ms: 0,
+      outcome: { success: true, result: {} },
+    }),
+  );
   const registry = new CommandRegistry(allCommands, {
+    control,
     desktop: options.desktop,
     accessibility,
     browser: async () => browser,
@@ -171,7 +192,7 @@ export async function startComputerServer(
     pty,
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
-    console: { activity, desktop: options.desktop ?? noDesktop },
+    console: { activity, desktop: options.desktop ?? noDesktop, control },
     recordings: { recordings, trajectories },
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
@@ -224,6 +245,7 @@ export async function startComputerServer(
     // requests to routes that are not WebSockets (they would hang).
   }
   const { port } = server.address() as AddressInfo;
+  listeningPort = port;
   const shownHost = host.includes(":") ? `[${host}]` : host;
   const url = `${tls ? "https" : "http"}://${shownHost}:${port}`;
   const osworld = options.osworld
