@@ -1,21 +1,11 @@
 import { configDefaults, defineConfig } from "vitest/config";
 
-/** Tests that need no display, no QEMU, no server: `npm run test:unit` runs them in seconds. */
-const UNIT = [
-  "test/architecture.test.ts",
-  "test/common/**/*.test.ts",
-  "test/computer/auth/units.test.ts",
-  "test/computer/envelope.test.ts",
-  "test/computer/registry.test.ts",
-  "test/container/settings.test.ts",
-  "test/desktop/jpeg-strips.test.ts",
-  "test/desktop/keys.test.ts",
-  "test/desktop/nut-key-strokes.test.ts",
-  "test/host/oci-auth.test.ts",
-  "test/host/oci-gzip-piece.test.ts",
-  "test/host/session.test.ts",
-  "test/host/follow-file.test.ts",
-];
+/**
+ * Tests that need no display, no QEMU, no engine, no server: they sit beside their modules (as
+ * `index.test.ts` beside `index.ts`), and `npm run test:unit` runs them in seconds. `test/` keeps the
+ * suites that start Xvfb, QEMU, containers or servers.
+ */
+const UNIT = ["src/**/*.test.ts", "commands/**/*.test.ts", "test/architecture.test.ts"];
 /** Tests that start their own Xvfb + openbox (and AT-SPI, Chromium). */
 const DESKTOP = [
   "test/desktop/**/*.test.ts",

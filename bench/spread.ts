@@ -14,9 +14,11 @@ import sharp from "sharp";
 import { z } from "zod";
 import { allCommands } from "../commands/index.js";
 import { createComputerApp } from "../src/computer/app.js";
+import { Bytes } from "../src/computer/core/bytes.js";
 import { defineCommand } from "../src/computer/core/command.js";
-import { cmdEventBytes, eventLength, type Outcome } from "../src/computer/core/outcome.js";
+import type { Outcome } from "../src/computer/core/outcome.js";
 import { CommandRegistry } from "../src/computer/core/registry.js";
+import { cmdEventBytes, eventLength } from "../src/computer/transports/cmd/cmd-event.js";
 import { DesktopManager } from "../src/desktop/manager.js";
 import { startVirtualDisplay } from "../src/desktop/virtual-display.js";
 import { type Row, timeIt } from "./lib.js";
@@ -108,7 +110,7 @@ async function startWith(result: Record<string, unknown>, spreadResult: boolean)
 export async function measureSpreadCopy(): Promise<Row[]> {
   const rows: Row[] = [];
   const asResult = (png: Buffer) => ({
-    image_data: png.toString("base64"),
+    image_data: new Bytes(png, "image/png"),
     format: "png",
     width: WIDTH,
     height: HEIGHT,
@@ -129,7 +131,7 @@ export async function measureSpreadCopy(): Promise<Row[]> {
     ["noise (worst case)", asResult(await noisy())],
   );
   for (const [label, result] of cases) {
-    const png = Buffer.from(result.image_data as string, "base64");
+    const png = (result.image_data as Bytes).data;
     const outcome: Outcome = { success: true, result };
     const bytes = (spread: boolean) => eventLength(cmdEventBytes(outcome, spread));
     const withCopy = bytes(true);

@@ -10,8 +10,11 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { leftClick } from "../commands/input.js";
+import { screenshot as screenshotCommand } from "../commands/screenshot.js";
 import { silentLogger } from "../src/common/logger.js";
 import { ActivityLog, type CommandRun } from "../src/computer/core/activity.js";
+import { Bytes } from "../src/computer/core/bytes.js";
 import { Trajectories } from "../src/computer/core/trajectories/trajectories.js";
 import { startTestServer } from "../test/support/server.js";
 import { closeClient, timedPost } from "./client.js";
@@ -23,15 +26,17 @@ const rows: Row[] = [];
 
 const click: CommandRun = {
   command: "left_click",
+  flags: leftClick,
   params: { x: 640, y: 400 },
   transport: "http",
   ms: 1.2,
   outcome: { success: true, result: {} },
 };
 // A screenshot's reply as the timeline keeps it: 100 KB of PNG.
-const png = Buffer.alloc(100 * 1024, 7).toString("base64");
+const png = new Bytes(Buffer.alloc(100 * 1024, 7), "image/png");
 const screenshot: CommandRun = {
   command: "screenshot",
+  flags: screenshotCommand,
   params: { format: "png" },
   transport: "http",
   ms: 12,

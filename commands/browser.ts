@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
+import { Bytes, bytesField } from "../src/computer/core/bytes.js";
 import { type CommandContext, defineCommand } from "../src/computer/core/command.js";
 
 const timeoutParam = z
@@ -123,12 +124,12 @@ export const browserScreenshot = defineCommand({
   description:
     "A PNG of the page's viewport (or the whole page), base64 in `screenshot` as cua's clients read it.",
   params: z.object({ full_page: z.boolean().default(false), timeout: timeoutParam }),
-  result: z.object({ screenshot: z.string() }),
+  result: z.object({ screenshot: bytesField("the PNG, base64", { mimeType: "image/png" }) }),
   deadlineMs: deadline,
   handler: async ({ full_page, timeout }, ctx) => {
     const page = await currentPage(ctx, timeout);
     const png = await attempt("The screenshot", () => page.screenshot({ fullPage: full_page, type: "png" }));
-    return { screenshot: png.toString("base64") };
+    return { screenshot: new Bytes(png, "image/png") };
   },
 });
 

@@ -13,6 +13,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
+import { Bytes, bytesField } from "../src/computer/core/bytes.js";
 import { type CommandContext, defineCommand } from "../src/computer/core/command.js";
 import type { DesktopBackend, Point, Rect, Size } from "../src/desktop/backend.js";
 import { normalizeKey } from "../src/desktop/keys.js";
@@ -100,7 +101,11 @@ const sizeSchema = z.object({
 const textBlock = z.object({ type: z.literal("text"), text: z.string() });
 const imageBlock = z.object({
   type: z.literal("image"),
-  source: z.object({ type: z.literal("base64"), media_type: z.literal("image/png"), data: z.string() }),
+  source: z.object({
+    type: z.literal("base64"),
+    media_type: z.literal("image/png"),
+    data: bytesField("the PNG, base64", { mimeType: "image/png" }),
+  }),
 });
 const common = {
   display: sizeSchema,
@@ -126,7 +131,12 @@ const openaiReply = z.object({
   tool_result: z.object({
     type: z.literal("computer_call_output"),
     call_id: z.string().optional(),
-    output: z.object({ type: z.literal("input_image"), image_url: z.string() }).optional(),
+    output: z
+      .object({
+        type: z.literal("input_image"),
+        image_url: bytesField("the PNG as a data: URL", { mimeType: "image/png", dataUrl: true }),
+      })
+      .optional(),
   }),
 });
 export const computerActionResult = z.discriminatedUnion("vocabulary", [anthropicReply, openaiReply]);
@@ -202,8 +212,8 @@ type OpenaiAction = z.infer<typeof openaiAction>;
 /** What an action gives besides the screenshot after it. */
 interface ActionOutput {
   text?: string;
-  /** An image that replaces the screenshot after the action (`screenshot`, `zoom`). */
-  image?: string;
+  /** A PNG that replaces the screenshot after the action (`screenshot`, `zoom`). */
+  image?: Buffer;
 }
 
 /** Runs one action against the desktop, in the model's display space. */
@@ -328,17 +338,17 @@ class ActionRunner {
   }
 
   /** The screen as the model sees it: PNG at exactly the display size. */
-  async screenshot(): Promise<string> {
+  async screenshot(): Promise<Buffer> {
     const shot = await takeScreenshot(this.desktop, {
       format: "png",
       quality: 95,
       size: this.mapping.display,
     });
-    return shot.base64;
+    return shot.data;
   }
 
   /** A region of the model's display at the screen's resolution, fitted within the display size. */
-  private async zoom(region: readonly number[]): Promise<string> {
+  private async zoom(region: readonly number[]): Promise<Buffer> {
     const [x0, y0, x1, y1] = region;
     const { width, height } = this.mapping.display;
     if (x1 <= x0 || y1 <= y0 || x0 < 0 || y0 < 0 || x1 > width || y1 > height) {
@@ -353,7 +363,7 @@ class ActionRunner {
       maxWidth: width,
       maxHeight: height,
     });
-    return shot.base64;
+    return shot.data;
   }
 
   private toScreen([x, y]: readonly [number, number]): Point {
@@ -450,7 +460,7 @@ function reply(
     if (output.image !== undefined) {
       content.push({
         type: "image",
-        source: { type: "base64", media_type: "image/png", data: output.image },
+        source: { type: "base64", media_type: "image/png", data: new Bytes(output.image, "image/png") },
       });
     }
     const toolResult = {
@@ -469,7 +479,7 @@ function reply(
       type: "computer_call_output",
       call_id: id,
       ...(image !== undefined
-        ? { output: { type: "input_image", image_url: `data:image/png;base64,${image}` } }
+        ? { output: { type: "input_image", image_url: new Bytes(image, "image/png", { dataUrl: true }) } }
         : {}),
     },
   };

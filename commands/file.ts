@@ -4,7 +4,7 @@ import { type FileHandle, mkdir, open, readdir, rmdir, stat, unlink } from "node
 import { z } from "zod";
 import { appendFileAllOrNothing, writeFileAtomic } from "../src/common/atomic-write.js";
 import { CommandError, describeOsError, fileKind, notRegularFile } from "../src/common/errors.js";
-import { Base64Bytes, base64Field, base64Param } from "../src/computer/core/bytes.js";
+import { Bytes, base64Param, bytesField } from "../src/computer/core/bytes.js";
 import { defineCommand } from "../src/computer/core/command.js";
 import { expandPath } from "../src/os/paths.js";
 
@@ -138,7 +138,7 @@ export const readBytes = defineCommand({
     offset: z.number().int().min(0).default(0),
     length: z.number().int().min(0).max(MAX_WHOLE_READ).nullish(),
   }),
-  result: z.object({ content_b64: base64Field("the bytes read, base64") }),
+  result: z.object({ content_b64: bytesField("the bytes read, base64") }),
   handler: ({ path, offset, length }) =>
     onPath(path, async (abs) => {
       const { handle, size } = await openRegularFile(abs, path);
@@ -150,15 +150,16 @@ export const readBytes = defineCommand({
           throw new CommandError("failed", `Too much to read at once (${wanted} bytes): pass a length`);
         }
         const buffer = takeReadBuffer(Math.min(wanted, size === 0 ? READ_BUFFER_SIZE : wanted));
+        let handedOver = false;
         try {
-          const read = size === 0 ? null : await readInto(handle, buffer, wanted, offset);
-          return {
-            content_b64: new Base64Bytes(
-              read === null ? await readToEnd(handle, buffer, wanted, offset) : buffer.subarray(0, read),
-            ),
-          };
+          if (size === 0) return { content_b64: new Bytes(await readToEnd(handle, buffer, wanted, offset)) };
+          const read = await readInto(handle, buffer, wanted, offset);
+          // The buffer comes back once the transport has encoded the bytes (else it is simply dropped).
+          handedOver = true;
+          const release = () => giveBackReadBuffer(buffer);
+          return { content_b64: new Bytes(buffer.subarray(0, read), undefined, { release }) };
         } finally {
-          giveBackReadBuffer(buffer);
+          if (!handedOver) giveBackReadBuffer(buffer);
         }
       } finally {
         // Closed while the reply goes out: a trip through the thread pool the client need not wait for.

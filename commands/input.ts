@@ -1,6 +1,7 @@
 /**
  * Pointer and keyboard commands. All of them are `input: true`: they run one at a time through the
- * registry's input queue, so two clients never interleave a drag or a hotkey.
+ * registry's input queue, so two clients never interleave a drag or a hotkey. Those that go to a
+ * point are `pointer: true`: the timeline draws where they went.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
@@ -125,6 +126,7 @@ function clickCommand<N extends string>(
     aliases,
     description,
     input: true,
+    pointer: true,
     params: z.object({ ...pointFields, modifiers: modifiersParam }).superRefine(wholePoint(false)),
     result: empty,
     handler: async (params, ctx) => {
@@ -163,6 +165,7 @@ export const moveCursor = defineCommand({
   name: "move_cursor",
   description: "Moves the pointer to x,y (screen pixels).",
   input: true,
+  pointer: true,
   params: z.object(pointFields).superRefine(wholePoint(true)),
   result: empty,
   handler: async (params, ctx) => {
@@ -176,6 +179,7 @@ function buttonCommand<N extends string>(name: N, action: "down" | "up", descrip
     name,
     description,
     input: true,
+    pointer: true,
     params: z.object({ ...pointFields, button: buttonParam }).superRefine(wholePoint(false)),
     result: empty,
     handler: async (params, ctx) => {
@@ -247,6 +251,7 @@ export const dragTo = defineCommand({
   name: "drag_to",
   description: "Presses a button where the pointer is, moves to x,y and releases it.",
   input: true,
+  pointer: true,
   params: z.object({
     x: coordinate,
     y: coordinate,
@@ -267,6 +272,7 @@ export const drag = defineCommand({
   name: "drag",
   description: "Moves to the first point, presses a button, follows the path and releases at the last point.",
   input: true,
+  pointer: true,
   params: z.object({
     path: z
       .array(z.tuple([coordinate, coordinate]))

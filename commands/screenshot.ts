@@ -2,10 +2,15 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
+import { Bytes, bytesField } from "../src/computer/core/bytes.js";
 import { type CommandContext, defineCommand } from "../src/computer/core/command.js";
+import type { DesktopBackend } from "../src/desktop/backend.js";
 import {
+  type Screenshot,
   type ScreenshotMapping,
+  type ScreenshotOptions,
   takeScreenshot,
+  targetSize,
   toScreenCoordinates,
   toScreenshotCoordinates,
 } from "../src/desktop/screenshot.js";
@@ -44,11 +49,50 @@ const regionParam = z
   })
   .describe("Only this part of the screen, in screen pixels");
 
+/**
+ * What model hosts accept of an image: Anthropic's API scales down anything longer than 1568 px on
+ * its long edge, and hosts refuse images over about 1 MB (Claude Desktop, several MCP clients).
+ */
+const MODEL_LONG_EDGE = 1568;
+const MODEL_BYTES = 1_000_000;
+/** JPEG qualities tried, best first, when an image is over MODEL_BYTES; then it is made smaller. */
+const MODEL_QUALITIES = [85, 70, 55, 40];
+const MODEL_SHRINK = 0.7;
+
+/**
+ * A screenshot within what model hosts accept: at most MODEL_LONG_EDGE on its long edge, and at most
+ * MODEL_BYTES (as JPEG of falling quality when the format asked for is larger, then smaller).
+ */
+async function screenshotForModels(desktop: DesktopBackend, options: ScreenshotOptions): Promise<Screenshot> {
+  const area = options.region ?? (await desktop.screenSize());
+  const wanted = targetSize(area.width, area.height, options);
+  const fit = Math.min(1, MODEL_LONG_EDGE / Math.max(wanted.width, wanted.height));
+  let bounds = {
+    maxWidth: Math.max(1, Math.floor(wanted.width * fit)),
+    maxHeight: Math.max(1, Math.floor(wanted.height * fit)),
+  };
+  let shot = await takeScreenshot(desktop, { ...options, ...bounds });
+  for (let shrink = 0; shot.data.length > MODEL_BYTES && shrink < 6; shrink++) {
+    for (const quality of MODEL_QUALITIES) {
+      if (options.format === "jpeg" && quality >= options.quality) continue;
+      shot = await takeScreenshot(desktop, { ...options, ...bounds, format: "jpeg", quality });
+      if (shot.data.length <= MODEL_BYTES) return shot;
+    }
+    bounds = {
+      maxWidth: Math.max(1, Math.floor(bounds.maxWidth * MODEL_SHRINK)),
+      maxHeight: Math.max(1, Math.floor(bounds.maxHeight * MODEL_SHRINK)),
+    };
+  }
+  return shot;
+}
+
 export const screenshot = defineCommand({
   name: "screenshot",
   description:
     "Captures the screen (or a region) as base64 PNG, JPEG or WebP, optionally scaled down. `scale` in the " +
     "result is image pixels per screen pixel, to map points back to the screen.",
+  capture: true,
+  modelDefaults: { fit: "model" },
   params: z.object({
     format: formatParam,
     quality: z.number().int().min(1).max(100).default(95).describe("JPEG/WebP quality, 1–100"),
@@ -56,9 +100,16 @@ export const screenshot = defineCommand({
     max_width: z.number().int().positive().nullish().describe("Scale down to fit this width"),
     max_height: z.number().int().positive().nullish().describe("Scale down to fit this height"),
     scale: z.number().positive().max(1).nullish().describe("Image pixels per screen pixel, (0, 1]"),
+    fit: z
+      .enum(["full", "model"])
+      .default("full")
+      .describe(
+        `model: at most ${MODEL_LONG_EDGE} px on the long edge and ${MODEL_BYTES / 1_000_000} MB (JPEG when ` +
+          "the format asked for would be larger), what model hosts accept; full: as asked. MCP's default is model",
+      ),
   }),
   result: z.object({
-    image_data: z.string(),
+    image_data: bytesField("the image, base64", { mimeType: "image/*" }),
     format: z.enum(["png", "jpeg", "webp"]),
     width: z.number(),
     height: z.number(),
@@ -67,16 +118,20 @@ export const screenshot = defineCommand({
   }),
   handler: async (params, ctx) => {
     const desktop = await ctx.desktop();
-    const shot = await takeScreenshot(desktop, {
+    const options: ScreenshotOptions = {
       format: params.format,
       quality: params.quality,
       region: params.region ?? undefined,
       maxWidth: params.max_width ?? undefined,
       maxHeight: params.max_height ?? undefined,
       scale: params.scale ?? undefined,
-    });
+    };
+    const shot =
+      params.fit === "model"
+        ? await screenshotForModels(desktop, options)
+        : await takeScreenshot(desktop, options);
     return {
-      image_data: shot.base64,
+      image_data: new Bytes(shot.data, `image/${shot.format}`),
       format: shot.format,
       width: shot.width,
       height: shot.height,

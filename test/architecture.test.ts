@@ -3,8 +3,10 @@
  * only go down the layers (commands → the computer's core is the one way between the two halves of
  * the computer server; transports never import a command; the host service stands apart).
  */
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import madge from "madge";
+import ts from "typescript";
 import { beforeAll, describe, expect, it } from "vitest";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -39,6 +41,8 @@ beforeAll(async () => {
     baseDir: ROOT,
     fileExtensions: ["ts"],
     tsConfig: `${ROOT}/tsconfig.json`,
+    // Unit tests sit beside their modules; they are not part of the program.
+    excludeRegExp: [/\.test\.ts$/],
   });
   graph = result.obj();
   cycles = result.circular();
@@ -82,3 +86,42 @@ describe("the import graph", () => {
     expect(broken).toEqual([]);
   });
 });
+
+/**
+ * What a transport or the core knows of a command is what its definition says (`input`, `pointer`,
+ * `capture`, a bytes field's media type), never its name: a string literal naming a command there
+ * is a list that the next command would have to be added to.
+ */
+describe("the transports and the core", () => {
+  it("name no command in their code", async () => {
+    const { allCommands } = await import("../commands/index.js");
+    const names = new Set(allCommands.map((def) => def.name));
+    const files = Object.keys(graph).filter((file) =>
+      /^src\/computer\/(core|transports|http|auth)\//.test(file),
+    );
+    expect(files.length).toBeGreaterThan(20);
+    const named = files.flatMap((file) =>
+      stringLiterals(readFileSync(`${ROOT}/${file}`, "utf8"))
+        .filter((text) => names.has(text) && !NOT_A_COMMAND[file]?.includes(text))
+        .map((text) => `${file} names "${text}"`),
+    );
+    expect(named).toEqual([]);
+  });
+});
+
+/** Words that are also command names but mean something else where they are. */
+const NOT_A_COMMAND: Record<string, string[]> = {
+  // The client named in the timeline for the steps a command runs through `ctx.run` (batch's, computer_action's).
+  "src/computer/core/registry.ts": ["batch"],
+};
+
+/** The string literals of a TypeScript source (comments are not code). */
+function stringLiterals(source: string): string[] {
+  const found: string[] = [];
+  const visit = (node: ts.Node) => {
+    if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) found.push(node.text);
+    ts.forEachChild(node, visit);
+  };
+  visit(ts.createSourceFile("module.ts", source, ts.ScriptTarget.Latest, false));
+  return found;
+}

@@ -31,8 +31,6 @@ export interface ScreenshotOptions {
 
 export interface Screenshot {
   data: Buffer;
-  /** `data` in base64 (computed once per encoding, as repeat screenshots reuse it). */
-  base64: string;
   format: ImageFormat;
   width: number;
   height: number;
@@ -190,7 +188,6 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
       (await (await pipelineFor(raw, size, options.format, options.quality)).toBuffer());
     return {
       data,
-      base64: data.toString("base64"),
       format: options.format,
       width: size.width,
       height: size.height,

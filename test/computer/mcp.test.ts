@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { allCommands } from "../../commands/index.js";
 import { createComputerApp } from "../../src/computer/app.js";
+import { Bytes, bytesField } from "../../src/computer/core/bytes.js";
 import { defineCommand } from "../../src/computer/core/command.js";
 import { CommandRegistry } from "../../src/computer/core/registry.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
@@ -210,20 +211,25 @@ describe("screenshot over MCP", () => {
 });
 
 describe("image results of any command", () => {
-  // Any command whose result carries image_data + format becomes image content: the transport looks
-  // at the result's shape, not at the command's name. This one encodes a real PNG with sharp.
+  // Any command whose result carries bytes of an image type becomes image content: the transport looks
+  // at the result's bytes, not at the command's name. This one encodes a real PNG with sharp.
   const paint = defineCommand({
     name: "paint_square",
     description: "A red square as a PNG (test command)",
     params: z.object({ size: z.number().int().min(1).max(64).default(8) }),
-    result: z.object({ image_data: z.string(), format: z.string(), width: z.number(), height: z.number() }),
+    result: z.object({
+      image_data: bytesField("the PNG", { mimeType: "image/png" }),
+      format: z.string(),
+      width: z.number(),
+      height: z.number(),
+    }),
     handler: async ({ size }) => {
       const png = await sharp({
         create: { width: size, height: size, channels: 3, background: { r: 255, g: 0, b: 0 } },
       })
         .png()
         .toBuffer();
-      return { image_data: png.toString("base64"), format: "png", width: size, height: size };
+      return { image_data: new Bytes(png, "image/png"), format: "png", width: size, height: size };
     },
   });
 

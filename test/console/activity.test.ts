@@ -3,7 +3,9 @@
  * on `GET /events`, with their transport, duration and outcome, and secrets redacted.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { allCommands } from "../../commands/index.js";
 import { ActivityLog, redact } from "../../src/computer/core/activity.js";
+import { Bytes } from "../../src/computer/core/bytes.js";
 import { startComputerServer } from "../../src/computer/server.js";
 import { TestSocket, wsUrl } from "../support/clients.js";
 import { startTestServer } from "../support/server.js";
@@ -14,6 +16,8 @@ beforeAll(async () => {
   server = await startTestServer({ activitySize: 5 });
 });
 afterAll(() => server.close());
+
+const definition = (name: string) => allCommands.find((def) => def.name === name)!;
 
 const entries = async (url: string, query = "", headers: Record<string, string> = {}) =>
   ((await (await fetch(`${url}/activity${query}`, { headers })).json()) as { entries: any[] }).entries;
@@ -87,11 +91,32 @@ describe("GET /activity", () => {
   it("gives a click its point and the screenshot taken before it", () => {
     const log = new ActivityLog({ size: 10, screenshotBytes: 100 });
     const ok = (result: unknown) => ({ success: true as const, result });
-    const shot = { image_data: "aGVsbG8=", format: "png", width: 10, height: 10, scale: 0.5 };
-    log.record({ command: "screenshot", params: {}, transport: "mcp", ms: 1, outcome: ok(shot) });
-    log.record({ command: "left_click", params: { x: 4, y: 6 }, transport: "mcp", ms: 1, outcome: ok({}) });
+    const shot = {
+      image_data: new Bytes(Buffer.from("hello"), "image/png"),
+      format: "png",
+      width: 10,
+      height: 10,
+      scale: 0.5,
+    };
+    log.record({
+      command: "screenshot",
+      flags: definition("screenshot"),
+      params: {},
+      transport: "mcp",
+      ms: 1,
+      outcome: ok(shot),
+    });
+    log.record({
+      command: "left_click",
+      flags: definition("left_click"),
+      params: { x: 4, y: 6 },
+      transport: "mcp",
+      ms: 1,
+      outcome: ok({}),
+    });
     log.record({
       command: "drag",
+      flags: definition("drag"),
       params: {
         path: [
           [1, 2],
@@ -111,7 +136,14 @@ describe("GET /activity", () => {
     expect(log.screenshot(taken.id)?.bytes.toString()).toBe("hello");
     // Beyond the byte budget the oldest screenshots go.
     for (let i = 0; i < 20; i++) {
-      log.record({ command: "screenshot", params: {}, transport: "mcp", ms: 1, outcome: ok(shot) });
+      log.record({
+        command: "screenshot",
+        flags: definition("screenshot"),
+        params: {},
+        transport: "mcp",
+        ms: 1,
+        outcome: ok(shot),
+      });
     }
     expect(log.screenshot(taken.id)).toBeUndefined();
   });
@@ -173,6 +205,7 @@ describe("memory", () => {
       const content = JSON.parse(`"${Buffer.alloc(768 * 1024, i).toString("base64")}"`) as string;
       log.record({
         command: "write_bytes",
+        flags: definition("write_bytes"),
         params: { path: "/tmp/x", content_b64: content },
         transport: "http",
         ms: 1,

@@ -22,6 +22,8 @@ const problems: string[] = [];
 let trajectoryId: string;
 /** When the second click happened, in seconds into the video. */
 let secondClickAt: number;
+/** The video's length as stop_recording said it (the session's waits alone take 2.5 s). */
+let recordedSeconds: number;
 
 async function cmd(command: string, params: Record<string, unknown> = {}) {
   const event = await desk.cmd(command, params);
@@ -56,7 +58,8 @@ beforeAll(async () => {
   await cmd("run_command", { command: "xsetroot -solid '#2040c0'", env: desk.display.env });
   await cmd("wait", { ms: 1000 });
   await cmd("stop_trajectory");
-  await cmd("stop_recording");
+  recordedSeconds = (await cmd("stop_recording")).duration_s;
+  expect(recordedSeconds).toBeGreaterThan(2.5);
 
   page = await browser.newPage({ viewport: { width: 1400, height: 1200 } });
   page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
@@ -83,10 +86,10 @@ describe("the console's recordings", () => {
     await expect.poll(() => page.locator("#player-steps li").count(), { timeout: 15_000 }).toBe(8);
     expect(await page.textContent("#player-title")).toBe("paint and click — 8 steps");
     // The video loads and plays (H.264 in fragmented MP4, from the server's /files).
-    await page.waitForFunction(() => {
+    await page.waitForFunction((seconds) => {
       const video = document.getElementById("player-video") as HTMLVideoElement;
-      return video.readyState >= 2 && video.duration > 3;
-    });
+      return video.readyState >= 2 && Math.abs(video.duration - seconds) < 0.25;
+    }, recordedSeconds);
     const played = await page.evaluate(async () => {
       const video = document.getElementById("player-video") as HTMLVideoElement;
       await video.play();

@@ -271,8 +271,12 @@ describe("a pool's life", () => {
     expect(readdirSync(join(host.home, ".containers")).filter((d) => d.startsWith("hangar-churn-"))).toEqual(
       [],
     );
-    // No container's monitor (conmon) of this storage is left, and no published port answers.
-    expect(processesUnder(join(engine.root, "storage"))).toEqual([]);
+    // No container's monitor (conmon) of this storage is left, and no published port answers. A
+    // monitor may outlive its removed container for a moment on a loaded machine; a leak stays.
+    await vi.waitFor(() => expect(processesUnder(join(engine.root, "storage"))).toEqual([]), {
+      timeout: 20_000,
+      interval: 200,
+    });
     const answering = (
       await Promise.all([...ports].map(async (port) => ((await connects(port)) ? port : 0)))
     ).filter(Boolean);

@@ -8,11 +8,15 @@
  * const activity = new ActivityLog({ size: 500 });
  * const registry = new CommandRegistry(commands, { observe: (run) => activity.record(run) });
  */
+import { Bytes } from "./bytes.js";
+import type { CommandFlags } from "./flags.js";
 import type { Outcome } from "./outcome.js";
 
 /** One finished command, as the registry reports it. */
 export interface CommandRun {
   command: string;
+  /** Its definition's flags, which say what to show of it (`pointer`, `capture`). */
+  flags: CommandFlags;
   params: unknown;
   transport: string;
   ms: number;
@@ -41,7 +45,7 @@ export interface ActivityEntry {
 export interface StoredScreenshot {
   id: number;
   format: string;
-  /** The image file's bytes (kept decoded: a quarter smaller than its base64 text). */
+  /** The image file's bytes, as the command returned them. */
   bytes: Buffer;
   width: number;
   height: number;
@@ -64,18 +68,6 @@ export interface ActivityOptions {
 const SECRET_KEY = /^(?!keys?$).*key|pass(word|wd|phrase)?|token|secret|authori[sz]ation|credential|cookie/i;
 const LONG_TEXT = 200;
 const REDACTED = "[redacted]";
-const POINTER_COMMANDS = new Set([
-  "left_click",
-  "right_click",
-  "middle_click",
-  "double_click",
-  "triple_click",
-  "move_cursor",
-  "mouse_down",
-  "mouse_up",
-  "drag_to",
-  "drag",
-]);
 
 export class ActivityLog {
   private readonly entries: ActivityEntry[] = [];
@@ -107,13 +99,12 @@ export class ActivityLog {
       entry.code = outcome.code;
       entry.error = cut(outcome.error);
     }
-    if (POINTER_COMMANDS.has(run.command)) {
+    if (run.flags.pointer) {
       const point = pointOf(run.params);
       if (point) entry.point = point;
     }
     if (this.lastShot !== undefined) entry.seen = this.lastShot;
-    if (run.command === "screenshot" && outcome.success)
-      entry.screenshot = this.keep(run.params, outcome.result);
+    if (run.flags.capture && outcome.success) entry.screenshot = this.keep(run.params, outcome.result);
     this.entries.push(entry);
     if (this.entries.length > this.size) this.entries.shift();
     for (const listener of this.listeners) listener(entry);
@@ -142,14 +133,14 @@ export class ActivityLog {
 
   private keep(params: unknown, result: unknown): number | undefined {
     const r = result as Partial<Record<string, unknown>>;
-    if (typeof r?.image_data !== "string") return undefined;
-    // The image's size in bytes, known from its text without decoding it.
-    if ((r.image_data.length * 3) / 4 > this.screenshotBytes) return undefined;
+    const image = r?.image_data;
+    if (!(image instanceof Bytes) || image.data.length > this.screenshotBytes) return undefined;
     const region = (params as { region?: { x?: number; y?: number } } | undefined)?.region;
     const shot: StoredScreenshot = {
       id: this.nextId - 1,
       format: String(r.format),
-      bytes: Buffer.from(r.image_data, "base64"),
+      // Kept as it is: the handler made these bytes for this reply alone.
+      bytes: image.data,
       width: Number(r.width),
       height: Number(r.height),
       scale: Number(r.scale) || 1,

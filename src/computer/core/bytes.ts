@@ -1,91 +1,70 @@
 /**
- * Bytes in a command's result that travel as base64 text (`read_bytes` chunks). They are encoded at
- * once, so the caller may reuse its buffer: into a Buffer, which `/cmd` writes straight into its
- * event (twice with the spread copy) instead of escaping and copying a long JSON string
- * (outcome.ts); every other consumer gets the string through `toJSON`.
- *
- * Node's encoder makes a string, and a megabyte string lives outside V8's heap, where V8 counts it
- * towards its next full collection: 1 MiB reads back to back started a marking cycle every 15 reads
- * ("external memory pressure", 2-11 ms pauses). Encoded in 48 KiB slices, each a young string copied
- * into a reused buffer, they leave only young garbage, gone at the next scavenge.
+ * Bytes as commands see them. A handler returns a Buffer with its media type (`Bytes`), and each
+ * transport decides how it travels, as Playwright's `tBinary` lets each connection do: `/cmd` and
+ * `/ws` write it as base64 text straight from the buffer (http/base64.ts), MCP sends an image as
+ * image content, the timeline keeps the Buffer. A parameter of bytes (`base64Param`) is base64 text
+ * to clients, and the handler gets a Buffer: the body reader decodes a long one where the schema
+ * says bytes, without making a string of it.
  */
 import { z } from "zod";
 
-/**
- * Base64 text is decoded (and made) this many characters at a time: a multiple of 4, and a young
- * string (V8 puts strings above 128 KiB elsewhere).
- */
-const SLICE = 64 * 1024;
-/** Bytes encoded at a time: one `SLICE` of text. */
-const ENCODE_SLICE = (SLICE / 4) * 3;
-/** Encodings outside these sizes get a buffer of their own, not kept for reuse. */
-const POOLED_MIN = 64 * 1024;
-const POOLED_MAX = 4 * 1024 * 1024;
-/** Buffers kept for reuse: one per reply being written, more only under concurrent reads. */
-const POOL_SIZE = 2;
-const pool: Buffer[] = [];
-const pooled = (length: number) => length >= POOLED_MIN && length <= POOLED_MAX;
+/** A result's bytes and their media type; what a transport makes of them is its own affair. */
+export class Bytes {
+  #release?: () => void;
 
-function takeBuffer(length: number): Buffer {
-  if (!pooled(length)) return Buffer.allocUnsafe(length);
-  const index = pool.findIndex((buffer) => buffer.length >= length);
-  return index >= 0 ? pool.splice(index, 1)[0] : Buffer.allocUnsafeSlow(length);
-}
-
-export class Base64Bytes {
-  #buffer: Buffer | undefined;
-  readonly #length: number;
-
-  constructor(bytes: Buffer) {
-    this.#length = Math.ceil(bytes.length / 3) * 4;
-    const buffer = takeBuffer(this.#length);
-    let at = 0;
-    for (let i = 0; i < bytes.length; i += ENCODE_SLICE) {
-      at += buffer.write(bytes.subarray(i, i + ENCODE_SLICE).toString("base64"), at, "latin1");
-    }
-    this.#buffer = buffer;
+  /**
+   * @param data the bytes; the handler must not change them afterwards.
+   * @param mimeType what they are (`image/png`: MCP sends them as image content).
+   * @param options `dataUrl`: clients get a `data:` URL instead of bare base64; `release`: called
+   *   once a transport has encoded the bytes (the handler may then reuse `data`'s memory).
+   */
+  constructor(
+    readonly data: Buffer,
+    readonly mimeType = "application/octet-stream",
+    options: { dataUrl?: boolean; release?: () => void } = {},
+  ) {
+    this.dataUrl = options.dataUrl ?? false;
+    this.#release = options.release;
   }
 
-  /** The base64 text as ASCII bytes (it needs no JSON escaping); only until `release()`. */
-  get encoded(): Buffer {
-    if (!this.#buffer) throw new Error("Base64Bytes used after release()");
-    return this.#buffer.subarray(0, this.#length);
+  readonly dataUrl: boolean;
+
+  get isImage(): boolean {
+    return this.mimeType.startsWith("image/");
   }
 
-  get text(): string {
-    return this.encoded.toString("latin1");
-  }
-
+  /** What clients receive where JSON carries the bytes: base64 text, or a `data:` URL. */
   toJSON(): string {
-    return this.text;
+    return `${this.textPrefix()}${this.data.toString("base64")}`;
   }
 
-  /** The encoding is no longer needed (its reply has been written): its buffer may be reused. */
+  /** What comes before the base64 text: `data:image/png;base64,` for a data URL. */
+  textPrefix(): string {
+    return this.dataUrl ? `data:${this.mimeType};base64,` : "";
+  }
+
+  /** A transport has encoded the bytes: their buffer may be reused (at most once). */
   release() {
-    const buffer = this.#buffer;
-    this.#buffer = undefined;
-    if (!buffer || !pooled(buffer.length)) return;
-    if (pool.length < POOL_SIZE) {
-      pool.push(buffer);
-      return;
-    }
-    // Full: the largest are kept (chunks of one size come one after another).
-    const smallest = pool.reduce((at, kept, i) => (kept.length < pool[at].length ? i : at), 0);
-    if (pool[smallest].length < buffer.length) pool[smallest] = buffer;
+    const release = this.#release;
+    this.#release = undefined;
+    release?.();
   }
 }
 
-/** Releases the `Base64Bytes` fields of a command's result (see `Base64Bytes.release`). */
-export function releaseBase64Fields(result: unknown) {
-  if (typeof result !== "object" || result === null) return;
-  for (const value of Object.values(result)) if (value instanceof Base64Bytes) value.release();
-}
-
-/** The result field for a `Base64Bytes`: a base64 string in `/commands`, OpenAPI and MCP schemas. */
-export function base64Field(description: string) {
+/**
+ * A result field holding `Bytes`: base64 text (or a data URL) in `/commands`, OpenAPI and MCP schemas;
+ * `mimeType` (e.g. `image/png`, or `image/*` when it varies) says what the bytes are.
+ */
+export function bytesField(description: string, options: { mimeType?: string; dataUrl?: boolean } = {}) {
+  const { mimeType, dataUrl } = options;
   return z
-    .custom<Base64Bytes>((value) => value instanceof Base64Bytes)
-    .meta({ type: "string", contentEncoding: "base64", description });
+    .custom<Bytes>((value) => value instanceof Bytes)
+    .meta({
+      type: "string",
+      ...(dataUrl ? { format: "uri" } : { contentEncoding: "base64" }),
+      ...(mimeType ? { contentMediaType: mimeType } : {}),
+      description,
+    });
 }
 
 const base64Params = new WeakSet<object>();
@@ -133,30 +112,4 @@ function decodeStrictBase64(text: string): Buffer | null {
   const data = Buffer.from(text, "base64");
   const padding = text.endsWith("==") ? 2 : text.endsWith("=") ? 1 : 0;
   return data.length === (text.length / 4) * 3 - padding ? data : null;
-}
-
-const EQUALS = 0x3d;
-
-/**
- * Standard, canonical base64 given as ASCII bytes (a string cut out of a request body), decoded
- * without making one string of it: a string of a megabyte lives outside V8's heap, where it brings
- * the next full collection nearer; slices of 64 KiB are young strings, dropped at the next
- * scavenge. Undefined when it is not that: anything Node's decoder would skip or take as url-safe,
- * a misplaced `=`, padding bits that are not zero (so that encoding the bytes gives the text back).
- */
-export function decodeBase64Text(text: Buffer): Buffer | undefined {
-  if (text.length === 0 || text.length % 4 !== 0 || text.includes(0x2d) || text.includes(0x5f)) {
-    return undefined;
-  }
-  const padding = text[text.length - 1] !== EQUALS ? 0 : text[text.length - 2] === EQUALS ? 2 : 1;
-  const size = (text.length / 4) * 3 - padding;
-  const bytes = Buffer.allocUnsafeSlow(size + padding);
-  let written = 0;
-  for (let at = 0; at < text.length; at += SLICE) {
-    written += bytes.write(text.toString("latin1", at, Math.min(at + SLICE, text.length)), written, "base64");
-  }
-  if (written !== size) return undefined;
-  const decoded = bytes.subarray(0, size);
-  const last = decoded.subarray(size - (3 - padding)).toString("base64");
-  return last === text.toString("latin1", text.length - 4) ? decoded : undefined;
 }

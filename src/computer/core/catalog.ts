@@ -19,12 +19,26 @@ export function paramsJsonSchema(def: AnyCommand): JsonSchema {
     io: "input",
     unrepresentable: "any",
     override: ({ zodSchema, jsonSchema }) => {
+      if (Array.isArray(jsonSchema.prefixItems)) return asPlainArray(jsonSchema as JsonSchema);
       if (!isBase64Param(zodSchema)) return;
       const { description } = jsonSchema;
       for (const key of Object.keys(jsonSchema)) delete (jsonSchema as JsonSchema)[key];
       Object.assign(jsonSchema, base64ParamJsonSchema(description));
     },
   }) as JsonSchema;
+}
+
+/**
+ * A tuple (`[x, y]`) as an array of its items' schema with its length fixed: `prefixItems` with
+ * `items: false` is refused by strict MCP clients and by OpenAI's function schemas.
+ */
+function asPlainArray(schema: JsonSchema) {
+  const items = schema.prefixItems as JsonSchema[];
+  const texts = new Set(items.map((item) => JSON.stringify(item)));
+  delete schema.prefixItems;
+  schema.items = texts.size === 1 ? items[0] : { anyOf: items };
+  schema.minItems = items.length;
+  schema.maxItems = items.length;
 }
 
 /** JSON Schema of a definition's result; `draft-7` for validators of that draft (MCP clients' Ajv). */

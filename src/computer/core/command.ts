@@ -18,6 +18,7 @@ import type { AccessibilityBackend } from "../../desktop/accessibility.js";
 import type { DesktopBackend } from "../../desktop/backend.js";
 import type { Recordings } from "../../desktop/recording/recordings.js";
 import type { WarmShells } from "../../os/warm-shells.js";
+import type { CommandFlags } from "./flags.js";
 import type { Outcome } from "./outcome.js";
 import type { Trajectories } from "./trajectories/trajectories.js";
 
@@ -54,7 +55,8 @@ export interface CommandContext {
 // biome-ignore lint/suspicious/noExplicitAny: the registry holds definitions of every parameter shape
 export type AnyParams = z.ZodObject<any>;
 
-export interface CommandDefinition<S extends AnyParams = AnyParams, R = unknown, N extends string = string> {
+export interface CommandDefinition<S extends AnyParams = AnyParams, R = unknown, N extends string = string>
+  extends CommandFlags {
   /** Kept as its literal type, so that the typed client (`hangar/client`) names its methods from it. */
   readonly name: N;
   readonly aliases?: readonly string[];
@@ -63,8 +65,6 @@ export interface CommandDefinition<S extends AnyParams = AnyParams, R = unknown,
   readonly params: S;
   /** The shape of a successful result (documentation and MCP output schema). */
   readonly result: z.ZodType<R>;
-  /** Pointer and keyboard commands share one queue so that two clients never interleave. */
-  readonly input?: boolean;
   /** Overrides the registry's default deadline, from the validated parameters. */
   readonly deadlineMs?: (params: z.output<S>) => number;
   readonly handler: (params: z.output<S>, ctx: CommandContext) => Promise<R> | R;

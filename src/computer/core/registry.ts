@@ -126,6 +126,11 @@ export class CommandRegistry {
       .slice(0, 5);
   }
 
+  /** Whether a command takes a parameter as bytes: the body reader then decodes its base64 text. */
+  takesBytes(command: string, param: string): boolean {
+    return isBase64Param(this.resolve(command)?.params.shape[param]);
+  }
+
   /** `Unknown command: x. Did you mean: a, b?` */
   unknownCommandMessage(name: string): string {
     const suggestions = this.suggest(name);
@@ -145,6 +150,7 @@ export class CommandRegistry {
     try {
       this.observe?.({
         command: def.name,
+        flags: def,
         params: rawParams,
         transport: options.transport ?? "api",
         ms,
@@ -252,7 +258,7 @@ function parseParams(def: AnyCommand, raw: unknown) {
     const kind = Array.isArray(value) ? "an array" : `a ${typeof value}`;
     return { success: false as const, error: `Invalid params: expected an object, got ${kind}` };
   }
-  const result = def.params.safeParse(asTheCommandTakesThem(def, value as Record<string, unknown>));
+  const result = def.params.safeParse(value);
   if (result.success) return { success: true as const, data: result.data };
   const unknown = result.error.issues.find(
     (issue) => issue.code === "unrecognized_keys" && issue.path.length === 0,
@@ -261,22 +267,6 @@ function parseParams(def: AnyCommand, raw: unknown) {
     return { success: false as const, error: unknownParamsMessage(def, unknown.keys) };
   }
   return { success: false as const, error: describeZodError(result.error) };
-}
-
-/**
- * The parameters with the bytes that the body reader decoded (a parameter given as base64 text, see
- * http/json-bytes.ts) given back as that text where the command does not take bytes.
- */
-function asTheCommandTakesThem(def: AnyCommand, params: Record<string, unknown>): Record<string, unknown> {
-  let copy: Record<string, unknown> | undefined;
-  for (const key of Object.keys(params)) {
-    const value = params[key];
-    if (Buffer.isBuffer(value) && !isBase64Param(def.params.shape[key])) {
-      copy ??= { ...params };
-      copy[key] = value.toString("base64");
-    }
-  }
-  return copy ?? params;
 }
 
 /** `Unknown parameter 'coordinate' for left_click (did you mean 'x'?); it takes: x, y, modifiers` */

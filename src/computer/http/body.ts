@@ -147,13 +147,28 @@ function onlyWhitespace(body: Buffer): boolean {
   return true;
 }
 
+/** Whether a command takes a parameter as bytes (its schema is a `base64Param`). */
+export type TakesBytes = (command: string, param: string) => boolean;
+
 /**
- * A frame's long base64 parameters come decoded, as Buffers (`write_bytes`' chunks); the registry
- * gives any that a command takes as text back as text.
+ * A frame's long base64 parameters come decoded, as Buffers (`write_bytes`' chunks), where the
+ * command's schema says bytes; everywhere else a string stays a string.
  */
-const frameParsing: ParseJsonOptions = {
-  decodeBase64At: (path) => path.length === 2 && path[0] === "params",
-};
+function frameParsing(takesBytes: TakesBytes | undefined): ParseJsonOptions {
+  if (!takesBytes) return {};
+  return {
+    decodeBase64At: (path, root) => {
+      const command = (root as { command?: unknown } | null)?.command;
+      return (
+        path.length === 2 &&
+        path[0] === "params" &&
+        typeof path[1] === "string" &&
+        typeof command === "string" &&
+        takesBytes(command, path[1])
+      );
+    },
+  };
+}
 
 /**
  * The command frame in the body of `/cmd` or `/playwright_exec`, or the 4xx reply that says what is
@@ -162,8 +177,9 @@ const frameParsing: ParseJsonOptions = {
 export async function readCommandFrame(
   c: Context<ComputerEnv>,
   limit: number,
+  takesBytes?: TakesBytes,
 ): Promise<CommandFrame | Response> {
-  const read = await readJsonBody(c.env.incoming, limit, undefined, frameParsing);
+  const read = await readJsonBody(c.env.incoming, limit, undefined, frameParsing(takesBytes));
   if (!read.ok) {
     if (read.status === 413) return c.json({ detail: `${read.detail} (--body-limit)` }, 413);
     return c.json({ detail: read.detail }, 400);

@@ -13,7 +13,7 @@
  */
 import { isAscii } from "node:buffer";
 import { randomBytes } from "node:crypto";
-import { decodeBase64Text } from "../core/bytes.js";
+import { decodeBase64Text } from "./base64.js";
 
 /** A string at least this long (in bytes) is cut out. */
 const LONG = 64 * 1024;
@@ -28,8 +28,11 @@ const STAND_IN = `\u0000hangar-long-${randomBytes(6).toString("hex")}-`;
 export type JsonPath = readonly (string | number)[];
 
 export interface ParseJsonOptions {
-  /** Whether a long base64 string at this place comes decoded (see above). */
-  decodeBase64At?: (path: JsonPath) => boolean;
+  /**
+   * Whether a long base64 string at this place comes decoded (see above); `root` is the parsed value
+   * around it (a command frame's `command`, which says what its parameters are).
+   */
+  decodeBase64At?: (path: JsonPath, root: unknown) => boolean;
 }
 
 /** Parses a JSON body (UTF-8); throws JSON.parse's SyntaxError when it is not JSON. */
@@ -100,7 +103,9 @@ function parseAround(
     const cut = cuts[index];
     if (!cut) return undefined;
     const [start, end] = cut;
-    const bytes = options.decodeBase64At?.(path) ? decodeBase64Text(body.subarray(start, end)) : undefined;
+    const bytes = options.decodeBase64At?.(path, value)
+      ? decodeBase64Text(body.subarray(start, end))
+      : undefined;
     return bytes ?? body.toString("latin1", start, end);
   };
   return { ok: true, value: putBack(value, stringAt, []) };

@@ -7,12 +7,12 @@
 import { type Context, Hono } from "hono";
 import { CommandError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/logger.js";
-import { releaseBase64Fields } from "../../core/bytes.js";
-import { cmdEventBytes } from "../../core/outcome.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import { readCommandFrame } from "../../http/body.js";
 import { preparedHeaders, sentByHand } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
+import { type HeldEncodings, releaseEncodings } from "../../http/json-pieces.js";
+import { cmdEventBytes } from "./cmd-event.js";
 
 export interface CmdRoutesOptions {
   registry: CommandRegistry;
@@ -29,8 +29,9 @@ const STREAM_BACKLOG_LIMIT = 64 * 1024 * 1024;
 
 export function cmdRoutes({ registry, log, spread, bodyLimitBytes }: CmdRoutesOptions) {
   const routes = new Hono<ComputerEnv>();
+  const takesBytes = (command: string, param: string) => registry.takesBytes(command, param);
   routes.post("/", async (c) => {
-    const frame = await readCommandFrame(c, bodyLimitBytes);
+    const frame = await readCommandFrame(c, bodyLimitBytes, takesBytes);
     if (frame instanceof Response) return frame;
     if (!registry.resolve(frame.command)) {
       return c.json({ detail: registry.unknownCommandMessage(frame.command) }, 400);
@@ -86,15 +87,13 @@ async function runAsEventStream(
       connection: c.env.incoming.socket,
       emit: (content) => write({ success: true, content }),
     });
-    const result = outcome.success ? outcome.result : undefined;
     if (!res.destroyed) {
+      const held: HeldEncodings = [];
       res.cork();
-      for (const part of cmdEventBytes(outcome, spread)) res.write(part);
-      // The event's pieces include the result's base64 buffers: reusable once the socket has them.
-      res.end(() => releaseBase64Fields(result));
+      for (const part of cmdEventBytes(outcome, spread, held)) res.write(part);
+      // The event's pieces include the bytes' base64 buffers: reusable once the socket has them.
+      res.end(() => releaseEncodings(held));
       res.uncork();
-    } else {
-      releaseBase64Fields(result);
     }
   } catch (err) {
     log.error({ err, command }, "writing the reply failed");

@@ -6,8 +6,8 @@
  * the same capture again), and a frame is skipped while the socket still holds the previous one.
  *
  * Take control: `{"type": "control", "on": true}` lets the viewer's `{"type": "input", "command",
- * "params"}` frames run as pointer and keyboard commands through the registry (and so through the
- * same input queue as the agent's); it is off until the viewer turns it on.
+ * "params"}` frames run through the registry, for commands defined as `input` (pointer and keyboard),
+ * in the same input queue as the agent's; it is off until the viewer turns it on.
  */
 import { upgradeWebSocket } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
@@ -26,21 +26,6 @@ export interface LiveViewOptions {
   log?: Logger;
 }
 
-/** Commands a viewer in control may run. */
-const INPUT_COMMANDS = [
-  "left_click",
-  "right_click",
-  "middle_click",
-  "double_click",
-  "move_cursor",
-  "mouse_down",
-  "mouse_up",
-  "scroll",
-  "type_text",
-  "press_key",
-  "hotkey",
-] as const;
-
 const viewerFrame = z.discriminatedUnion("type", [
   z.object({
     type: z.literal("settings"),
@@ -51,7 +36,7 @@ const viewerFrame = z.discriminatedUnion("type", [
   z.object({ type: z.literal("control"), on: z.boolean() }),
   z.object({
     type: z.literal("input"),
-    command: z.enum(INPUT_COMMANDS),
+    command: z.string().min(1).max(100),
     params: z.record(z.string(), z.unknown()).default({}),
   }),
 ]);
@@ -123,6 +108,11 @@ class Viewer {
       this.reply({ type: "control", on: this.control });
     } else if (!this.control) {
       this.reply({ type: "error", error: "Take control first" });
+    } else if (!this.options.registry.resolve(frame.command)?.input) {
+      this.reply({
+        type: "error",
+        error: `Not an input command: ${frame.command.slice(0, 100)} (the viewer sends pointer and keyboard commands)`,
+      });
     } else {
       void this.options.registry
         .run(frame.command, frame.params, { transport: "live" })

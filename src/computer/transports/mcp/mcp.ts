@@ -1,28 +1,30 @@
 /**
  * The registry as Model Context Protocol tools: every command is a tool with the same name,
  * description and JSON Schema. Served at `/mcp` (streamable HTTP, see `mcp-http.ts`) and over
- * stdio (`hangar mcp`). Like every transport it knows no command by name; a
- * result holding `image_data` and `format` becomes image content, whatever command produced it.
- * Every other object result is also sent as structured content, and its tool declares the
- * command's result schema as `outputSchema` (MCP clients check the one against the other).
+ * stdio (`hangar mcp`). Like every transport it knows no command by name: the images of a result
+ * (its `Bytes` of an image media type, wherever they are) become image content, and the rest of it
+ * JSON text. A result without images is also sent as structured content, and a tool whose results
+ * have none declares the command's result schema as `outputSchema` (MCP clients check the one
+ * against the other). A definition's `modelDefaults` are the tool's defaults (a screenshot fitted
+ * to what models accept).
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import {
   CallToolRequestSchema,
   type CallToolResult,
+  type ImageContent,
   ListToolsRequestSchema,
   type RequestId,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { PACKAGE_VERSION } from "../../../common/version.js";
+import { Bytes } from "../../core/bytes.js";
 import { paramsJsonSchema, resultJsonSchema } from "../../core/catalog.js";
 import type { AnyCommand } from "../../core/command.js";
 import type { Outcome } from "../../core/outcome.js";
 import type { CommandRegistry } from "../../core/registry.js";
-
-const IMAGE_FORMATS = new Set(["png", "jpeg", "jpg", "webp", "gif"]);
 
 const toolCache = new WeakMap<CommandRegistry, Tool[]>();
 
@@ -32,6 +34,7 @@ export function toolList(registry: CommandRegistry): Tool[] {
   if (!tools) {
     tools = registry.commands.map((def) => {
       const { $schema: _schema, ...inputSchema } = paramsJsonSchema(def);
+      withModelDefaults(inputSchema, def);
       return {
         name: def.name,
         description: def.description,
@@ -44,41 +47,77 @@ export function toolList(registry: CommandRegistry): Tool[] {
   return tools;
 }
 
+/** The tool's input schema with the definition's `modelDefaults` as its defaults. */
+function withModelDefaults(schema: Record<string, unknown>, def: AnyCommand) {
+  const properties = schema.properties as Record<string, Record<string, unknown>> | undefined;
+  for (const [name, value] of Object.entries(def.modelDefaults ?? {})) {
+    if (properties?.[name]) properties[name] = { ...properties[name], default: value };
+  }
+}
+
 /**
- * The result schema, for results sent as structured content: objects that are not images (an
- * image's result schema names `image_data`, which travels as image content instead).
+ * The result schema, for results sent as structured content: objects without images (images travel
+ * as image content instead).
  */
 function outputSchema(def: AnyCommand): { outputSchema?: Tool["outputSchema"] } {
   const { $schema: _schema, ...schema } = resultJsonSchema(def, "draft-7");
-  const properties = schema.properties as Record<string, unknown> | undefined;
-  if (schema.type !== "object" || !properties || "image_data" in properties) return {};
+  if (schema.type !== "object" || !schema.properties || mentionsImage(schema)) return {};
   return { outputSchema: schema as Tool["outputSchema"] };
 }
 
-/** A command's outcome as an MCP tool result: JSON text (and structured content), or an image. */
+/** Whether a JSON Schema has a field of image bytes somewhere (`contentMediaType: image/…`). */
+function mentionsImage(schema: unknown): boolean {
+  if (typeof schema !== "object" || schema === null) return false;
+  const media = (schema as Record<string, unknown>).contentMediaType;
+  if (typeof media === "string" && media.startsWith("image/")) return true;
+  return Object.values(schema).some(mentionsImage);
+}
+
+/**
+ * A command's outcome as an MCP tool result: its images as image content, the rest as JSON text
+ * (and, without images, as structured content).
+ */
 export function toolResult(outcome: Outcome): CallToolResult {
   if (!outcome.success) {
     return { isError: true, content: [{ type: "text", text: `${outcome.error} (${outcome.code})` }] };
   }
-  const { result } = outcome;
-  if (isRecord(result) && typeof result.image_data === "string" && typeof result.format === "string") {
-    const format = result.format.toLowerCase();
-    if (IMAGE_FORMATS.has(format)) {
-      const { image_data, ...rest } = result;
-      return {
-        content: [
-          { type: "image", data: image_data, mimeType: `image/${format === "jpg" ? "jpeg" : format}` },
-          { type: "text", text: JSON.stringify(rest) },
-        ],
-      };
-    }
-  }
+  const images: ImageContent[] = [];
+  const result = takeImages(outcome.result, images, 0);
   const text = typeof result === "string" ? result : JSON.stringify(result ?? null);
+  if (images.length > 0) return { content: [...images, { type: "text", text }] };
   return {
     content: [{ type: "text", text }],
-    // Parsed back from the text: structured content is plain JSON (a Base64Bytes field becomes its string).
+    // Parsed back from the text: structured content is plain JSON (bytes become their base64 text).
     ...(isRecord(result) ? { structuredContent: JSON.parse(text) } : {}),
   };
+}
+
+/** Nesting followed when looking for images (results are shallow; this only bounds the walk). */
+const DEEPEST = 16;
+
+/** `value` without its image bytes, which are added to `images`. */
+function takeImages(value: unknown, images: ImageContent[], depth: number): unknown {
+  if (value instanceof Bytes) {
+    if (!value.isImage) return value;
+    images.push({ type: "image", data: value.data.toString("base64"), mimeType: value.mimeType });
+    value.release();
+    return undefined;
+  }
+  if (typeof value !== "object" || value === null || depth >= DEEPEST) return value;
+  if (Array.isArray(value)) {
+    const kept: unknown[] = [];
+    for (const item of value) {
+      const left = takeImages(item, images, depth + 1);
+      if (left !== undefined || !(item instanceof Bytes)) kept.push(left);
+    }
+    return kept;
+  }
+  const copy: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) {
+    const kept = takeImages(item, images, depth + 1);
+    if (kept !== undefined) copy[key] = kept;
+  }
+  return copy;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -102,7 +141,9 @@ export function createMcpServer(
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const transportSignal = signalOf?.(extra.requestId);
-    const outcome = await registry.run(request.params.name, request.params.arguments ?? {}, {
+    const { name, arguments: given } = request.params;
+    const defaults = registry.resolve(name)?.modelDefaults;
+    const outcome = await registry.run(name, defaults ? { ...defaults, ...given } : (given ?? {}), {
       signal: transportSignal ? AbortSignal.any([extra.signal, transportSignal]) : extra.signal,
       transport: "mcp",
       connection: server,

@@ -17,11 +17,11 @@ import type { WebSocket } from "ws";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { refuseHalfUpgrade } from "../../../common/ws-server.js";
 import { AUTH_MESSAGES, type Authenticator, clientAddress } from "../../auth/index.js";
-import { releaseBase64Fields } from "../../core/bytes.js";
 import { parseCommandFrame } from "../../core/frame.js";
-import { cuaReply, jsonBytes } from "../../core/outcome.js";
+import { cuaReply } from "../../core/outcome.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
+import { jsonBytes } from "../../http/json-pieces.js";
 
 export interface WsTransportOptions {
   registry: CommandRegistry;
@@ -196,9 +196,8 @@ class WsSession {
     if (this.ended || this.socket.readyState !== this.socket.OPEN) return Promise.resolve();
     let text: Buffer;
     try {
+      // The bytes of the result are written as base64 into the frame, without a string of them.
       text = jsonBytes(reply);
-      // Copied into the frame: the result's base64 buffers may be reused.
-      releaseBase64Fields(reply);
     } catch (err) {
       this.log.error({ err, address: this.address }, "a reply could not be serialized");
       text = jsonBytes({

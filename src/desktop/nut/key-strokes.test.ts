@@ -1,8 +1,8 @@
 /** How the nut-js backend turns keys and text into key strokes (no display needed). */
 import { Key } from "@nut-tree-fork/shared/dist/lib/enums/key.enum.js";
 import { describe, expect, it } from "vitest";
-import { NAMED_KEYS } from "../../src/desktop/keys.js";
-import { strokesForKey, strokesForText } from "../../src/desktop/nut/key-strokes.js";
+import { NAMED_KEYS } from "../keys.js";
+import { strokesForKey, strokesForText } from "./key-strokes.js";
 
 describe("nut-js key strokes", () => {
   it("types shifted symbols and capitals with Shift held around the key of a US layout", () => {

@@ -3,9 +3,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
 import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
-import { allCommands } from "../../commands/index.js";
-import { defineCommand } from "../../src/computer/core/command.js";
-import { CommandRegistry } from "../../src/computer/core/registry.js";
+import { allCommands } from "../../../commands/index.js";
+import { defineCommand } from "./command.js";
+import { CommandRegistry } from "./registry.js";
 
 function capturingLogger() {
   const lines: Record<string, unknown>[] = [];

@@ -3,7 +3,7 @@ import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { followFile, lastLines } from "../../src/host/runtimes/follow-file.js";
+import { followFile, lastLines } from "./follow-file.js";
 
 const dir = mkdtempSync(join(tmpdir(), "hangar-follow-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

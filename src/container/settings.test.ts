@@ -2,7 +2,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { containerSettings } from "../../src/container/settings.js";
+import { containerSettings } from "./settings.js";
 
 const secrets = mkdtempSync(join(tmpdir(), "hangar-secrets-"));
 const empty = mkdtempSync(join(tmpdir(), "hangar-no-secrets-"));

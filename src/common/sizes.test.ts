@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseBytes, parseLumeSize } from "../../src/common/sizes.js";
+import { parseBytes, parseLumeSize } from "./sizes.js";
 
 describe("parseLumeSize (lume's size syntax)", () => {
   it("uses binary units and treats a bare number as GB", () => {

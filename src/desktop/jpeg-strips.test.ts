@@ -4,9 +4,9 @@
  */
 import sharp from "sharp";
 import { describe, expect, it } from "vitest";
-import type { RawImage } from "../../src/desktop/backend.js";
-import { encodeInStrips, STRIP_ROWS, type StripCache } from "../../src/desktop/jpeg-strips.js";
-import { JPEG_OPTIONS } from "../../src/desktop/screenshot.js";
+import type { RawImage } from "./backend.js";
+import { encodeInStrips, STRIP_ROWS, type StripCache } from "./jpeg-strips.js";
+import { JPEG_OPTIONS } from "./screenshot.js";
 
 // Neither a multiple of 16 wide nor of the strip height high: partial MCUs on the right and below.
 const WIDTH = 1366;

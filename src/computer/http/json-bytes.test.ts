@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseJsonBytes } from "../../src/computer/http/json-bytes.js";
+import { parseJsonBytes } from "./json-bytes.js";
 
 const long = (n: number, c = "A") => c.repeat(n);
 const parse = (text: string) => parseJsonBytes(Buffer.from(text, "utf8"));

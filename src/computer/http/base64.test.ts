@@ -1,11 +1,11 @@
 /**
- * `Base64Bytes` (src/computer/core/bytes.ts): a result's bytes encoded in slices into a reused buffer.
+ * `Base64Bytes` (base64.ts): a result's bytes encoded in slices into a reused buffer.
  * The text must be exactly Node's base64 of the bytes at every size, and a buffer is reused only once
  * its encoding has been released (its reply written).
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { Base64Bytes, releaseBase64Fields } from "../../src/computer/core/bytes.js";
+import { Base64Bytes, releaseBase64Fields } from "./base64.js";
 
 const SLICE = 48 * 1024;
 

@@ -5,7 +5,7 @@
  */
 import { getHeapStatistics } from "node:v8";
 import { describe, expect, it } from "vitest";
-import { collectGarbage, collectGarbageIfGrown } from "../../src/common/idle.js";
+import { collectGarbage, collectGarbageIfGrown } from "./idle.js";
 
 const used = () => getHeapStatistics().used_heap_size;
 

@@ -5,15 +5,10 @@
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { Base64Bytes } from "../../src/computer/core/bytes.js";
-import {
-  cmdEnvelope,
-  cmdEventBytes,
-  cuaReply,
-  eventLength,
-  jsonBytes,
-  type Outcome,
-} from "../../src/computer/core/outcome.js";
+import { Bytes } from "../../core/bytes.js";
+import { cuaReply, type Outcome } from "../../core/outcome.js";
+import { jsonBytes } from "../../http/json-pieces.js";
+import { cmdEnvelope, cmdEventBytes, eventLength } from "./cmd-event.js";
 
 const bytes = randomBytes(3000);
 const asText = (outcome: Outcome, spread: boolean) => {
@@ -25,14 +20,18 @@ const asText = (outcome: Outcome, spread: boolean) => {
 
 describe("the /cmd event and the /ws reply", () => {
   const results: Record<string, unknown> = {
-    "a base64 field alone": { content_b64: new Base64Bytes(bytes) },
+    "a base64 field alone": { content_b64: new Bytes(bytes) },
     "fields around it, an undefined one skipped": {
       name: "ünï ✓",
-      content_b64: new Base64Bytes(bytes),
+      content_b64: new Bytes(bytes),
       missing: undefined,
       nested: { list: [1, null, "x"] },
     },
-    "two base64 fields": { a: new Base64Bytes(bytes.subarray(0, 5)), b: new Base64Bytes(Buffer.alloc(0)) },
+    "two base64 fields": { a: new Bytes(bytes.subarray(0, 5)), b: new Bytes(Buffer.alloc(0)) },
+    "a data URL and bytes in a list": {
+      image_url: new Bytes(bytes, "image/png", { dataUrl: true }),
+      list: [new Bytes(bytes.subarray(0, 7))],
+    },
     "no bytes at all": { stdout: "hi\n", return_code: 0 },
     "an empty object": {},
     "a string": "just text",
@@ -57,7 +56,7 @@ describe("the /cmd event and the /ws reply", () => {
 
   it("carries base64 that decodes to the original bytes, in content and beside it", () => {
     const event = JSON.parse(
-      asText({ success: true, result: { content_b64: new Base64Bytes(bytes) } }, true).slice(6),
+      asText({ success: true, result: { content_b64: new Bytes(bytes) } }, true).slice(6),
     );
     expect(Buffer.from(event.content_b64, "base64").equals(bytes)).toBe(true);
     expect(event.content.content_b64).toBe(event.content_b64);

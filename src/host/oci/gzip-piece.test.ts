@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { gzipPiece } from "../../src/host/oci/gzip-piece.js";
+import { gzipPiece } from "./gzip-piece.js";
 
 const MiB = 1024 * 1024;
 let work: string;

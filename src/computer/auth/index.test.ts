@@ -3,13 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { resolveCloudAuth } from "../../../src/computer/auth/config.js";
-import {
-  Authenticator,
-  FailureLimiter,
-  KeyDigests,
-  parseKeyLines,
-} from "../../../src/computer/auth/index.js";
+import { resolveCloudAuth } from "./config.js";
+import { Authenticator, FailureLimiter, KeyDigests, parseKeyLines } from "./index.js";
 
 const digestOf = (key: string) => createHash("sha256").update(key).digest("hex");
 const dir = mkdtempSync(join(tmpdir(), "hangar-keys-"));

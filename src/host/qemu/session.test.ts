@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { liveSession, qmpSocketPath, writeSession } from "../../src/host/qemu/session.js";
+import { liveSession, qmpSocketPath, writeSession } from "./session.js";
 
 const root = mkdtempSync(join(tmpdir(), "hangar-session-test-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

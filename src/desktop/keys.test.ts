@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { CommandError } from "../../src/common/errors.js";
-import { keysymOf, NAMED_KEYS, normalizeCombo, normalizeKey } from "../../src/desktop/keys.js";
-import { textToKeysyms } from "../../src/desktop/x11/keyboard.js";
+import { CommandError } from "../common/errors.js";
+import { keysymOf, NAMED_KEYS, normalizeCombo, normalizeKey } from "./keys.js";
+import { textToKeysyms } from "./x11/keyboard.js";
 
 describe("key names", () => {
   it("accepts the union of cua's spellings, case-insensitively, as one canonical name each", () => {
