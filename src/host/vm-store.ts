@@ -10,8 +10,8 @@ import { join } from "node:path";
 import { holderAlive, holderId } from "../os/holder-lock.js";
 import { processRunning } from "../os/pid.js";
 import { HostError } from "./errors.js";
+import { copyDisk, resizeOverlay } from "./qemu/disk.js";
 import { findFirmware } from "./qemu/firmware.js";
-import { copyDisk, resizeOverlay } from "./qemu/snapshots.js";
 import { ensureWritableDirectory, type Location, type SettingsStore } from "./settings.js";
 import {
   CONFIG_FILE,

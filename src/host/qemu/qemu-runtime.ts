@@ -42,6 +42,7 @@ import {
 } from "../vm-config.js";
 import { vmDetails } from "../vm-details.js";
 import { tempPath, type VmRef, type VmStore } from "../vm-store.js";
+import { copyDisk, createOverlay } from "./disk.js";
 import { saveState } from "./migration.js";
 import { QmpClient } from "./qmp.js";
 import {
@@ -55,8 +56,6 @@ import {
 import { liveSession, type Session } from "./session.js";
 import {
   checkRoom,
-  copyDisk,
-  createOverlay,
   listSnapshots,
   MEMORY_FILE,
   publicRecord,

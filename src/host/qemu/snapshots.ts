@@ -8,20 +8,15 @@
  * Disks built on a snapshot are qcow2 overlays whose backing file is the snapshot's `disk.img`; the
  * config of their VM names it (`diskBacking`), which is how a snapshot knows who depends on it.
  */
-import { execFile } from "node:child_process";
 import { readdir, readFile, rename, rm, stat, statfs } from "node:fs/promises";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { z } from "zod";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { formatBytes } from "../../common/sizes.js";
 import { HostError } from "../errors.js";
 import type { SnapshotRecord } from "../runtimes/runtime.js";
-import { copySparse } from "../sparse-copy.js";
 import { DISK_FILE, SNAPSHOTS_DIR, type VmConfig, vmConfigSchema } from "../vm-config.js";
 import type { VmRef } from "../vm-store.js";
-
-const run = promisify(execFile);
 
 export const SNAPSHOT_RECORD = "snapshot.json";
 export const STATE_FILE = "state.bin";
@@ -91,52 +86,6 @@ export function publicRecord(snapshot: Snapshot): SnapshotRecord {
 
 export async function writeRecord(dir: string, record: z.infer<typeof recordSchema>) {
   await writeFileAtomic(join(dir, SNAPSHOT_RECORD), `${JSON.stringify(record, null, 2)}\n`);
-}
-
-/** Copies a VM's disk as it is now into a raw sparse file (an overlay is flattened). */
-export async function copyDisk(vmDir: string, config: VmConfig, destination: string) {
-  const source = join(vmDir, DISK_FILE);
-  if ((config.diskFormat ?? "raw") === "raw") return copySparse(source, destination);
-  try {
-    // -U: the VM's QEMU holds the image (it is paused, its writes flushed).
-    await run("qemu-img", ["convert", "-U", "-f", "qcow2", "-O", "raw", "--", source, destination]);
-  } catch (err) {
-    const detail = (err as { stderr?: string }).stderr?.trim() || (err as Error).message;
-    throw new HostError("failed", `Copying ${source} failed: ${detail}`);
-  }
-}
-
-/** A new qcow2 overlay at `path` on the snapshot disk `backing` (raw), of `size` bytes. */
-export async function createOverlay(path: string, backing: string, size: number) {
-  await rm(path, { force: true });
-  try {
-    await run("qemu-img", [
-      "create",
-      "-q",
-      "-f",
-      "qcow2",
-      "-F",
-      "raw",
-      "-b",
-      backing,
-      "--",
-      path,
-      String(size),
-    ]);
-  } catch (err) {
-    const detail = (err as { stderr?: string }).stderr?.trim() || (err as Error).message;
-    throw new HostError("failed", `Cannot create a disk on snapshot ${backing}: ${detail}`);
-  }
-}
-
-/** Grows a qcow2 disk (its virtual size). */
-export async function resizeOverlay(path: string, size: number) {
-  try {
-    await run("qemu-img", ["resize", "-q", "-f", "qcow2", "--", path, String(size)]);
-  } catch (err) {
-    const detail = (err as { stderr?: string }).stderr?.trim() || (err as Error).message;
-    throw new HostError("failed", `Cannot resize ${path}: ${detail}`);
-  }
 }
 
 /** A clear 400 when the file system of `dir` has less than `bytes` free. */
