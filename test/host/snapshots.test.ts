@@ -157,6 +157,15 @@ describe("fork", () => {
   });
 });
 
+describe("the accelerator", () => {
+  it("is said in /svc/host/status, with the reason when guests get TCG", async () => {
+    const status = (await host.api("GET", "/svc/host/status")).body;
+    expect(["kvm", "tcg"]).toContain(status.accelerator);
+    if (status.accelerator === "tcg") expect(status.reason).toMatch(/\S/);
+    else expect(status.reason).toBeNull();
+  });
+});
+
 describe("bad input", () => {
   it("answers a clear 400 and makes nothing", async () => {
     const vmsBefore = (await host.api("GET", "/svc/vms")).body.map((v: { name: string }) => v.name);
