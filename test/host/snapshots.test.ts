@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildProgram } from "../../src/cli/main.js";
 import { startTestHost, type TestHost } from "./support.js";
 import { bootTinyGuest, guest, TINY_VM, tinyGuest } from "./tiny-guest.js";
 
@@ -225,6 +226,51 @@ describe("bad input", () => {
     expect((await readdir(join(host.home, "tiny", "snapshots"))).filter((e) => e.startsWith("."))).toEqual(
       [],
     );
+  });
+});
+
+/** Runs the CLI in-process and returns what it printed. */
+async function hangar(...args: string[]) {
+  let out = "";
+  const write = process.stdout.write.bind(process.stdout);
+  const writeErr = process.stderr.write.bind(process.stderr);
+  process.stdout.write = ((chunk: string) => {
+    out += chunk;
+    return true;
+  }) as typeof process.stdout.write;
+  process.stderr.write = (() => true) as typeof process.stderr.write;
+  try {
+    const program = buildProgram();
+    program.exitOverride();
+    await program.parseAsync(["node", "hangar", ...args, "--url", host.url]);
+  } finally {
+    process.stdout.write = write;
+    process.stderr.write = writeErr;
+  }
+  return out;
+}
+
+describe("the CLI", () => {
+  it("hangar vm snapshot|snapshots|restore|fork", async () => {
+    expect(await hangar("vm", "snapshot", "tiny", "cli")).toMatch(
+      /^Snapshot cli of tiny: whole state, .+\.\n$/,
+    );
+    expect(await hangar("vm", "snapshots", "tiny")).toMatch(
+      /^NAME\s+HOLDS\s+SIZE\s+CREATED\n(.|\n)*cli\s+whole state/,
+    );
+    expect(await hangar("vm", "restore", "tiny", "cli", "--wait", "--timeout", "60")).toMatch(
+      /^tiny restored to cli: http:\/\/127\.0\.1\.\d+:\d+ \(ready after \d+\.\d s\)\n$/,
+    );
+    expect(await hangar("vm", "fork", "tiny", "cli", "--count", "1", "--prefix", "clifork")).toMatch(
+      /^clifork-1: running http:/,
+    );
+    await expect(hangar("vm", "snapshot", "tiny", "cli", "--delete")).rejects.toThrow(
+      /is in use: the disks of clifork-1/,
+    );
+    expect((await host.api("DELETE", "/svc/vms/clifork-1")).status).toBe(200);
+    // tiny itself runs on the snapshot's disk: restored to s1 first, the snapshot can go.
+    expect((await host.api("POST", "/svc/vms/tiny/restore", { snapshot: "s1" })).status).toBe(200);
+    expect(await hangar("vm", "snapshot", "tiny", "cli", "--delete")).toBe("Deleted snapshot cli.\n");
   });
 });
 
