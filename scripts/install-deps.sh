@@ -53,6 +53,8 @@ PACKAGES=(
   podman runc buildah
   # the page tests: Debian's Chromium, driven by playwright-core (no browser download)
   chromium
+  # the snapshot tests' tiny guest (scripts/tiny-guest.sh): a static busybox for its initramfs
+  busybox-static
   # guest images: debootstrap, file systems and partitions built without loop devices, BIOS boot
   debootstrap e2fsprogs dosfstools mtools fdisk syslinux syslinux-common
 )
