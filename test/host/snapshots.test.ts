@@ -219,6 +219,20 @@ describe("bad input", () => {
         expect.stringMatching(message),
       ]);
     }
+    // A web page of another origin is refused on the new routes as on every other.
+    for (const [method, path] of [
+      ["POST", "/svc/vms/tiny/snapshots"],
+      ["POST", "/svc/vms/tiny/restore"],
+      ["POST", "/svc/vms/tiny/fork"],
+      ["DELETE", "/svc/vms/tiny/snapshots/s1"],
+    ]) {
+      const res = await fetch(`${host.url}${path}`, {
+        method,
+        headers: { origin: "http://evil.example", "content-type": "application/json" },
+        body: method === "POST" ? JSON.stringify({ name: "x", snapshot: "s1", count: 1 }) : undefined,
+      });
+      expect([method, path, res.status]).toEqual([method, path, 403]);
+    }
     expect((await host.api("GET", "/svc/vms")).body.map((v: { name: string }) => v.name)).toEqual(vmsBefore);
     expect(
       (await host.api("GET", "/svc/vms/tiny/snapshots")).body.map((s: { name: string }) => s.name),
