@@ -53,5 +53,9 @@ WORKDIR /home/hangar
 EXPOSE 8000 8443 6080
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "/opt/hangar/dist/src/container/health.js", "/status"]
-ENTRYPOINT ["/usr/bin/tini", "--", "node", "/opt/hangar/dist/src/container/main.js"]
+# The computer server's memory settings (src/common/memory-env.ts), for the entry point alone: it
+# runs the server in its own process and takes them out of the environment of everything it starts.
+ENTRYPOINT ["/usr/bin/tini", "--", "env", "LD_PRELOAD=libjemalloc.so.2", "HANGAR_PRELOADED_ALLOCATOR=libjemalloc.so.2", \
+  "MALLOC_CONF=narenas:1,tcache:false,dirty_decay_ms:500,muzzy_decay_ms:0", \
+  "node", "--max-semi-space-size=8", "/opt/hangar/dist/src/container/main.js"]
 CMD []

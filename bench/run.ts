@@ -9,6 +9,7 @@ import { existsSync } from "node:fs";
 
 const ALL = [
   "core",
+  "memory",
   "shell",
   "transport",
   "desktop",

@@ -17,7 +17,13 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
-import { JEMALLOC_CONF, memoryEnv, SERVER_NODE_OPTIONS } from "../src/common/memory-env.js";
+import {
+  JEMALLOC,
+  JEMALLOC_CONF,
+  memoryEnv,
+  PRELOADED_ENV,
+  SERVER_NODE_OPTIONS,
+} from "../src/common/memory-env.js";
 
 const REPO = resolve(import.meta.dirname, "..");
 const read = (path: string) => readFileSync(join(REPO, path), "utf8");
@@ -308,7 +314,17 @@ describe("the Dockerfile", () => {
   it("runs the entrypoint under tini as a non-root user", () => {
     const [entrypoint] = get("ENTRYPOINT").map((v) => JSON.parse(v) as string[]);
     expect(entrypoint.slice(0, 2)).toEqual(["/usr/bin/tini", "--"]);
-    expect(entrypoint.slice(2)).toEqual(["node", "/opt/hangar/dist/src/container/main.js"]);
+    // The server runs in the entry point's process, started with the server's memory settings
+    // (jemalloc preloaded through env, which execs node: no process in between).
+    expect(entrypoint.slice(2)).toEqual([
+      "env",
+      `LD_PRELOAD=${JEMALLOC}`,
+      `${PRELOADED_ENV}=${JEMALLOC}`,
+      `MALLOC_CONF=${JEMALLOC_CONF}`,
+      "node",
+      SERVER_NODE_OPTIONS,
+      "/opt/hangar/dist/src/container/main.js",
+    ]);
     expect(existsSync(join(REPO, "src", "container", "main.ts"))).toBe(true);
     const [user] = get("USER");
     expect(user.split(":")[0]).not.toMatch(/^(root|0)$/);

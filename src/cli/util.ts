@@ -14,14 +14,22 @@ export function parsePort(value: string): number {
   return port;
 }
 
-/** Runs `cleanup` once on SIGINT/SIGTERM, then exits. */
+const cleanups: (() => Promise<void>)[] = [];
+
+/**
+ * Runs `cleanup` once on SIGINT/SIGTERM, then exits. Cleanups registered by several owners in one
+ * process (the container's entry point, then the server it runs) run one after another, the last
+ * registered first, so that what was started last stops first.
+ */
 export function onShutdown(cleanup: () => Promise<void>) {
+  cleanups.push(cleanup);
+  if (cleanups.length > 1) return;
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
     stopping = true;
     try {
-      await cleanup();
+      for (const each of cleanups.reverse()) await each().catch(() => undefined);
     } finally {
       process.exit(0);
     }

@@ -1,12 +1,19 @@
 /**
  * The desktop container's entrypoint (PID 1 is tini, which reaps the clipboard helpers' exited
- * children): a virtual desktop with the accessibility bus, VNC when asked, then `hangar serve` with
- * the container's arguments. SIGTERM stops the server, then VNC, then the desktop.
+ * children): a virtual desktop with the accessibility bus, VNC when asked, then the computer server
+ * (`hangar serve` with the container's arguments) in this same process, so that the container runs
+ * one Node runtime, not two (a second one held about 24 MB of the container's memory). SIGTERM stops
+ * the server, then VNC, then the desktop.
+ *
+ * The memory settings of `hangar serve` (src/common/memory-env.ts) are the image's: its ENTRYPOINT
+ * gives V8's flag and its environment preloads jemalloc; they are taken out of the environment at
+ * once, so the desktop, its apps and the commands run with the system's allocator.
  *
  * API keys and the auth URL given in the environment are taken out of this process's environment
- * before anything starts, so the desktop, VNC and every app and command lack them; the server gets
- * the keys over a pipe (HANGAR_API_KEYS_FD). This process and tini (PID 1) keep them in
- * /proc/<pid>/environ: the mounted key file is the way that leaves no copy (docs/deploy.md).
+ * before anything starts, so the desktop, VNC and every app and command lack them. With keys in the
+ * environment the server runs as a child process instead, which gets them over a pipe
+ * (HANGAR_API_KEYS_FD) and so lacks them in /proc/<pid>/environ; this process and tini (PID 1) keep
+ * them there: the mounted key file is the way that leaves no copy (docs/deploy.md).
  *
  *   node dist/src/container/main.js [hangar serve flags…]
  */
@@ -15,7 +22,9 @@ import { once } from "node:events";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { memoryEnv } from "../common/memory-env.js";
+import { buildProgram } from "../cli/main.js";
+import { onShutdown } from "../cli/util.js";
+import { forgetMemorySettings, memoryEnv } from "../common/memory-env.js";
 import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/config.js";
 import { defaultTlsDir, ensureSelfSignedCertificate } from "../computer/tls.js";
 import { startDesktopApps } from "../desktop/furniture.js";
@@ -27,7 +36,15 @@ import { startVnc, type VncServers } from "./vnc.js";
 const log = (message: string) => process.stdout.write(`hangar container: ${message}\n`);
 const HANGAR_BIN = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "bin", "hangar.js");
 
-export async function runContainer(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+/**
+ * Runs the container; resolves with the exit code once everything has stopped, or undefined while
+ * the server serves in this process (its SIGTERM handler then stops everything and exits).
+ */
+export async function runContainer(
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number | undefined> {
+  forgetMemorySettings(env);
   const settings = containerSettings(env, args);
   const serverSecrets: Record<string, string> = {};
   for (const name of [...SERVER_SECRET_VARS, ...CONTAINER_SECRET_VARS]) {
@@ -50,6 +67,8 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
   });
   let vnc: VncServers | undefined;
   let server: ChildProcess | undefined;
+  /** False once the server in this process listens: its shutdown stops the desktop then. */
+  let cleanupOnExit = true;
   try {
     await startDesktopApps(desktop, log);
     if (settings.vnc) {
@@ -71,20 +90,36 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
     await mkdir(dirname(healthFile), { recursive: true });
     await writeFile(healthFile, `${settings.healthOrigin}\n`);
     const { [API_KEYS_ENV]: keys, ...rest } = serverSecrets;
+    if (!keys) {
+      const stopped = await Promise.race([stopSignal, Promise.resolve(undefined)]);
+      if (stopped) return 0;
+      // The server in this process: it listens until SIGTERM, when it stops first, then this.
+      Object.assign(process.env, env, desktop.env, rest);
+      const cleanup = async () => {
+        await vnc?.stop();
+        await desktop.stop();
+        await removeFiles(env, settings.privateFiles);
+      };
+      onShutdown(cleanup);
+      // A server that cannot start (a port taken) throws: the desktop is stopped below.
+      await buildProgram().parseAsync([process.execPath, HANGAR_BIN, ...settings.serveArgs]);
+      cleanupOnExit = false;
+      return undefined;
+    }
     const serverEnv = {
       ...memoryEnv(env),
       ...env,
       ...desktop.env,
       ...rest,
-      ...(keys ? { [API_KEYS_FD_ENV]: "3" } : {}),
+      [API_KEYS_FD_ENV]: "3",
     };
     server = spawn(process.execPath, [HANGAR_BIN, ...settings.serveArgs], {
       env: serverEnv,
-      stdio: ["inherit", "inherit", "inherit", keys ? "pipe" : "ignore"],
+      stdio: ["inherit", "inherit", "inherit", "pipe"],
     });
     const keysPipe = server.stdio[3];
     keysPipe?.on("error", () => undefined);
-    if (keys && keysPipe && "end" in keysPipe) keysPipe.end(keys);
+    if (keysPipe && "end" in keysPipe) keysPipe.end(keys);
     const exited = once(server, "exit").then(([code, signal]) => (code ?? (signal ? 128 : 1)) as number);
     const first = await Promise.race([exited, stopSignal]);
     if (typeof first === "number") return first;
@@ -94,16 +129,25 @@ export async function runContainer(args: string[], env: NodeJS.ProcessEnv = proc
     clearTimeout(timer);
     return 0;
   } finally {
-    await vnc?.stop();
-    await desktop.stop();
-    await rm(healthOriginFile(env), { force: true });
-    for (const file of settings.privateFiles) await rm(file.path, { force: true });
+    if (cleanupOnExit) {
+      await vnc?.stop();
+      await desktop.stop();
+      await removeFiles(env, settings.privateFiles);
+    }
   }
+}
+
+/** The health check's origin file and the private files written for the server. */
+async function removeFiles(env: NodeJS.ProcessEnv, files: { path: string }[]) {
+  await rm(healthOriginFile(env), { force: true });
+  for (const file of files) await rm(file.path, { force: true });
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   runContainer(process.argv.slice(2)).then(
-    (code) => process.exit(code),
+    (code) => {
+      if (code !== undefined) process.exit(code);
+    },
     (err: Error) => {
       process.stderr.write(`hangar container: ${err.message}\n`);
       process.exit(2);

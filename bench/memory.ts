@@ -1,0 +1,161 @@
+/**
+ * The computer server's memory, read from outside (/proc/<pid>/status VmRSS) as an operator would,
+ * with the server started the ways users start it, side by side and driven alike:
+ *
+ * - `hangar serve` as the npm bin runs it (`npx hangar serve`, or `hangar serve` after `npm link`):
+ *   the file `bin/hangar.js` executed through its `#!` line;
+ * - with the settings of the systemd unit and the container (memoryEnv: jemalloc, V8's young
+ *   generation), as `node bin/hangar.js serve`;
+ *
+ * One server at a time, each with a virtual display of 1280x800: RSS 2 s after /status answers,
+ * right after a burst (screenshots of a changing screen, 1 MiB writes and reads, `version`), and
+ * 60 s later. Then the time from spawning the process to /status answering (no display), median
+ * and p95 over several starts.
+ *
+ * Run: node --import tsx bench/memory.ts [--starts N]
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { memoryEnv } from "../src/common/memory-env.js";
+import { closeClient, post } from "./client.js";
+import { median, p95, printTable, type Row } from "./lib.js";
+
+const BIN = join(import.meta.dirname, "..", "bin", "hangar.js");
+const STARTS = Number(process.argv[process.argv.indexOf("--starts") + 1]) || 10;
+const MIB = 1024 * 1024;
+
+interface Way {
+  name: string;
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+}
+
+const plainEnv = () => {
+  const env = { ...process.env };
+  for (const name of ["NODE_OPTIONS", "LD_PRELOAD", "MALLOC_CONF", "HANGAR_PRELOADED_ALLOCATOR"])
+    delete env[name];
+  return env;
+};
+const WAYS: Way[] = [
+  {
+    name: "`hangar serve` (the npm bin, as npx and npm link run it)",
+    command: BIN,
+    args: [],
+    env: plainEnv(),
+  },
+  {
+    name: "with the systemd unit's and the container's settings",
+    command: process.execPath,
+    args: [BIN],
+    env: { ...plainEnv(), ...memoryEnv(plainEnv()) },
+  },
+];
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as { port: number };
+  await new Promise((done) => server.close(done));
+  return port;
+}
+
+const rssMb = (pid: number) =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+
+async function waitForStatus(url: string, child: ChildProcess) {
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(`${url}/status`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await sleep(2);
+  }
+}
+
+async function start(way: Way, display: boolean) {
+  const port = await freePort();
+  const started = performance.now();
+  const child = spawn(
+    way.command,
+    [
+      ...way.args,
+      "serve",
+      "--port",
+      String(port),
+      display ? "--virtual-display=1280x800" : "--no-virtual-display",
+    ],
+    { env: { ...way.env, ...(display ? { DISPLAY: "" } : {}) }, stdio: "ignore" },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await waitForStatus(url, child);
+  return { child, url, startMs: performance.now() - started };
+}
+
+async function stop(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  child.kill("SIGTERM");
+  await once(child, "exit");
+}
+
+/** Screenshots of a changing screen, 1 MiB writes and reads, and `version`. */
+async function burst(url: string, dir: string) {
+  const chunk = Buffer.alloc(MIB, 7).toString("base64");
+  const file = join(dir, "burst.bin");
+  for (let i = 0; i < 30; i++) {
+    await post(url, "run_command", {
+      command: `xsetroot -solid '#${(i * 0x050709).toString(16).padStart(6, "0").slice(-6)}'`,
+    });
+    await post(url, "screenshot", { format: i % 2 ? "png" : "jpeg" });
+  }
+  for (let i = 0; i < 20; i++)
+    await post(url, "write_bytes", { path: file, content_b64: chunk, append: i > 0 });
+  for (let i = 0; i < 20; i++) await post(url, "read_bytes", { path: file, offset: i * MIB, length: MIB });
+  for (let i = 0; i < 500; i++) await post(url, "version");
+}
+
+const dir = mkdtempSync(join(tmpdir(), "hangar-bench-memory-"));
+const rows: Row[] = [];
+try {
+  for (const way of WAYS) {
+    const server = await start(way, true);
+    await sleep(2000);
+    const idle = rssMb(server.child.pid!);
+    await burst(server.url, dir);
+    const after = rssMb(server.child.pid!);
+    await sleep(60_000);
+    const later = rssMb(server.child.pid!);
+    await stop(server.child);
+    rows.push({
+      name: `RSS, ${way.name}: idle / right after a burst / 60 s later`,
+      median: `${idle.toFixed(1)} / ${after.toFixed(1)} / ${later.toFixed(1)} MB`,
+      p95: "",
+      target: "≤ 60 / — / ≤ 80 MB",
+    });
+  }
+  for (const way of WAYS) {
+    const times: number[] = [];
+    for (let i = 0; i < STARTS; i++) {
+      const s = await start(way, false);
+      times.push(s.startMs);
+      await stop(s.child);
+    }
+    rows.push({
+      name: `process start → /status answers, ${way.name}`,
+      median: `${median(times).toFixed(0)} ms`,
+      p95: `${p95(times).toFixed(0)} ms`,
+      target: "≤ 300 ms",
+    });
+  }
+} finally {
+  closeClient();
+  rmSync(dir, { recursive: true, force: true });
+}
+printTable("The computer server's memory and start, as users start it (bench/memory.ts)", rows);
