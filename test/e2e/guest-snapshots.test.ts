@@ -1,7 +1,8 @@
 /**
  * End to end, on the project's guest image (a real desktop, 2 GB of RAM, TCG where there is no
  * KVM): one cold boot, an app opened, a snapshot; then restores and forks from it, each answering
- * a screenshot with that app's window still the active one. Prints its timings.
+ * a screenshot with that app's window still the active one, the forks with the host's clock.
+ * Prints its timings.
  *
  * Slow (minutes): only `npm run test:e2e` (or `.ci/run` with HANGAR_E2E=1) runs it.
  */
@@ -132,6 +133,22 @@ describe("snapshots of the guest desktop", () => {
         expect(seen.title).toMatch(/Mousepad/);
       }
       timings["fork of 2 → both screenshots"] = Date.now() - started;
+      // Long after the snapshot, the forks' clocks are the host's (hangar-snapshot-clock in the guest).
+      expect(Date.now() - Date.parse(snap.body.createdAt)).toBeGreaterThan(10_000);
+      for (const fork of forked.body.forks) {
+        await expect
+          .poll(
+            async () => {
+              const reply = await postCmd(fork.computerServerUrl, {
+                command: "run_command",
+                params: { command: "date +%s" },
+              });
+              return Math.abs(Number(reply.event?.stdout) - Date.now() / 1000);
+            },
+            { timeout: 30_000, interval: 1000 },
+          )
+          .toBeLessThan(5);
+      }
     },
     30 * 60_000,
   );
