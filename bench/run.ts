@@ -20,11 +20,13 @@ const ALL = [
   "host",
   "containers",
   "snapshots",
+  "kubernetes",
   "images",
   "spread",
   "live",
   "recording",
   "trajectory",
+  "osworld",
 ];
 const args = process.argv.slice(2);
 const compare = args.some((arg) => arg.startsWith("--compare"));

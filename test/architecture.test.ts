@@ -11,7 +11,11 @@ import { beforeAll, describe, expect, it } from "vitest";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
-/** Lower layers first; a module may import its own layer and the ones before it. */
+/**
+ * Lower layers first (docs/architecture.md draws them the other way up); a module may import its own
+ * layer and the ones before it. The composition root (`src/computer/server.ts`) is above the commands
+ * it composes, the computer's core below them.
+ */
 const LAYERS: [layer: string, pattern: RegExp][] = [
   ["common", /^src\/common\//],
   ["os", /^src\/os\//],

@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { allCommands } from "../../commands/index.js";
 import { createLogger } from "../common/logger.js";
 import { CommandRegistry } from "../computer/core/registry.js";
-import { defaultAccessibility } from "../computer/server.js";
+import { defaultAccessibility, resultsCheckedByEnv } from "../computer/server.js";
 import { startDesktopSession } from "../desktop/session.js";
 import { logLevelOption, onShutdown } from "./util.js";
 
@@ -24,6 +24,7 @@ export function registerMcp(program: Command) {
         desktop: desktop.manager.provider,
         accessibility,
         log,
+        checkResults: resultsCheckedByEnv(),
       });
       const cleanup = async () => {
         accessibility?.close();

@@ -5,7 +5,16 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { closeSync, constants, mkdtempSync, openSync, rmSync, unlinkSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
 import { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -33,52 +42,10 @@ const RETIRE_GRACE_MS = 1000;
 const WATCHER_CHECK_MS = 1000;
 
 /**
- * The launcher, run as `/bin/sh -c LAUNCHER sh DIR`. It reads requests on stdin (`make IDS`: the
- * FIFOs of each id; `start IDS`: a watcher and a shell for each) and reports on stdout. A watcher
- * opens each FIFO read-write first, so that opening its own end never blocks, whatever the server
- * has already closed. At the end of its input (the server closed it or died) it removes DIR.
+ * The launcher, run as `/bin/sh -c LAUNCHER sh DIR`: `shell-launcher.sh` beside this module (the
+ * build copies it into dist/), read once when the module loads.
  */
-const LAUNCHER = `d=$1
-[ $# -gt 1 ] && lc=$2
-# A server that died while the launcher answered it: remove DIR all the same (a trapped signal is
-# back to its default in the watchers and shells).
-trap 'rm -rf "$d"; exit' PIPE
-# A shell: env restores SIGINT and SIGQUIT, which a command started with & ignores; setsid and env
-# run in the C locale, which they start faster in, and the shell gets back the server's LC_ALL.
-shell() {
-  export LC_ALL=C
-  if [ -n "\${lc+set}" ]; then
-    exec setsid env --default-signal=INT,QUIT "LC_ALL=$lc" /bin/sh -s
-  else
-    exec setsid env -u LC_ALL --default-signal=INT,QUIT /bin/sh -s
-  fi
-}
-for tool in mkfifo setsid env; do
-  command -v $tool >/dev/null || { echo "unsupported: no $tool"; exit 0; }
-done
-env --default-signal=INT true 2>/dev/null || { echo "unsupported: env has no --default-signal"; exit 0; }
-while read -r op ids; do
-  case $op in
-  make)
-    set --
-    for id in $ids; do set -- "$@" "$d/$id.c" "$d/$id.o" "$d/$id.e"; done
-    if mkfifo -m 600 "$@" 2>/dev/null; then echo "made $ids"; else echo "failed $ids"; fi ;;
-  start)
-    for id in $ids; do
-      (
-        command exec 2>/dev/null 7<>"$d/$id.c" 8<>"$d/$id.o" 9<>"$d/$id.e" || { echo "failed $id"; exit; }
-        exec 4<"$d/$id.c" 5>"$d/$id.o" 6>"$d/$id.e" 7<&- 8<&- 9<&-
-        shell <&4 >&5 2>&6 4<&- 5>&- 6>&- &
-        echo "ready $id $!"
-        exec 4<&- 5>&- 6>&-
-        wait $!
-        echo "exit $id $?"
-      ) &
-    done
-    jobs >/dev/null ;;
-  esac
-done
-rm -rf "$d"`;
+const LAUNCHER = readFileSync(new URL("./shell-launcher.sh", import.meta.url), "utf8");
 
 export interface PoolSizes {
   max: number;

@@ -90,7 +90,16 @@ describe("GET /activity", () => {
 
   it("gives a click its point and the screenshot taken before it", () => {
     const log = new ActivityLog({ size: 10, screenshotBytes: 100 });
-    const ok = (result: unknown) => ({ success: true as const, result });
+    /** A run as the registry reports it, with the command's real definition (its flags). */
+    const record = (command: string, params: unknown, result: unknown = {}, transport = "mcp") =>
+      log.record({
+        command,
+        flags: definition(command),
+        params,
+        transport,
+        ms: 1,
+        outcome: { success: true, result },
+      });
     const shot = {
       image_data: new Bytes(Buffer.from("hello"), "image/png"),
       format: "png",
@@ -98,35 +107,19 @@ describe("GET /activity", () => {
       height: 10,
       scale: 0.5,
     };
-    log.record({
-      command: "screenshot",
-      flags: definition("screenshot"),
-      params: {},
-      transport: "mcp",
-      ms: 1,
-      outcome: ok(shot),
-    });
-    log.record({
-      command: "left_click",
-      flags: definition("left_click"),
-      params: { x: 4, y: 6 },
-      transport: "mcp",
-      ms: 1,
-      outcome: ok({}),
-    });
-    log.record({
-      command: "drag",
-      flags: definition("drag"),
-      params: {
+    record("screenshot", {}, shot);
+    record("left_click", { x: 4, y: 6 });
+    record(
+      "drag",
+      {
         path: [
           [1, 2],
           [7, 8],
         ],
       },
-      transport: "ws",
-      ms: 1,
-      outcome: ok({}),
-    });
+      {},
+      "ws",
+    );
     const [taken, click, drag] = log.since();
     expect(taken.screenshot).toBe(taken.id);
     expect(click).toMatchObject({ point: { x: 4, y: 6 }, seen: taken.id });
@@ -135,16 +128,7 @@ describe("GET /activity", () => {
     // Kept as the image's bytes, which is what GET /activity/screenshots/{id} serves.
     expect(log.screenshot(taken.id)?.bytes.toString()).toBe("hello");
     // Beyond the byte budget the oldest screenshots go.
-    for (let i = 0; i < 20; i++) {
-      log.record({
-        command: "screenshot",
-        flags: definition("screenshot"),
-        params: {},
-        transport: "mcp",
-        ms: 1,
-        outcome: ok(shot),
-      });
-    }
+    for (let i = 0; i < 20; i++) record("screenshot", {}, shot);
     expect(log.screenshot(taken.id)).toBeUndefined();
   });
 });

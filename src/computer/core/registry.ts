@@ -3,8 +3,8 @@
  * deadline and the input queue, and turns thrown errors into failure outcomes. Transports call
  * `run()` and know no command by name.
  */
-import type { z } from "zod";
 import { type BrowserProvider, noBrowser } from "../../browser/session.js";
+import { abortError, raceAbort, stopSignal } from "../../common/abort.js";
 import { CommandError } from "../../common/errors.js";
 import { type Logger, silentLogger } from "../../common/logger.js";
 import { type AccessibilityProvider, noAccessibility } from "../../desktop/accessibility.js";
@@ -14,7 +14,9 @@ import type { WarmShells } from "../../os/warm-shells.js";
 import type { CommandRun } from "./activity.js";
 import { isBase64Param } from "./bytes.js";
 import type { AnyCommand, CommandContext } from "./command.js";
+import type { ControlLease, Lease, WhenPaused } from "./control.js";
 import { failure, type Outcome } from "./outcome.js";
+import { describeZodError, unknownParamsMessage } from "./param-messages.js";
 import type { Trajectories } from "./trajectories/trajectories.js";
 
 export interface RegistryOptions {
@@ -33,14 +35,17 @@ export interface RegistryOptions {
   log?: Logger;
   /**
    * Check every successful result against its command's `result` schema and fail the command when
-   * it does not match (the tests turn it on, `HANGAR_CHECK_RESULTS=1`, so that what `/commands`, the
-   * OpenAPI document and the typed client promise is what the commands return).
+   * it does not match (the composition roots turn it on under the tests, `HANGAR_CHECK_RESULTS=1`,
+   * so that what `/commands`, the OpenAPI document and the typed client promise is what the
+   * commands return). Off by default.
    */
   checkResults?: boolean;
   /** Deadline of a command that does not set its own (default 60 s). */
   defaultDeadlineMs?: number;
   /** Told of every finished command (the activity timeline, see activity.ts). */
   observe?: (run: CommandRun) => void;
+  /** Who drives the desktop (control.ts): input commands of others wait or fail while it is held. */
+  control?: ControlLease;
 }
 
 export interface RunOptions {
@@ -52,6 +57,10 @@ export interface RunOptions {
   transport?: string;
   /** The client's connection, for what commands remember per client (see CommandContext). */
   connection?: object;
+  /** The lease of control this client holds (the console's person), if any. */
+  holder?: Lease;
+  /** What this client's input commands do while another holds control (default: wait). */
+  whenPaused?: WhenPaused;
 }
 
 export class CommandRegistry {
@@ -68,6 +77,7 @@ export class CommandRegistry {
   private readonly defaultDeadlineMs: number;
   private readonly checkResults: boolean;
   private readonly observe?: (run: CommandRun) => void;
+  private readonly control?: ControlLease;
 
   constructor(commands: readonly AnyCommand[], options: RegistryOptions = {}) {
     this.desktop = options.desktop ?? noDesktop;
@@ -78,8 +88,9 @@ export class CommandRegistry {
     this.trajectories = options.trajectories;
     this.log = options.log ?? silentLogger;
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
-    this.checkResults = options.checkResults ?? process.env.HANGAR_CHECK_RESULTS === "1";
+    this.checkResults = options.checkResults ?? false;
     this.observe = options.observe;
+    this.control = options.control;
     for (const def of commands) {
       if (this.byName.has(def.name) || this.aliasTable.has(def.name)) {
         throw new Error(`Command defined twice: ${def.name}`);
@@ -189,7 +200,14 @@ export class CommandRegistry {
       recordings: this.recordings,
       trajectories: this.trajectories,
       run: (name, params) =>
-        this.run(name, params, { signal, transport: "batch", connection: options.connection }),
+        this.run(name, params, {
+          signal,
+          transport: "batch",
+          connection: options.connection,
+          holder: options.holder,
+          whenPaused: options.whenPaused,
+        }),
+      control: this.control,
       emit: options.emit,
       connection: options.connection,
       log: this.log,
@@ -197,7 +215,7 @@ export class CommandRegistry {
 
     const work = () => Promise.resolve().then(() => def.handler(params, ctx));
     try {
-      const running = def.input ? this.enqueueInput(work, signal) : work();
+      const running = def.input ? this.runInput(work, signal, options) : work();
       const result = await raceAbort(running, signal);
       if (this.checkResults) this.checkResult(def, result);
       return { success: true, result };
@@ -213,6 +231,24 @@ export class CommandRegistry {
     const checked = def.result.safeParse(result);
     if (!checked.success) {
       throw new Error(`its result does not match its result schema: ${describeZodError(checked.error)}`);
+    }
+  }
+
+  /**
+   * Input under the control lease: admitted (or made to wait, or refused) before it joins the queue,
+   * and looked at again when it reaches the head: if control was taken meanwhile, it leaves the
+   * queue without running and is admitted again.
+   */
+  private async runInput<T>(task: () => Promise<T>, signal: AbortSignal, options: RunOptions): Promise<T> {
+    const control = this.control;
+    if (!control) return this.enqueueInput(task, signal);
+    for (;;) {
+      await control.admit(options.holder, options.whenPaused ?? "queue", signal);
+      const turn = await this.enqueueInput(
+        async () => (control.allows(options.holder) ? { value: await task() } : undefined),
+        signal,
+      );
+      if (turn) return turn.value;
     }
   }
 
@@ -267,111 +303,6 @@ function parseParams(def: AnyCommand, raw: unknown) {
     return { success: false as const, error: unknownParamsMessage(def, unknown.keys) };
   }
   return { success: false as const, error: describeZodError(result.error) };
-}
-
-/** `Unknown parameter 'coordinate' for left_click (did you mean 'x'?); it takes: x, y, modifiers` */
-export function unknownParamsMessage(def: AnyCommand, keys: readonly string[]): string {
-  const known = Object.keys(def.params.shape);
-  const named = keys.slice(0, 5).map((key) => {
-    const near = closest(key, known);
-    return `'${key.slice(0, 80)}'${near ? ` (did you mean '${near}'?)` : ""}`;
-  });
-  const takes = known.length > 0 ? `it takes: ${known.join(", ")}` : "it takes no parameters";
-  return `Invalid params: unknown parameter${keys.length > 1 ? "s" : ""} ${named.join(", ")} for ${def.name}; ${takes}`;
-}
-
-/** The known name nearest to `name` (case-insensitive edit distance at most a third of its length). */
-function closest(name: string, known: readonly string[]): string | undefined {
-  const wanted = name.toLowerCase();
-  let best: { name: string; distance: number } | undefined;
-  for (const candidate of known) {
-    const distance = editDistance(wanted, candidate.toLowerCase());
-    if (distance <= Math.max(1, Math.floor(candidate.length / 3)) && (!best || distance < best.distance)) {
-      best = { name: candidate, distance };
-    }
-  }
-  return best?.name;
-}
-
-function editDistance(a: string, b: string): number {
-  if (Math.abs(a.length - b.length) > 3) return 99;
-  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(
-        previous[j] + 1,
-        current[j - 1] + 1,
-        previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    }
-    previous = current;
-  }
-  return previous[b.length];
-}
-
-/** `Invalid params: x: expected number, received string; y: required` */
-export function describeZodError(error: z.ZodError): string {
-  const parts = error.issues.slice(0, 5).map((issue) => {
-    const field = issue.path.length > 0 ? issue.path.join(".") : "params";
-    return `${field}: ${issue.message}`;
-  });
-  return `Invalid params: ${parts.join("; ")}`;
-}
-
-function abortError(signal: AbortSignal): Error {
-  return signal.reason instanceof Error ? signal.reason : new Error("aborted");
-}
-
-/**
- * The signal a command runs under: aborted with a `CommandError` when its deadline passes or when
- * `client` aborts (the client went away). `release()` drops the timer and the listener once the
- * command is over. (One controller and one timer: `AbortSignal.timeout` and `AbortSignal.any` cost
- * a tenth of a small command's time.)
- */
-function stopSignal(deadlineMs: number, client: AbortSignal | undefined) {
-  const controller = new AbortController();
-  const timer = setTimeout(
-    () =>
-      controller.abort(new CommandError("timeout", `Command did not finish within ${deadlineMs / 1000} s`)),
-    deadlineMs,
-  );
-  const onClientGone = () => {
-    const reason = client?.reason;
-    controller.abort(
-      reason instanceof CommandError
-        ? reason
-        : new CommandError("cancelled", "Command cancelled: the client went away"),
-    );
-  };
-  if (client?.aborted) onClientGone();
-  else client?.addEventListener("abort", onClientGone, { once: true });
-  return {
-    signal: controller.signal,
-    release: () => {
-      clearTimeout(timer);
-      client?.removeEventListener("abort", onClientGone);
-    },
-  };
-}
-
-/** Settles as `work` does, or rejects with the signal's reason as soon as it aborts. */
-function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (err) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err);
-      },
-    );
-  });
 }
 
 function toFailure(err: unknown, command: string, log: Logger): Outcome {

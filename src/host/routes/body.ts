@@ -5,6 +5,7 @@
  */
 import type { Context } from "hono";
 import { z } from "zod";
+import { issueSentences } from "../../common/zod-messages.js";
 import { HostError } from "../errors.js";
 
 export async function jsonBody<T extends z.ZodType>(
@@ -37,20 +38,7 @@ export async function jsonBody<T extends z.ZodType>(
 
 /** One sentence per problem, naming the field: `cpu is required`, `cpu: Invalid input: expected int…`. */
 export function describeIssues(error: z.ZodError, input: unknown): string {
-  return error.issues
-    .map((issue) => {
-      const field = issue.path.join(".") || "body";
-      if (issue.code === "invalid_type" && valueAt(input, issue.path) === undefined)
-        return `${field} is required`;
-      return `${field}: ${issue.message}`;
-    })
-    .join("; ");
-}
-
-function valueAt(input: unknown, path: PropertyKey[]): unknown {
-  let value = input;
-  for (const key of path) value = (value as Record<PropertyKey, unknown> | undefined)?.[key];
-  return value;
+  return issueSentences(error, { whole: "body", input }).join("; ");
 }
 
 /** A query parameter checked by a schema; its failure names the parameter. */

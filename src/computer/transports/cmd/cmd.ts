@@ -2,14 +2,14 @@
  * `POST /cmd`: one command per request, answered as Server-Sent Events: the headers (together with
  * the reply when it is quick), one `data:` event per intermediate result (a streamed `run_command`)
  * and one for the outcome, in cua's framing (the result in `content` and, unless `--no-spread`, its
- * fields beside it).
+ * fields beside it). Without Node's request and response (`app.request()`), the same runs in memory.
  */
 import { type Context, Hono } from "hono";
 import { CommandError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/logger.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import { readCommandFrame } from "../../http/body.js";
-import { preparedHeaders, sentByHand } from "../../http/by-hand.js";
+import { eventStream } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { type HeldEncodings, releaseEncodings } from "../../http/json-pieces.js";
 import { cmdEventBytes } from "./cmd-event.js";
@@ -42,8 +42,8 @@ export function cmdRoutes({ registry, log, spread, bodyLimitBytes }: CmdRoutesOp
 }
 
 /**
- * Writes the headers (at once unless the reply is quick), then one `data:` event per intermediate result and one for the final
- * outcome. A client that goes away aborts the command.
+ * Writes the headers (at once unless the reply is quick), then one `data:` event per intermediate
+ * result and one for the final outcome. A client that goes away aborts the command.
  */
 async function runAsEventStream(
   c: Context<ComputerEnv>,
@@ -53,15 +53,8 @@ async function runAsEventStream(
   spread: boolean,
   log: Logger,
 ) {
-  const res = c.env.outgoing;
-  const headers: Record<string, string> = {
-    "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-cache",
-    "x-accel-buffering": "no",
-  };
-  Object.assign(headers, preparedHeaders(c));
-  sentByHand(c);
-  res.writeHead(200, headers);
+  const reply = eventStream(c);
+  const { res } = reply;
   // Most commands answer within a millisecond: their headers leave with the reply, in one write.
   // A slower one has its headers sent on their own, so the client knows it is under way.
   const headersDue = setTimeout(() => res.flushHeaders(), HEADERS_ALONE_AFTER_MS);
@@ -78,13 +71,20 @@ async function runAsEventStream(
       gone.abort(new CommandError("cancelled", "Command cancelled: the client stopped reading its output"));
     }
   };
+  // Node's parsed headers where there are some: c.req.header() would build a whole Headers object.
+  const incoming = c.env?.incoming;
+  const client = incoming ? incoming.headers["x-hangar-client"] : c.req.header("x-hangar-client");
+  const whenPaused = incoming
+    ? incoming.headers["x-hangar-when-paused"]
+    : c.req.header("x-hangar-when-paused");
   try {
     const outcome = await registry.run(command, params, {
       signal: gone.signal,
       // The console page marks its own commands, so the timeline tells a person's from the agent's.
-      // Node's parsed headers: c.req.header() would build a whole Headers object per request.
-      transport: c.env.incoming.headers["x-hangar-client"] === "console" ? "console" : "http",
-      connection: c.env.incoming.socket,
+      transport: client === "console" ? "console" : "http",
+      connection: incoming?.socket,
+      // While a person holds control: queue until the hand-back (default) or fail at once with `paused`.
+      whenPaused: whenPaused === "fail" ? "fail" : "queue",
       emit: (content) => write({ success: true, content }),
     });
     if (!res.destroyed) {
@@ -102,5 +102,5 @@ async function runAsEventStream(
     clearTimeout(headersDue);
     res.off("close", onClose);
   }
-  return sentByHand(c);
+  return reply.done();
 }

@@ -14,7 +14,7 @@
 import { randomBytes } from "node:crypto";
 import { createWriteStream, type Stats } from "node:fs";
 import { type FileHandle, open, rename, stat, unlink } from "node:fs/promises";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage } from "node:http";
 import { basename, dirname, join } from "node:path";
 import { type Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -23,7 +23,7 @@ import { type Logger, silentLogger } from "../../../common/logger.js";
 import { formatBytes } from "../../../common/sizes.js";
 import { expandPath } from "../../../os/paths.js";
 import { dropTheRest } from "../../http/body.js";
-import { preparedHeaders, sentByHand } from "../../http/by-hand.js";
+import { type HandWritten, preparedHeaders, replyByHand, sentByHand } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
 
 export interface FileRoutesOptions {
@@ -120,9 +120,7 @@ async function sendFile(c: Context<ComputerEnv>): Promise<Response | undefined> 
   });
   if (!info.isFile()) throw new HttpFailure(400, `Not a regular file: ${path}`);
   const range = parseRange(c.req.header("range"), info.size);
-  const res = c.env.outgoing;
   const headers: Record<string, string | number> = {
-    ...preparedHeaders(c),
     "content-type": "application/octet-stream",
     "accept-ranges": "bytes",
     "last-modified": info.mtime.toUTCString(),
@@ -132,18 +130,17 @@ async function sendFile(c: Context<ComputerEnv>): Promise<Response | undefined> 
   if (range) headers["content-range"] = `bytes ${start}-${end}/${info.size}`;
   if (c.req.method === "HEAD" || info.size === 0 || end < start) {
     // Through Hono: it answers HEAD by running GET, and a reply written by hand would be written twice.
-    return c.body(
-      null,
-      range ? 206 : 200,
-      Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, String(v)])),
-    );
+    return c.body(null, range ? 206 : 200, {
+      ...preparedHeaders(c),
+      ...Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, String(v)])),
+    });
   }
   // Opened before the headers, so that a file that cannot be read is still a JSON failure.
   const handle = await open(abs, "r").catch((err) => {
     throw withPath(err, path);
   });
   try {
-    res.writeHead(range ? 206 : 200, headers);
+    const { res } = replyByHand(c, range ? 206 : 200, headers);
     await sendBytes(handle, res, start, end);
   } finally {
     await handle.close().catch(() => undefined);
@@ -155,7 +152,7 @@ async function sendFile(c: Context<ComputerEnv>): Promise<Response | undefined> 
  * once the socket has taken its previous content. A fresh buffer per read (as a file stream does)
  * costs page faults on every megabyte and leaves the allocator fragmented.
  */
-async function sendBytes(handle: FileHandle, res: ServerResponse, start: number, end: number) {
+async function sendBytes(handle: FileHandle, res: HandWritten, start: number, end: number) {
   const buffers = [Buffer.allocUnsafeSlow(READ_CHUNK), Buffer.allocUnsafeSlow(READ_CHUNK)];
   const written: Promise<void>[] = [Promise.resolve(), Promise.resolve()];
   let position = start;
@@ -230,7 +227,12 @@ async function receiveFile(c: Context<ComputerEnv>, limit: number): Promise<unde
     await unlink(temp).catch(() => undefined);
     throw err instanceof HttpFailure ? err : withPath(err, path);
   }
-  reply(c.env.outgoing, existing ? 200 : 201, { success: true, size });
+  const text = JSON.stringify({ success: true, size });
+  const { res } = replyByHand(c, existing ? 200 : 201, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+  });
+  res.end(text);
 }
 
 function tooLarge(limit: number) {
@@ -273,12 +275,6 @@ function streamBody(incoming: IncomingMessage, fd: number, limit: number): Promi
     });
     incoming.pipe(out);
   });
-}
-
-function reply(res: ServerResponse, status: number, body: unknown) {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-  res.end(text);
 }
 
 function withPath(err: unknown, path: string): HttpFailure {

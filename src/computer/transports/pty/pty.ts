@@ -13,8 +13,9 @@ import { z } from "zod";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { refuseHalfUpgrade } from "../../../common/ws-server.js";
 import { expandPath } from "../../../os/paths.js";
-import { describeZodError } from "../../core/registry.js";
+import { describeZodError } from "../../core/param-messages.js";
 import { readJsonBody } from "../../http/body.js";
+import { EVENT_STREAM_HEADERS } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
 import type { PtyEvent, PtySession, PtySessions } from "./pty-sessions.js";
 
@@ -151,13 +152,7 @@ export function ptyRoutes(
       },
       new ByteLengthQueuingStrategy({ highWaterMark: SSE_QUEUE_BYTES }),
     );
-    return new Response(body, {
-      headers: {
-        "content-type": "text/event-stream; charset=utf-8",
-        "cache-control": "no-cache",
-        "x-accel-buffering": "no",
-      },
-    });
+    return new Response(body, { headers: EVENT_STREAM_HEADERS });
   });
 
   routes.get(

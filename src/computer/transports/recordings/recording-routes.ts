@@ -15,7 +15,7 @@ import { Hono } from "hono";
 import type { RecordingEntry, Recordings } from "../../../desktop/recording/recordings.js";
 import { trajectoryJsonSchema } from "../../core/trajectories/schema.js";
 import { TRAJECTORY_ID, type Trajectories } from "../../core/trajectories/trajectories.js";
-import { preparedHeaders, sentByHand } from "../../http/by-hand.js";
+import { replyByHand } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { writeTar } from "../../http/tar.js";
 
@@ -52,9 +52,7 @@ export function recordingRoutes(options: RecordingRoutesOptions) {
       const id = name.slice(0, -4);
       const files = await trajectories.files(id);
       if (!files) return c.json(noSuch(id), 404);
-      const res = c.env.outgoing;
-      res.writeHead(200, {
-        ...preparedHeaders(c),
+      const { res, done } = replyByHand(c, 200, {
         "content-type": "application/x-tar",
         "content-disposition": `attachment; filename="trajectory-${id}.tar"`,
         "content-length": String(files.reduce((sum, f) => sum + 512 + Math.ceil(f.size / 512) * 512, 1024)),
@@ -63,7 +61,7 @@ export function recordingRoutes(options: RecordingRoutesOptions) {
         res,
         files.map((f) => ({ ...f, name: `${id}/${f.name}` })),
       ).catch(() => res.destroy());
-      return sentByHand(c);
+      return done();
     }
     const lines = await trajectories.read(name);
     if (!lines) return c.json(noSuch(name), 404);
