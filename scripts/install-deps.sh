@@ -54,12 +54,10 @@ PACKAGES=(
   # runc (crun fails on hybrid cgroup hierarchies, docs/containers.md), and buildah for the image
   podman runc buildah
   # Kubernetes desktops: the tests' single-node cluster (../shared/k8s, with runc, docker-registry
-  # and buildah above): etcd, containerd, the CNI plugins, and busybox and a C compiler for its images
+  # and buildah above): etcd, containerd, the CNI plugins, and busybox and a C compiler for its images (busybox-static is also the snapshot tests' tiny guest: scripts/tiny-guest.sh)
   etcd-server containerd containernetworking-plugins busybox-static gcc libc6-dev
   # the page tests: Debian's Chromium, driven by playwright-core (no browser download)
   chromium
-  # the snapshot tests' tiny guest (scripts/tiny-guest.sh): a static busybox for its initramfs
-  busybox-static
   # guest images: debootstrap, file systems and partitions built without loop devices, BIOS boot
   debootstrap e2fsprogs dosfstools mtools fdisk syslinux syslinux-common
 )
