@@ -54,7 +54,8 @@ PACKAGES=(
   # runc (crun fails on hybrid cgroup hierarchies, docs/containers.md), and buildah for the image
   podman runc buildah
   # Kubernetes desktops: the tests' single-node cluster (../shared/k8s, with runc, docker-registry
-  # and buildah above): etcd, containerd, the CNI plugins, and busybox and a C compiler for its images (busybox-static is also the snapshot tests' tiny guest: scripts/tiny-guest.sh)
+  # and buildah above): etcd, containerd, the CNI plugins, and busybox and a C compiler for its images
+  # (busybox-static also makes the snapshot tests' tiny guest: scripts/tiny-guest.sh)
   etcd-server containerd containernetworking-plugins busybox-static gcc libc6-dev
   # the page tests: Debian's Chromium, driven by playwright-core (no browser download)
   chromium
