@@ -19,6 +19,7 @@ const ALL = [
   "agent-actions",
   "host",
   "containers",
+  "snapshots",
   "kubernetes",
   "images",
   "spread",
