@@ -23,7 +23,7 @@
  */
 import type { IncomingMessage } from "node:http";
 import { isIP } from "node:net";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 
 export interface OriginPolicyOptions {
   /** The address the service listens on: a loopback address turns the `Host` check on. */
@@ -161,6 +161,7 @@ export function originGuard(
     const cors = verdict.cors;
     if (!cors) return next();
     // Set on the response being prepared: Hono carries these over to whatever the route returns.
+    withCorsHeaders.add(c);
     const set = (name: string, value: string) => c.res.headers.set(name, value);
     set("access-control-allow-origin", cors.origin);
     if (cors.origin !== "*") c.res.headers.append("vary", "Origin");
@@ -175,6 +176,17 @@ export function originGuard(
     }
     return next();
   };
+}
+
+/** The requests whose response the guard has given CORS headers (see `hasCorsHeaders`). */
+const withCorsHeaders = new WeakSet<Context>();
+
+/**
+ * Whether the guard has prepared CORS headers for this request's response: a route that writes its
+ * reply on Node's response reads `c.res.headers` only then (reading `c.res` builds a Response).
+ */
+export function hasCorsHeaders(c: Context): boolean {
+  return withCorsHeaders.has(c);
 }
 
 /** A header of a Node request by its lower-case name (the first, when it came more than once). */

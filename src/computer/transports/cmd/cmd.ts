@@ -12,7 +12,7 @@ import { readCommandFrame } from "../../http/body.js";
 import { eventStream } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { type HeldEncodings, releaseEncodings } from "../../http/json-pieces.js";
-import { cmdEventBytes } from "./cmd-event.js";
+import { cmdEventBytes, eventLength } from "./cmd-event.js";
 
 export interface CmdRoutesOptions {
   registry: CommandRegistry;
@@ -24,6 +24,8 @@ export interface CmdRoutesOptions {
 
 /** A command still running after this long has its response headers sent before its reply. */
 const HEADERS_ALONE_AFTER_MS = 20;
+/** A reply of at most this many bytes is joined and written in one piece. */
+const ONE_WRITE_BYTES = 16 * 1024;
 /** A streaming client this far behind (bytes not yet sent) is treated as gone: its command is cancelled. */
 const STREAM_BACKLOG_LIMIT = 64 * 1024 * 1024;
 
@@ -53,11 +55,14 @@ async function runAsEventStream(
   spread: boolean,
   log: Logger,
 ) {
-  const reply = eventStream(c);
+  // The headers are decided at the end for a quick reply: then it says its length, and leaves whole.
+  const reply = eventStream(c, { deferHead: true });
   const { res } = reply;
-  // Most commands answer within a millisecond: their headers leave with the reply, in one write.
-  // A slower one has its headers sent on their own, so the client knows it is under way.
-  const headersDue = setTimeout(() => res.flushHeaders(), HEADERS_ALONE_AFTER_MS);
+  // A slower command has its headers sent on their own, so the client knows it is under way.
+  const headersDue = setTimeout(() => {
+    reply.head();
+    res.flushHeaders();
+  }, HEADERS_ALONE_AFTER_MS);
 
   const gone = new AbortController();
   const onClose = () => {
@@ -66,6 +71,7 @@ async function runAsEventStream(
   res.once("close", onClose);
   const write = (event: unknown) => {
     if (res.writableEnded || res.destroyed) return;
+    reply.head();
     res.write(`data: ${JSON.stringify(event)}\n\n`);
     if (res.writableLength > STREAM_BACKLOG_LIMIT && !gone.signal.aborted) {
       gone.abort(new CommandError("cancelled", "Command cancelled: the client stopped reading its output"));
@@ -84,11 +90,20 @@ async function runAsEventStream(
     });
     if (!res.destroyed) {
       const held: HeldEncodings = [];
-      res.cork();
-      for (const part of cmdEventBytes(outcome, spread, held)) res.write(part);
-      // The event's pieces include the bytes' base64 buffers: reusable once the socket has them.
-      res.end(() => releaseEncodings(held));
-      res.uncork();
+      const pieces = cmdEventBytes(outcome, spread, held);
+      const length = eventLength(pieces);
+      // Nothing sent yet: the whole reply goes with its length, without chunked framing.
+      reply.head({ "content-length": length });
+      if (length <= ONE_WRITE_BYTES) {
+        res.end(pieces.length === 1 ? pieces[0] : Buffer.concat(pieces, length));
+        releaseEncodings(held);
+      } else {
+        res.cork();
+        for (const part of pieces) res.write(part);
+        // The event's pieces include the bytes' base64 buffers: reusable once the socket has them.
+        res.end(() => releaseEncodings(held));
+        res.uncork();
+      }
     }
   } catch (err) {
     log.error({ err, command }, "writing the reply failed");
