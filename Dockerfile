@@ -43,14 +43,18 @@ COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY --from=build /src/bin ./bin
+# Hangar's pyautogui and the `python` shim for OSWorld's controller (docs/osworld.md).
+COPY python ./python
 RUN ln -s /opt/hangar/bin/hangar.js /usr/local/bin/hangar
 
 USER 10001:10001
 # GTK 2 apps (PCManFM, the panel) load their AT-SPI bridge only when asked.
-ENV HOME=/home/hangar HANGAR_DISPLAY=1280x800 HANGAR_HOST=0.0.0.0 GTK_MODULES=gail:atk-bridge
+# OSWorld's controller API on 5000 (HANGAR_OSWORLD=off turns it off).
+ENV HOME=/home/hangar HANGAR_DISPLAY=1280x800 HANGAR_HOST=0.0.0.0 GTK_MODULES=gail:atk-bridge HANGAR_OSWORLD=5000
 WORKDIR /home/hangar
-# 8000: the computer server (HTTP); 8443: the same with TLS (cloud mode); 6080: noVNC when HANGAR_VNC=1.
-EXPOSE 8000 8443 6080
+# 8000: the computer server (HTTP); 8443: the same with TLS (cloud mode); 6080: noVNC when HANGAR_VNC=1;
+# 5000: OSWorld's controller API.
+EXPOSE 8000 8443 6080 5000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "/opt/hangar/dist/src/container/health.js", "/status"]
 # The computer server's memory settings (src/common/memory-env.ts), for the entry point alone: it

@@ -12,9 +12,12 @@ const DESKTOP = [
   "test/commands/**/*.test.ts",
   "test/faults/desktop.test.ts",
   "test/recording/**/*.test.ts",
+  "test/osworld/**/*.test.ts",
 ];
 /** Tests that start QEMU or the OCI registry. */
 const HOST = ["test/host/**/*.test.ts"];
+/** Tests on a real single-node Kubernetes, started once for them (test/kubernetes/global-setup.ts). */
+const KUBERNETES = ["test/kubernetes/**/*.test.ts"];
 // The guest VM end-to-end test takes minutes: `npm run test:e2e` runs it (vitest.e2e.config.ts).
 const EXCLUDE = [...configDefaults.exclude, "test/e2e/**"];
 
@@ -35,9 +38,21 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          name: "kubernetes",
+          include: KUBERNETES,
+          exclude: EXCLUDE,
+          globalSetup: ["test/kubernetes/global-setup.ts"],
+          hookTimeout: 180_000,
+          // One cluster for all the files, and one of them restarts its API server: one file at a time.
+          fileParallelism: false,
+        },
+      },
+      {
+        extends: true,
+        test: {
           name: "servers",
           include: ["test/**/*.test.ts"],
-          exclude: [...EXCLUDE, ...UNIT, ...DESKTOP, ...HOST],
+          exclude: [...EXCLUDE, ...UNIT, ...DESKTOP, ...HOST, ...KUBERNETES],
         },
       },
     ],

@@ -17,13 +17,13 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { memoryEnv } from "../src/common/memory-env.js";
 import { closeClient, post } from "./client.js";
 import { median, p95, printTable, type Row } from "./lib.js";
+import { freePort } from "./support.js";
 
 const BIN = join(import.meta.dirname, "..", "bin", "hangar.js");
 const STARTS = Number(process.argv[process.argv.indexOf("--starts") + 1]) || 10;
@@ -56,14 +56,6 @@ const WAYS: Way[] = [
     env: { ...plainEnv(), ...memoryEnv(plainEnv()) },
   },
 ];
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as { port: number };
-  await new Promise((done) => server.close(done));
-  return port;
-}
 
 const rssMb = (pid: number) =>
   Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;

@@ -19,11 +19,13 @@ const ALL = [
   "agent-actions",
   "host",
   "containers",
+  "kubernetes",
   "images",
   "spread",
   "live",
   "recording",
   "trajectory",
+  "osworld",
 ];
 const args = process.argv.slice(2);
 const compare = args.some((arg) => arg.startsWith("--compare"));

@@ -32,6 +32,15 @@ const element = z.object({
     .describe("x11: a window whose application is not on the accessibility bus"),
   pid: z.number().optional(),
   app: z.string().optional(),
+  details: z
+    .object({
+      attributes: z.record(z.string(), z.string()),
+      interfaces: z.array(z.string()),
+      actions: z.array(z.object({ name: z.string(), description: z.string(), keybinding: z.string() })),
+      range: z.object({ min: z.number(), max: z.number(), step: z.number() }).optional(),
+    })
+    .optional()
+    .describe("with details: true"),
 });
 type TreeNode = z.infer<typeof element> & { children?: TreeNode[] };
 const treeNode: z.ZodType<TreeNode> = element.extend({
@@ -66,6 +75,24 @@ const searchParams = z.object(search);
 type Search = z.output<typeof searchParams>;
 
 const X11_PREFIX = "x11:";
+/** What a window known only to the window manager says of itself. */
+const NO_TREE =
+  "this application exposes no accessibility tree (its window is known from the window manager)";
+
+/**
+ * A sentence for a tree in which no application answered on the accessibility bus, so that an
+ * empty tree is not taken for an empty window.
+ */
+function noteOn(tree: AccessibleNode, scoped: boolean): string | undefined {
+  const apps = tree.children ?? [];
+  if (apps.some((app) => app.source !== "x11")) return undefined;
+  if (apps.length === 0) {
+    return scoped ? "no application or window matches app/window" : "no application is on the desktop";
+  }
+  return scoped
+    ? "this application exposes no accessibility tree: only its window is listed, from the window manager (source: x11)"
+    : "no application exposes an accessibility tree (no accessibility bus?): only the windows are listed, from the window manager (source: x11)";
+}
 
 /** A top-level window as the window manager knows it, as a tree node. */
 function windowNode(w: WindowInfo): AccessibleNode {
@@ -77,6 +104,7 @@ function windowNode(w: WindowInfo): AccessibleNode {
     name: w.title,
     states,
     bounds: w.bounds,
+    description: NO_TREE,
     source: "x11",
     ...(w.pid !== null ? { pid: w.pid } : {}),
     ...(w.appName !== null ? { app: w.appName } : {}),
@@ -194,16 +222,30 @@ export const getAccessibilityTree = defineCommand({
     ...scope,
     max_depth: z.number().int().min(1).max(100).default(30),
     max_nodes: z.number().int().min(1).max(20_000).default(2000),
+    details: z
+      .boolean()
+      .default(false)
+      .describe("also object attributes, interfaces, action descriptions and key bindings, value ranges"),
   }),
-  result: z.object({ tree: treeNode, node_count: z.number(), truncated: z.boolean() }),
+  result: z.object({
+    tree: treeNode,
+    node_count: z.number(),
+    truncated: z.boolean(),
+    note: z
+      .string()
+      .optional()
+      .describe("Said when no application in the tree answered on the accessibility bus"),
+  }),
   handler: async (p, ctx) => {
     const { tree, nodeCount, truncated } = await desktopTree(ctx, {
       app: p.app ?? undefined,
       window: p.window ?? undefined,
       maxDepth: p.max_depth,
       maxNodes: p.max_nodes,
+      details: p.details,
     });
-    return { tree, node_count: nodeCount, truncated };
+    const note = noteOn(tree, Boolean(p.app || p.window));
+    return { tree, node_count: nodeCount, truncated, ...(note ? { note } : {}) };
   },
 });
 

@@ -133,7 +133,7 @@ const openaiReply = z.object({
     call_id: z.string().optional(),
     output: z
       .object({
-        type: z.literal("input_image"),
+        type: z.literal("computer_screenshot"),
         image_url: bytesField("the PNG as a data: URL", { mimeType: "image/png", dataUrl: true }),
       })
       .optional(),
@@ -146,7 +146,9 @@ export type ComputerActionResult = z.infer<typeof computerActionResult>;
 const pair = z.tuple([z.number().finite(), z.number().finite()]);
 const duration = z.number().min(0).max(MAX_DURATION_S);
 const modifierText = z.string().max(100).optional();
-const anthropicClick = { coordinate: pair.optional(), text: modifierText };
+/** Modifiers held during a click or scroll: `text` as the tool documents it, or `key` as some agents send. */
+const heldModifiers = { text: modifierText, key: modifierText };
+const anthropicClick = { coordinate: pair.optional(), ...heldModifiers };
 const anthropicAction = z.discriminatedUnion("action", [
   z.object({ action: z.literal("key"), text: z.string().min(1).max(1000) }),
   z.object({ action: z.literal("hold_key"), text: z.string().min(1).max(100), duration }),
@@ -166,7 +168,7 @@ const anthropicAction = z.discriminatedUnion("action", [
     coordinate: pair.optional(),
     scroll_direction: z.enum(["up", "down", "left", "right"]),
     scroll_amount: z.number().int().min(0).max(1000),
-    text: modifierText,
+    ...heldModifiers,
   }),
   z.object({ action: z.literal("wait"), duration }),
   z.object({ action: z.literal("screenshot") }),
@@ -176,7 +178,8 @@ const anthropicAction = z.discriminatedUnion("action", [
   }),
 ]);
 
-const openaiKeys = z.array(z.string().min(1).max(100)).max(8).optional();
+// The GA types (openai-node 7.x `ComputerAction`) allow `keys: null` where no key is held.
+const openaiKeys = z.array(z.string().min(1).max(100)).max(8).nullish();
 const openaiPoint = { x: z.number().finite(), y: z.number().finite(), keys: openaiKeys };
 const openaiAction = z.discriminatedUnion("type", [
   z.object({
@@ -257,7 +260,7 @@ class ActionRunner {
       case "triple_click":
         await this.run(action.action, {
           ...this.point(action.coordinate),
-          modifiers: splitKeys(action.text),
+          modifiers: modifiersOf(action),
         });
         return {};
       case "left_click_drag": {
@@ -268,13 +271,15 @@ class ActionRunner {
         await this.run("drag", { path: [start, end].map(({ x, y }) => [x, y]) });
         return {};
       }
-      case "scroll":
+      case "scroll": {
+        const modifiers = modifiersOf(action);
         if (action.coordinate) await this.run("move_cursor", this.point(action.coordinate));
         if (action.scroll_amount === 0) return {};
-        await this.holding(splitKeys(action.text), () =>
+        await this.holding(modifiers, () =>
           this.run("scroll_direction", { direction: action.scroll_direction, clicks: action.scroll_amount }),
         );
         return {};
+      }
       case "wait":
         await pause(action.duration, this.ctx.signal);
         return {};
@@ -335,6 +340,12 @@ class ActionRunner {
       case "screenshot":
         return { image: await this.screenshot() };
     }
+  }
+
+  /** Throws the model's error when a point of an OpenAI action is off the display. */
+  checkPoints(action: OpenaiAction): void {
+    if ("path" in action) for (const p of action.path) this.toScreen([p.x, p.y]);
+    else if ("x" in action) this.toScreen([action.x, action.y]);
   }
 
   /** The screen as the model sees it: PNG at exactly the display size. */
@@ -405,6 +416,19 @@ class ActionRunner {
       for (const key of held.reverse()) await this.desktop.key(key, "up");
     }
   }
+}
+
+/**
+ * The modifiers of an Anthropic click or scroll: its `text`, or its `key` where the agent put them
+ * there (never dropped); both and different is the model's error.
+ */
+function modifiersOf(action: { text?: string; key?: string }): string[] {
+  if (action.text !== undefined && action.key !== undefined && action.text !== action.key) {
+    throw new ModelError(
+      "Give the modifier keys to hold in `text` (or `key`), not two different ones in both.",
+    );
+  }
+  return splitKeys(action.text ?? action.key);
 }
 
 /** `ctrl+shift` or `ctrl shift` (Anthropic's modifier `text`) as key names. */
@@ -479,23 +503,145 @@ function reply(
       type: "computer_call_output",
       call_id: id,
       ...(image !== undefined
-        ? { output: { type: "input_image", image_url: new Bytes(image, "image/png", { dataUrl: true }) } }
+        ? {
+            output: {
+              type: "computer_screenshot",
+              image_url: new Bytes(image, "image/png", { dataUrl: true }),
+            },
+          }
         : {}),
     },
   };
 }
 
-const actionParam = z
-  .record(z.string(), z.unknown())
-  .describe("The action object exactly as the model emitted it (Anthropic's `input`, OpenAI's `action`)");
+const actionObject = z.record(z.string(), z.unknown());
+/** The most actions one OpenAI `computer_call` may carry here. */
+const MAX_BATCH = 100;
+const actionsParam = z.array(actionObject).min(1).max(MAX_BATCH);
+
+/** OpenAI's `computer_call` output item, as the Responses API returns it (both generations). */
+const computerCall = z
+  .object({
+    type: z.literal("computer_call").optional(),
+    call_id: z.string().max(200).optional(),
+    action: actionObject.nullish(),
+    actions: actionsParam.nullish(),
+  })
+  .passthrough();
+
+interface Request {
+  vocabulary: Vocabulary;
+  actions: Record<string, unknown>[];
+  /** Given as a batch (`actions`): errors name the action's index. */
+  batch: boolean;
+  callId?: string | null;
+}
+
+/** What to run, from exactly one of `action`, `actions` and `computer_call`. */
+function requestOf(params: {
+  action?: Record<string, unknown> | null;
+  actions?: Record<string, unknown>[] | null;
+  computer_call?: z.infer<typeof computerCall> | null;
+  vocabulary?: Vocabulary | null;
+  call_id?: string | null;
+}): Request {
+  const given = (["action", "actions", "computer_call"] as const).filter((key) => params[key] != null);
+  if (given.length !== 1) {
+    throw new CommandError(
+      "invalid_params",
+      `Invalid params: give exactly one of action, actions and computer_call (got ${given.length === 0 ? "none" : given.join(" and ")})`,
+    );
+  }
+  const call = params.computer_call;
+  if (call && (call.action == null) === (call.actions == null)) {
+    throw new CommandError(
+      "invalid_params",
+      "Invalid params: computer_call: expected exactly one of 'action' (computer_use_preview) and 'actions' (the GA computer tool)",
+    );
+  }
+  const actions = params.actions ?? call?.actions ?? undefined;
+  const callId = params.call_id ?? call?.call_id;
+  if (actions) {
+    if (params.vocabulary === "anthropic") {
+      throw new CommandError(
+        "invalid_params",
+        "Invalid params: a batch of actions is OpenAI's; vocabulary must be openai",
+      );
+    }
+    return { vocabulary: "openai", actions, batch: true, callId };
+  }
+  const action = (params.action ?? call?.action) as Record<string, unknown>;
+  const vocabulary = call ? "openai" : vocabularyOf(action, params.vocabulary);
+  return { vocabulary, actions: [action], batch: false, callId };
+}
+
+/** Seconds an action may wait (`wait`, `hold_key`) and characters it types, for the deadline. */
+function actionCost(action: Record<string, unknown>): number {
+  const seconds = typeof action.duration === "number" ? Math.min(MAX_DURATION_S, action.duration) : 0;
+  const wait = action.type === "wait" ? OPENAI_WAIT_S : 0;
+  const typed = typeof action.text === "string" ? action.text.length * 10 : 0;
+  return (seconds + wait) * 1000 + typed + 1000;
+}
+
+/**
+ * Runs the actions in order and stops at the first that fails. Every action is checked (its shape,
+ * its points on the display) before the first runs, so a batch with a bad action does nothing.
+ */
+async function runActions(runner: ActionRunner, request: Request): Promise<ActionOutput> {
+  const label = (i: number) => (request.batch ? `actions[${i}]: ` : "");
+  const parsed = request.actions.map((action, i) => {
+    if (request.vocabulary === "anthropic") {
+      const checked = anthropicAction.safeParse(action);
+      if (!checked.success) throw new ModelError(label(i) + describeForModel(checked.error, "action"));
+      return { vocabulary: "anthropic" as const, action: checked.data };
+    }
+    const checked = openaiAction.safeParse(action);
+    if (!checked.success) throw new ModelError(label(i) + describeForModel(checked.error, "type"));
+    try {
+      runner.checkPoints(checked.data);
+    } catch (err) {
+      if (err instanceof ModelError) throw new ModelError(label(i) + err.message);
+      throw err;
+    }
+    return { vocabulary: "openai" as const, action: checked.data };
+  });
+  let output: ActionOutput = {};
+  for (const [i, step] of parsed.entries()) {
+    try {
+      output =
+        step.vocabulary === "anthropic"
+          ? await runner.anthropic(step.action)
+          : await runner.openai(step.action);
+    } catch (err) {
+      if (!(err instanceof ModelError) || !request.batch) throw err;
+      const rest = parsed.length - i - 1;
+      throw new ModelError(
+        `${label(i)}${String(request.actions[i].type)} failed: ${err.message} ${i} action${i === 1 ? "" : "s"} before it ran` +
+          `${rest > 0 ? `, the ${rest} after it did not` : ""}.`,
+      );
+    }
+  }
+  return output;
+}
 
 export const computerAction = defineCommand({
   name: "computer_action",
   description:
-    "Runs one action of Anthropic's computer tool or OpenAI's computer-use tool, as the model emitted it, " +
-    "in the model's display space, and returns that vocabulary's tool result (with a screenshot).",
+    "Runs one action of Anthropic's computer tool or OpenAI's computer-use tool, or a whole OpenAI computer_call " +
+    "(its batch of actions in order, stopping at the first failure), as the model emitted it, in the model's " +
+    "display space, and returns that vocabulary's tool result (with a screenshot).",
   params: z.object({
-    action: actionParam,
+    action: actionObject
+      .nullish()
+      .describe("One action exactly as the model emitted it (Anthropic's `input`, OpenAI's `action`)"),
+    actions: actionsParam
+      .nullish()
+      .describe(
+        "OpenAI's batch (the GA computer tool's computer_call.actions): run in order, stopping at the first failure",
+      ),
+    computer_call: computerCall
+      .nullish()
+      .describe("A whole OpenAI computer_call item: its action or actions run, its call_id is echoed"),
     vocabulary: z.enum(["anthropic", "openai"]).nullish().describe("Inferred from the action when omitted"),
     display: z
       .union([z.literal("auto"), sizeSchema])
@@ -504,7 +650,7 @@ export const computerAction = defineCommand({
         "The display size the model was given (its coordinates), 'auto' for one Hangar chooses with the " +
           "screen's aspect, or omitted for the screen's own size",
       ),
-    screenshot: z.boolean().default(true).describe("Reply with a screenshot after the action"),
+    screenshot: z.boolean().default(true).describe("Reply with a screenshot after the action(s)"),
     call_id: z
       .string()
       .max(200)
@@ -512,28 +658,20 @@ export const computerAction = defineCommand({
       .describe("The tool call's id (Anthropic's tool_use id, OpenAI's call_id), echoed in tool_result"),
   }),
   result: computerActionResult,
-  deadlineMs: ({ action }) => {
-    const seconds = typeof action.duration === "number" ? Math.min(MAX_DURATION_S, action.duration) : 0;
-    const typed = typeof action.text === "string" ? action.text.length * 10 : 0;
-    return 30_000 + seconds * 1000 + typed;
+  deadlineMs: ({ action, actions, computer_call }) => {
+    const list = action ? [action] : (actions ?? computer_call?.actions ?? [computer_call?.action ?? {}]);
+    return 30_000 + list.reduce((sum: number, one) => sum + actionCost(one), 0);
   },
   handler: async (params, ctx) => {
-    const vocabulary = vocabularyOf(params.action, params.vocabulary);
+    const request = requestOf(params);
+    const { vocabulary } = request;
     const desktop = await ctx.desktop();
     const screen = await desktop.screenSize();
     const display = params.display === "auto" ? autoDisplay(screen, vocabulary) : (params.display ?? screen);
     const runner = new ActionRunner(ctx, desktop, new DisplayMapping(display, screen));
     let output: ActionOutput & { error?: string };
     try {
-      if (vocabulary === "anthropic") {
-        const parsed = anthropicAction.safeParse(params.action);
-        if (!parsed.success) throw new ModelError(describeForModel(parsed.error, "action"));
-        output = await runner.anthropic(parsed.data);
-      } else {
-        const parsed = openaiAction.safeParse(params.action);
-        if (!parsed.success) throw new ModelError(describeForModel(parsed.error, "type"));
-        output = await runner.openai(parsed.data);
-      }
+      output = await runActions(runner, request);
     } catch (err) {
       if (!(err instanceof ModelError)) throw err;
       output = { error: err.message };
@@ -543,7 +681,7 @@ export const computerAction = defineCommand({
     if (wantsShot && (vocabulary === "openai" || output.error === undefined)) {
       output.image = await runner.screenshot();
     }
-    return reply(vocabulary, display, output, params.call_id);
+    return reply(vocabulary, display, output, request.callId);
   },
 });
 

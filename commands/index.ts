@@ -4,6 +4,7 @@ import accessibility from "./accessibility.js";
 import browser from "./browser.js";
 import clipboard from "./clipboard.js";
 import computerAction from "./computer-action.js";
+import control from "./control.js";
 import file from "./file.js";
 import input from "./input.js";
 import meta from "./meta.js";
@@ -27,6 +28,7 @@ export const commandDefinitions = [
   ...computerAction,
   ...recording,
   ...trajectory,
+  ...control,
 ];
 
 /** The definitions as the registry stores them. */

@@ -65,6 +65,20 @@ const modifiersParam = normalized(z.array(z.string().min(1)).max(8), (keys: stri
   .nullish()
   .describe('Keys held during the click, e.g. ["ctrl", "shift"]');
 const empty = z.object({});
+/**
+ * What a pointer command answers: where the pointer ended, read back from the desktop after the
+ * action, so that a client can tell a click that landed elsewhere (a clamped point, another
+ * client's move) from one that landed where it aimed.
+ */
+const pointerResult = z.object({
+  position: z
+    .object({ x: z.number(), y: z.number() })
+    .describe("Where the pointer is after the action, in screen pixels"),
+});
+
+async function pointerEnded(desktop: DesktopBackend): Promise<z.infer<typeof pointerResult>> {
+  return { position: await desktop.cursorPosition() };
+}
 
 async function moveIfGiven(desktop: DesktopBackend, params: PointParams) {
   const point = pointOf(params);
@@ -128,18 +142,18 @@ function clickCommand<N extends string>(
     input: true,
     pointer: true,
     params: z.object({ ...pointFields, modifiers: modifiersParam }).superRefine(wholePoint(false)),
-    result: empty,
+    result: pointerResult,
     handler: async (params, ctx) => {
       const { modifiers } = params;
       const desktop = await ctx.desktop();
       const at = pointOf(params);
       if (!modifiers?.length) {
         await click(desktop, button, count, at);
-        return {};
+        return pointerEnded(desktop);
       }
       await moveIfGiven(desktop, params);
       await withModifiers(desktop, modifiers, () => click(desktop, button, count));
-      return {};
+      return pointerEnded(desktop);
     },
   });
 }
@@ -167,10 +181,11 @@ export const moveCursor = defineCommand({
   input: true,
   pointer: true,
   params: z.object(pointFields).superRefine(wholePoint(true)),
-  result: empty,
+  result: pointerResult,
   handler: async (params, ctx) => {
-    await (await ctx.desktop()).moveCursor(pointOf(params)!);
-    return {};
+    const desktop = await ctx.desktop();
+    await desktop.moveCursor(pointOf(params)!);
+    return pointerEnded(desktop);
   },
 });
 
@@ -181,13 +196,13 @@ function buttonCommand<N extends string>(name: N, action: "down" | "up", descrip
     input: true,
     pointer: true,
     params: z.object({ ...pointFields, button: buttonParam }).superRefine(wholePoint(false)),
-    result: empty,
+    result: pointerResult,
     handler: async (params, ctx) => {
       const { button } = params;
       const desktop = await ctx.desktop();
       await moveIfGiven(desktop, params);
       await desktop.mouseButton(button, action);
-      return {};
+      return pointerEnded(desktop);
     },
   });
 }
@@ -258,13 +273,13 @@ export const dragTo = defineCommand({
     button: buttonParam,
     duration: durationParam,
   }),
-  result: empty,
+  result: pointerResult,
   deadlineMs: ({ duration }) => duration * 1000 + 30_000,
   handler: async ({ x, y, button, duration }, ctx) => {
     const desktop = await ctx.desktop();
     const start = await desktop.cursorPosition();
     await dragAlong(desktop, [start, { x, y }], button, duration, ctx.signal);
-    return {};
+    return pointerEnded(desktop);
   },
 });
 
@@ -281,14 +296,14 @@ export const drag = defineCommand({
     button: buttonParam,
     duration: durationParam,
   }),
-  result: empty,
+  result: pointerResult,
   deadlineMs: ({ duration }) => duration * 1000 + 30_000,
   handler: async ({ path, button, duration }, ctx) => {
     const desktop = await ctx.desktop();
     const points = path.map(([x, y]) => ({ x, y }));
     await desktop.moveCursor(points[0]);
     await dragAlong(desktop, points, button, duration, ctx.signal);
-    return {};
+    return pointerEnded(desktop);
   },
 });
 
@@ -300,10 +315,11 @@ export const scroll = defineCommand({
     "Turns the wheel where the pointer is, by x (horizontal, positive = right) and y (vertical, positive = up) notches.",
   input: true,
   params: z.object({ x: notches, y: notches }),
-  result: empty,
+  result: pointerResult,
   handler: async ({ x, y }, ctx) => {
-    await (await ctx.desktop()).scroll(x, y);
-    return {};
+    const desktop = await ctx.desktop();
+    await desktop.scroll(x, y);
+    return pointerEnded(desktop);
   },
 });
 
@@ -315,10 +331,11 @@ function scrollByCommand<N extends string>(name: N, sign: 1 | -1, description: s
     description,
     input: true,
     params: z.object({ clicks: clicksParam }),
-    result: empty,
+    result: pointerResult,
     handler: async ({ clicks }, ctx) => {
-      await (await ctx.desktop()).scroll(0, sign * clicks);
-      return {};
+      const desktop = await ctx.desktop();
+      await desktop.scroll(0, sign * clicks);
+      return pointerEnded(desktop);
     },
   });
 }
@@ -344,11 +361,12 @@ export const scrollDirection = defineCommand({
     }),
     clicks: clicksParam,
   }),
-  result: empty,
+  result: pointerResult,
   handler: async ({ direction, clicks }, ctx) => {
     const [dx, dy] = DIRECTIONS[direction];
-    await (await ctx.desktop()).scroll(dx * clicks, dy * clicks);
-    return {};
+    const desktop = await ctx.desktop();
+    await desktop.scroll(dx * clicks, dy * clicks);
+    return pointerEnded(desktop);
   },
 });
 

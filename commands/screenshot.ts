@@ -100,6 +100,10 @@ export const screenshot = defineCommand({
     max_width: z.number().int().positive().nullish().describe("Scale down to fit this width"),
     max_height: z.number().int().positive().nullish().describe("Scale down to fit this height"),
     scale: z.number().positive().max(1).nullish().describe("Image pixels per screen pixel, (0, 1]"),
+    cursor: z
+      .boolean()
+      .default(false)
+      .describe("Draw the mouse pointer into the image (captures hold none), for models that need to see it"),
     fit: z
       .enum(["full", "model"])
       .default("full")
@@ -125,6 +129,7 @@ export const screenshot = defineCommand({
       maxWidth: params.max_width ?? undefined,
       maxHeight: params.max_height ?? undefined,
       scale: params.scale ?? undefined,
+      cursor: params.cursor ? await desktop.cursorPosition() : undefined,
     };
     const shot =
       params.fit === "model"

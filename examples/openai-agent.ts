@@ -1,6 +1,7 @@
 /**
- * An OpenAI computer-use agent (Responses API, `computer_use_preview`) on a Hangar desktop. With
- * `hangar serve` running and the package built:
+ * An OpenAI computer-use agent (Responses API) on a Hangar desktop: `computer_use_preview` by
+ * default, the GA `computer` tool (batched actions) with OPENAI_COMPUTER_TOOL=computer and a model
+ * that has it in OPENAI_MODEL. With `hangar serve` running and the package built:
  *   OPENAI_API_KEY=… npx tsx examples/openai-agent.ts "Open a terminal and print the date"
  */
 import { stdin, stdout } from "node:process";
@@ -10,14 +11,18 @@ import { Hangar, openaiComputerCallOutput } from "hangar/client";
 const hangar = new Hangar({ url: process.env.HANGAR_URL ?? "http://127.0.0.1:8000" });
 const display = { width: 1280, height: 800 };
 const api = process.env.OPENAI_BASE_URL ?? "https://api.openai.com/v1";
-const tools = [
-  {
-    type: "computer_use_preview",
-    display_width: display.width,
-    display_height: display.height,
-    environment: "linux",
-  },
-];
+// The GA tool declares no display: its coordinates are the screenshots' pixels, sent at `display`.
+const tools =
+  process.env.OPENAI_COMPUTER_TOOL === "computer"
+    ? [{ type: "computer" }]
+    : [
+        {
+          type: "computer_use_preview",
+          display_width: display.width,
+          display_height: display.height,
+          environment: "linux",
+        },
+      ];
 const task = process.argv[2] ?? "Take a screenshot and describe what is on the screen.";
 
 async function respond(body: Record<string, unknown>) {

@@ -27,6 +27,8 @@ RUNTIME=(
   # a browser, a GTK text editor and file manager, AT-SPI for GTK 2, and `xdg-open` (which needs
   # `file`) to start them
   lxpanel chromium mousepad pcmanfm libatk-adaptor xdg-utils file
+  # the Python that runs agents' pyautogui code for OSWorld's controller (--osworld, docs/osworld.md)
+  python3
   # the server's allocator: gives back what transfers and screenshots freed (src/common/memory-env.ts)
   libjemalloc2
   # the video encoder of start_recording (H.264/MP4, VP8/WebM); with its libraries about 150 MB
@@ -51,6 +53,9 @@ PACKAGES=(
   # container desktops: the engine the tests start (podman's Docker-compatible API service) with
   # runc (crun fails on hybrid cgroup hierarchies, docs/containers.md), and buildah for the image
   podman runc buildah
+  # Kubernetes desktops: the tests' single-node cluster (../shared/k8s, with runc, docker-registry
+  # and buildah above): etcd, containerd, the CNI plugins, and busybox and a C compiler for its images
+  etcd-server containerd containernetworking-plugins busybox-static gcc libc6-dev
   # the page tests: Debian's Chromium, driven by playwright-core (no browser download)
   chromium
   # guest images: debootstrap, file systems and partitions built without loop devices, BIOS boot

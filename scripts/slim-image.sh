@@ -19,16 +19,13 @@ UNUSED=(
   cpp cpp-12
   # x11vnc's optional Tk settings window
   tk tk8.6 libtk8.6 tcl tcl8.6 libtcl8.6
-  # Python, for openbox-session's autostart script; Hangar starts openbox itself
-  python3 python3.11 python3-minimal python3.11-minimal libpython3-stdlib libpython3.11-stdlib
-  libpython3.11-minimal
+  # (Python stays: OSWorld's controller runs the agents' pyautogui code with it, docs/osworld.md.)
   # imlib2's PostScript and HEIF image loaders (openbox's libraries): Ghostscript and libde265 (x265
   # and aom stay: ffmpeg, the video encoder of start_recording, loads them)
   libspectre1 libgs10 libgs10-common poppler-data fonts-urw-base35 libheif1 libde265-0
 )
-# Paths dpkg does not list (Python's compiled modules), and single files of packages that stay.
+# Single files of packages that stay.
 UNUSED_PATHS=(
-  /usr/lib/python3.11
   # Chromium's Vulkan validation layer, a debugging aid
   /usr/lib/chromium/libVkLayer_khronos_validation.so
 )

@@ -1,7 +1,7 @@
 /**
  * The browser agents drive by DOM commands (`browser_*`, cua's `/playwright_exec`): the system's
  * Chromium through playwright-core, started on first use with a window on Hangar's own display, in a
- * persistent profile. So the page an agent visits by URL is the one it sees in its screenshots and
+ * persistent profile of this server's own (see `browserProfileDir`). So the page an agent visits by URL is the one it sees in its screenshots and
  * in the accessibility tree (Chromium runs with its renderer accessibility on).
  *
  * Tabs: the newest open page is the current one (a link that opens a tab is followed there); when
@@ -19,8 +19,12 @@ export interface BrowserOptions {
   executablePath?: string;
   /** The desktop's variables when the browser starts (its `DISPLAY`, the session bus). */
   env: () => Readonly<Record<string, string | undefined>>;
-  /** Where the persistent profile lives (default `~/.local/state/hangar/browser`). */
-  profileDir?: string;
+  /**
+   * Where the persistent profile lives, or a function that says so when the browser starts (the
+   * server's default, `browserProfileDir(port)`: one profile per server, as Chromium locks a profile
+   * to one running browser).
+   */
+  profileDir?: string | (() => string);
   /** Allow `browser_evaluate` (JavaScript chosen by the agent, run in the page). */
   allowEvaluate?: boolean;
   /** The web search of `browser_web_search`; `%s` is replaced by the query. */
@@ -89,7 +93,8 @@ export class BrowserSession {
       );
     }
     const { chromium } = await import("playwright-core");
-    const profile = this.options.profileDir ?? join(homedir(), ".local", "state", "hangar", "browser");
+    const given = this.options.profileDir;
+    const profile = (typeof given === "function" ? given() : given) ?? browserProfileDir();
     const args = [
       "--no-first-run",
       "--no-default-browser-check",
@@ -129,6 +134,16 @@ export class BrowserSession {
     this.log.info({ executablePath, profile }, "browser started");
     return context;
   }
+}
+
+/**
+ * The profile of the server listening on `port`: `$XDG_STATE_HOME/hangar/browser/port-<port>`
+ * (`~/.local/state/…`). Two servers of one user listen on two ports, so each starts its own browser;
+ * a server started again on its port finds its cookies and logins again.
+ */
+export function browserProfileDir(port?: number): string {
+  const state = process.env.XDG_STATE_HOME || join(homedir(), ".local", "state");
+  return join(state, "hangar", "browser", port === undefined ? "default" : `port-${port}`);
 }
 
 function firstLine(text: string): string {

@@ -8,7 +8,14 @@ import { HOST_TOKEN_ENV, readTokenFile } from "./host-client.js";
 import { browserAccess, browserAccessOptions, logLevelOption, onShutdown, parsePort } from "./util.js";
 
 function runtimeKind(value: string) {
-  if (value !== "qemu" && value !== "container") throw new InvalidArgumentError("expected qemu or container");
+  if (value !== "qemu" && value !== "container" && value !== "kubernetes") {
+    throw new InvalidArgumentError("expected qemu, container or kubernetes");
+  }
+  return value;
+}
+
+function reachMode(value: string) {
+  if (value !== "relay" && value !== "pod-ip") throw new InvalidArgumentError("expected relay or pod-ip");
   return value;
 }
 
@@ -38,7 +45,7 @@ export function registerHost(program: Command) {
     .option("--no-auth", "allow listening beyond loopback without a token (anyone who connects manages VMs)")
     .option(
       "--runtime <kind>",
-      "where a desktop runs when its request names none: qemu or container",
+      "where a desktop runs when its request names none: qemu, container or kubernetes",
       runtimeKind,
       "qemu",
     )
@@ -54,6 +61,20 @@ export function registerHost(program: Command) {
       "--container-ulimit <name=soft:hard>",
       "a limit for container desktops' processes, e.g. nofile=10000:10000 (repeat it; needed where the host forbids raising limits)",
       collectUlimit,
+    )
+    .option(
+      "--kubeconfig <file>",
+      "Kubernetes desktops: the cluster's kubeconfig (default $KUBECONFIG, ~/.kube/config, then the Pod's service account)",
+    )
+    .option("--namespace <name>", "Kubernetes desktops: the namespace (default the kubeconfig context's)")
+    .option(
+      "--kubernetes-reach <mode>",
+      "how records address Kubernetes desktops: relay (a loopback port of this service, through the API server) or pod-ip",
+      reachMode,
+    )
+    .option(
+      "--pools-in-cluster",
+      "keep the warm pools in a ConfigMap of the Kubernetes namespace (hangar-pools) instead of a file",
     )
     .option(
       "--desktop-keys",
@@ -80,6 +101,14 @@ export function registerHost(program: Command) {
       desktopImage: opts.desktopImage,
       containerUlimits: opts.containerUlimit,
       desktopKeys: opts.desktopKeys,
+      ...((opts.kubeconfig || opts.namespace || opts.kubernetesReach || opts.poolsInCluster) && {
+        kubernetes: {
+          kubeconfig: opts.kubeconfig,
+          namespace: opts.namespace,
+          reach: opts.kubernetesReach,
+          poolsInCluster: opts.poolsInCluster,
+        },
+      }),
       ...browserAccess(opts),
     });
     log.info(

@@ -58,7 +58,7 @@ export function registerPool(program: Command) {
       "--template <desktop-or-image>",
       "a stopped desktop to clone, or an image (default: the desktop image)",
     )
-    .option("--runtime <kind>", "container or qemu (default: the template's, else the service's)")
+    .option("--runtime <kind>", "container, kubernetes or qemu (default: the template's, else the service's)")
     .option("--ttl <seconds>", "a claim is released by itself after this long (default: never)", wholeNumber)
     .option("--cpu <n>", "CPUs of each desktop made from an image", wholeNumber)
     .option("--memory <size>", "memory of each desktop made from an image, e.g. 2GB")

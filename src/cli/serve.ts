@@ -4,7 +4,11 @@ import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import { forgetMemorySettings } from "../common/memory-env.js";
 import { parseBytes } from "../common/sizes.js";
-import { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, startComputerServer } from "../computer/server.js";
+import {
+  DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+  DEFAULT_OSWORLD_PORT,
+  startComputerServer,
+} from "../computer/server.js";
 import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
 import { type DesktopSession, parseDisplaySize, startDesktopSession } from "../desktop/session.js";
 import { DEFAULT_WARM_SHELLS } from "../os/warm-shells.js";
@@ -100,6 +104,11 @@ export function registerServe(program: Command) {
       "where start_recording puts videos given no path, with their index (default ~/.local/share/hangar/recordings; the encoder is ffmpeg on PATH or $HANGAR_FFMPEG)",
     )
     .option(
+      "--osworld [port]",
+      "also serve OSWorld's desktop controller API (/execute, /screenshot, /accessibility, …) on this port (default 5000); docs/osworld.md",
+      parsePort,
+    )
+    .option(
       "--backend <name>",
       `desktop backend: ${BACKEND_NAMES.join(" or ")}`,
       parseBackend,
@@ -140,6 +149,10 @@ export function registerServe(program: Command) {
       keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,
       activitySize: opts.activitySize,
       recordings: { dir: opts.recordingsDir },
+      osworld:
+        opts.osworld === undefined
+          ? undefined
+          : { port: opts.osworld === true ? DEFAULT_OSWORLD_PORT : opts.osworld },
       trajectories: {
         dir: opts.trajectoryDir,
         always: opts.trajectoryDir !== undefined,
@@ -151,6 +164,7 @@ export function registerServe(program: Command) {
     });
     log.info({ url: server.url }, "computer server listening");
     process.stdout.write(`${listeningLine(server.url, Boolean(cloud.cloud), desktop, opts.backend)}\n`);
+    if (server.osworldUrl) process.stdout.write(`OSWorld controller API on ${server.osworldUrl}\n`);
     onShutdown(async () => {
       log.info("shutting down");
       await server.close();

@@ -14,7 +14,11 @@ import type { CommandParams, CommandResult } from "./types.js";
 type Reply = CommandResult<"computer_action">;
 /** The `tool_result` block of Anthropic's Messages API. */
 export type AnthropicToolResult = Extract<Reply, { vocabulary: "anthropic" }>["tool_result"];
-/** The `computer_call_output` item of OpenAI's Responses API. */
+/**
+ * The `computer_call_output` input item of OpenAI's Responses API (openai-node's
+ * `ResponseInputItem.ComputerCallOutput`: its `output` is a `computer_screenshot`), the same for
+ * both generations of the tool.
+ */
 export type OpenaiComputerCallOutput = Extract<Reply, { vocabulary: "openai" }>["tool_result"] & {
   acknowledged_safety_checks?: unknown[];
 };
@@ -31,16 +35,16 @@ export interface ComputerToolOptions {
   screenshot?: boolean;
 }
 
-/** Runs one tool call through `computer_action` and returns its `tool_result`. */
+/** Runs one tool call (one action, or OpenAI's batch) through `computer_action`; returns its `tool_result`. */
 async function toolResultOf(
   hangar: ComputerActionRunner,
   vocabulary: "anthropic" | "openai",
-  action: unknown,
+  action: { action: unknown } | { actions: unknown[] },
   callId: string,
   options: ComputerToolOptions,
 ): Promise<Reply["tool_result"]> {
   const reply = await hangar.computerAction({
-    action: action as Record<string, unknown>,
+    ...(action as { action: Record<string, unknown> } | { actions: Record<string, unknown>[] }),
     vocabulary,
     call_id: callId,
     ...(options.display ? { display: options.display } : {}),
@@ -55,22 +59,41 @@ export async function anthropicToolResult(
   toolUse: { id: string; input: unknown },
   options: ComputerToolOptions = {},
 ): Promise<AnthropicToolResult> {
-  return (await toolResultOf(hangar, "anthropic", toolUse.input, toolUse.id, options)) as AnthropicToolResult;
+  return (await toolResultOf(
+    hangar,
+    "anthropic",
+    { action: toolUse.input },
+    toolUse.id,
+    options,
+  )) as AnthropicToolResult;
 }
 
 /**
- * OpenAI: a `computer_call` output item → its `computer_call_output` input item. Pending safety
- * checks are acknowledged only when `acknowledgeSafetyChecks` says so (after asking a person).
+ * An OpenAI `computer_call` output item: `computer_use_preview` carries one `action`, the GA
+ * `computer` tool a batch `actions` (openai-node's `ResponseComputerToolCall`).
+ */
+export interface OpenaiComputerCall {
+  call_id: string;
+  action?: unknown;
+  actions?: unknown[] | null;
+  pending_safety_checks?: unknown[];
+}
+
+/**
+ * OpenAI: a `computer_call` output item of either generation → its `computer_call_output` input
+ * item (a batch runs in order and stops at the first failure, with one screenshot at the end).
+ * Pending safety checks are acknowledged only when `acknowledgeSafetyChecks` says so (after asking
+ * a person).
  */
 export async function openaiComputerCallOutput(
   hangar: ComputerActionRunner,
-  call: { call_id: string; action: unknown; pending_safety_checks?: unknown[] },
+  call: OpenaiComputerCall,
   options: ComputerToolOptions & { acknowledgeSafetyChecks?: boolean } = {},
 ): Promise<OpenaiComputerCallOutput> {
   const output = (await toolResultOf(
     hangar,
     "openai",
-    call.action,
+    call.actions ? { actions: call.actions } : { action: call.action },
     call.call_id,
     options,
   )) as OpenaiComputerCallOutput;

@@ -151,6 +151,7 @@ export {
   anthropicToolResult,
   type ComputerToolOptions,
   computerTool,
+  type OpenaiComputerCall,
   type OpenaiComputerCallOutput,
   openaiComputerCallOutput,
 } from "./agents.js";

@@ -11,7 +11,11 @@ export type ErrorCode =
   | "unavailable"
   | "cancelled"
   | "failed"
-  | "internal";
+  | "internal"
+  /** Another holds control of the desktop (see computer/core/control.ts). */
+  | "paused"
+  /** The request contradicts the current state (control taken twice, handed back by a non-holder). */
+  | "conflict";
 
 export class CommandError extends Error {
   /**

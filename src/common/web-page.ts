@@ -41,6 +41,17 @@ function asset(page: string, name: string): Response | undefined {
   });
 }
 
+/** A page's HTML, or a 503 saying it is not built (for pages served at other addresses too). */
+export function pageHtml(page: string): Response {
+  return (
+    asset(page, "index.html") ??
+    new Response(JSON.stringify({ detail: "The page is not built: run npm run build" }), {
+      status: 503,
+      headers: { "content-type": "application/json" },
+    })
+  );
+}
+
 export function pageRoutes(page: string) {
   const app = new Hono();
   app.get(

@@ -5,12 +5,13 @@
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
-import { pageRoutes } from "../common/web-page.js";
+import { pageHtml, pageRoutes } from "../common/web-page.js";
 import { commandCatalog, openApiDocument } from "./core/catalog.js";
 import type { CommandRegistry } from "./core/registry.js";
 import type { ComputerEnv } from "./http/env.js";
 import { cmdRoutes } from "./transports/cmd/cmd.js";
 import { type ConsoleOptions, consoleRoutes } from "./transports/console/console-routes.js";
+import { ShareLinks, sharedRoutes, shareRoutes } from "./transports/console/share.js";
 import { fileRoutes } from "./transports/files/files-http.js";
 import { mcpOpenApiPaths } from "./transports/mcp/mcp-openapi.js";
 import { playwrightRoutes } from "./transports/playwright/playwright.js";
@@ -78,10 +79,16 @@ export function createComputerApp(options: ComputerAppOptions) {
   );
   app.get("/status", (c) => c.body(status, 200, { "content-type": "application/json" }));
   if (options.websocket) app.get("/ws", options.websocket);
-  if (options.console) app.route("/", pageRoutes("console"));
+  // Share links (view-only, expiring): their routes are checked by their own token, before auth.
+  const links = new ShareLinks();
+  if (options.console) {
+    app.route("/", pageRoutes("console"));
+    app.route("/", sharedRoutes({ ...options.console, registry, links, page: () => pageHtml("console") }));
+  }
   if (options.auth) app.use("*", options.auth);
   if (options.console) {
     app.route("/", consoleRoutes({ ...options.console, registry, features: options.features ?? [] }));
+    app.route("/", shareRoutes({ links }));
   }
 
   if (options.recordings) app.route("/", recordingRoutes(options.recordings));

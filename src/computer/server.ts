@@ -8,7 +8,8 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
-import { type BrowserOptions, BrowserSession } from "../browser/session.js";
+import { osworldCommands } from "../../commands/osworld.js";
+import { type BrowserOptions, BrowserSession, browserProfileDir } from "../browser/session.js";
 import { sweepInterruptedWrites } from "../common/atomic-write.js";
 import {
   collectGarbage,
@@ -28,9 +29,12 @@ import { WarmShells } from "../os/warm-shells.js";
 import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
+import { ControlLease } from "./core/control.js";
 import { CommandRegistry } from "./core/registry.js";
 import { Trajectories } from "./core/trajectories/trajectories.js";
 import type { TlsFiles } from "./tls.js";
+import { createOsworldApp } from "./transports/osworld/osworld-app.js";
+import { preparePythonEnv } from "./transports/osworld/python-env.js";
 import { PtySessions, type PtySessionsOptions } from "./transports/pty/pty-sessions.js";
 import { wsTransport } from "./transports/ws/ws.js";
 
@@ -92,7 +96,14 @@ export interface ComputerServerOptions {
    * every command is recorded from the start (`--trajectory-dir`), and the bytes the directory may hold.
    */
   trajectories?: { dir?: string; always?: boolean; maxBytes?: number };
+  /**
+   * OSWorld's desktop controller API on its own listener (`--osworld`, docs/osworld.md): its port
+   * (default 5000; 0 picks a free one) on the server's address, with the same origin policy and keys.
+   */
+  osworld?: { port?: number; openFileTimeoutSeconds?: number };
 }
+
+export const DEFAULT_OSWORLD_PORT = 5000;
 
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
@@ -100,6 +111,8 @@ export interface RunningComputerServer {
   readonly url: string;
   readonly port: number;
   readonly registry: CommandRegistry;
+  /** The OSWorld controller's URL, when it is served. */
+  readonly osworldUrl?: string;
   close(): Promise<void>;
 }
 
@@ -117,7 +130,14 @@ export async function startComputerServer(
   const ownAccessibility = options.accessibility ? undefined : defaultAccessibility();
   const accessibility = options.accessibility ?? ownAccessibility;
   // The desktop's variables are read when the browser starts: a virtual display exports them here.
-  const browser = new BrowserSession({ env: () => process.env, ...options.browser, log });
+  // One profile per server (by its port, known once it listens): Chromium locks a profile.
+  let listeningPort: number | undefined;
+  const browser = new BrowserSession({
+    env: () => process.env,
+    ...options.browser,
+    profileDir: options.browser?.profileDir ?? (() => browserProfileDir(listeningPort)),
+    log,
+  });
   const activity = new ActivityLog({ size: options.activitySize });
   const recordings = new Recordings({
     desktop: options.desktop ?? noDesktop,
@@ -133,7 +153,20 @@ export async function startComputerServer(
     log,
   });
   const shells = options.warmShells === 0 ? undefined : new WarmShells({ max: options.warmShells, log });
+  // Who drives the desktop; taking and handing back are in the timeline (and so in trajectories).
+  const control = new ControlLease();
+  control.subscribe(({ type, ...params }) =>
+    activity.record({
+      command: type,
+      params,
+      transport: type.startsWith("help") ? "control" : "live",
+      flags: {},
+      ms: 0,
+      outcome: { success: true, result: {} },
+    }),
+  );
   const registry = new CommandRegistry(allCommands, {
+    control,
     desktop: options.desktop,
     accessibility,
     browser: async () => browser,
@@ -159,7 +192,7 @@ export async function startComputerServer(
     pty,
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
-    console: { activity, desktop: options.desktop ?? noDesktop },
+    console: { activity, desktop: options.desktop ?? noDesktop, control },
     recordings: { recordings, trajectories },
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
@@ -212,12 +245,33 @@ export async function startComputerServer(
     // requests to routes that are not WebSockets (they would hang).
   }
   const { port } = server.address() as AddressInfo;
+  listeningPort = port;
   const shownHost = host.includes(":") ? `[${host}]` : host;
+  const url = `${tls ? "https" : "http"}://${shownHost}:${port}`;
+  const osworld = options.osworld
+    ? await startOsworld(options.osworld, {
+        url,
+        host,
+        registry,
+        desktop: options.desktop ?? noDesktop,
+        originPolicy,
+        authenticator: authenticator || undefined,
+        tls,
+        certificate: options.tls?.cert,
+        bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+        log,
+      }).catch((err) => {
+        server.close();
+        throw err;
+      })
+    : undefined;
   return {
-    url: `${tls ? "https" : "http"}://${shownHost}:${port}`,
+    url,
     port,
     registry,
+    osworldUrl: osworld?.url,
     close: async () => {
+      await osworld?.close();
       idle.cancel();
       quiet.cancel();
       shells?.close();
@@ -230,6 +284,79 @@ export async function startComputerServer(
       await Promise.all([closed, browser.close(), recordings.close(), trajectories.close()]);
     },
   };
+}
+
+/** The OSWorld controller's listener and the environment of the programs it runs. */
+async function startOsworld(
+  options: NonNullable<ComputerServerOptions["osworld"]>,
+  server: {
+    url: string;
+    host: string;
+    registry: CommandRegistry;
+    desktop: DesktopProvider;
+    originPolicy: OriginPolicy;
+    authenticator?: Authenticator;
+    /** The main listener's TLS: the controller has it too, so that keys never cross the network in clear. */
+    tls?: { createServer: unknown; serverOptions: TlsFiles };
+    certificate?: Buffer;
+    bodyLimitBytes: number;
+    log: Logger;
+  },
+) {
+  const authenticator = server.authenticator;
+  const python = preparePythonEnv({
+    url: server.url,
+    certificate: server.certificate,
+    cloud: authenticator && {
+      containerName: authenticator.containerName,
+      addLocalKey: (key) => authenticator.addLocalKey(key),
+    },
+  });
+  const app = createOsworldApp({
+    registry: server.registry,
+    commands: osworldCommands,
+    originPolicy: server.originPolicy,
+    auth: authenticator && cloudAuth(authenticator),
+    bodyLimitBytes: server.bodyLimitBytes,
+    childEnv: async () => ({ ...(await desktopEnv(server.desktop)), ...python.env }),
+    openFileTimeoutSeconds: options.openFileTimeoutSeconds,
+    log: server.log,
+  });
+  const listener = serve({
+    fetch: app.fetch,
+    hostname: server.host,
+    port: options.port ?? DEFAULT_OSWORLD_PORT,
+    ...(server.tls as object),
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      listener.once("listening", resolve);
+      listener.once("error", reject);
+    });
+  } catch (err) {
+    python.close();
+    throw err;
+  }
+  const { port } = listener.address() as AddressInfo;
+  const shownHost = server.host.includes(":") ? `[${server.host}]` : server.host;
+  return {
+    url: `${server.tls ? "https" : "http"}://${shownHost}:${port}`,
+    close: async () => {
+      const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
+      if ("closeAllConnections" in listener) listener.closeAllConnections();
+      await closed;
+      python.close();
+    },
+  };
+}
+
+/** The desktop's variables (DISPLAY, its session bus), or none when there is no desktop. */
+async function desktopEnv(desktop: DesktopProvider): Promise<Record<string, string>> {
+  try {
+    return (await desktop()).env ?? {};
+  } catch {
+    return {};
+  }
 }
 
 /** Where recordings go without a path: `$XDG_DATA_HOME/hangar/recordings` (~/.local/share/…). */

@@ -176,3 +176,15 @@ describe("containerSettings", () => {
     expect(() => containerSettings({}, ["--port", "http"])).toThrow(/--port must be a port number/);
   });
 });
+
+describe("OSWorld's controller", () => {
+  it("is served on HANGAR_OSWORLD's port (the image sets 5000) unless off or given as a flag", () => {
+    const on = containerSettings({ HANGAR_OSWORLD: "5000" }, []);
+    expect(on.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000", "--osworld", "5000"]);
+    expect(containerSettings({ HANGAR_OSWORLD: "off" }, []).serveArgs).not.toContain("--osworld");
+    expect(containerSettings({}, []).serveArgs).not.toContain("--osworld");
+    const flag = containerSettings({ HANGAR_OSWORLD: "5000" }, ["--osworld", "6000"]);
+    expect(flag.serveArgs.filter((a) => a === "--osworld")).toHaveLength(1);
+    expect(() => containerSettings({ HANGAR_OSWORLD: "yes" }, [])).toThrow(/HANGAR_OSWORLD must be a port/);
+  });
+});

@@ -15,6 +15,8 @@
  *   HANGAR_VNC=1                   x11vnc on 127.0.0.1:HANGAR_VNC_PORT (5900) and noVNC on
  *                                  HANGAR_NOVNC_PORT (6080), with the password in
  *                                  HANGAR_VNC_PASSWORD_FILE or HANGAR_VNC_PASSWORD
+ *   HANGAR_OSWORLD=5000            OSWorld's controller API on this port (`--osworld`, docs/osworld.md);
+ *                                  the image sets 5000, `off` turns it off
  *   CONTAINER_NAME is read by `hangar serve` itself; HANGAR_API_KEYS and HANGAR_AUTH_URL reach only
  *   the server (main.ts), never the desktop or the commands.
  * Flags given as arguments win over the environment, which wins over the mounted files.
@@ -107,6 +109,14 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
   }
   const serveArgs = ["serve", ...(given.has("--host") ? [] : ["--host", host])];
   serveArgs.push(...(given.has("--port") ? [] : ["--port", String(port)]), ...all);
+  const osworld = env.HANGAR_OSWORLD;
+  if (osworld && osworld !== "off" && !given.has("--osworld")) {
+    const osworldPort = Number(osworld);
+    if (!Number.isInteger(osworldPort) || osworldPort <= 0 || osworldPort > 65535) {
+      throw new Error(`HANGAR_OSWORLD must be a port number from 1 to 65535 or off, not ${osworld}`);
+    }
+    serveArgs.push("--osworld", String(osworldPort));
+  }
 
   return {
     width,

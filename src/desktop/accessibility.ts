@@ -22,12 +22,25 @@ export interface AccessibleNode {
   value?: number;
   /** Names of the actions the element offers (e.g. `click`). */
   actions?: string[];
+  /** With `TreeOptions.details`: what OSWorld's accessibility XML shows besides the above. */
+  details?: NodeDetails;
   /** `x11` for a window known only from the window manager (its application is not on the bus). */
   source?: "x11";
   /** The owning process and application of an `x11` window. */
   pid?: number;
   app?: string;
   children?: AccessibleNode[];
+}
+
+export interface NodeDetails {
+  /** The toolkit's object attributes (`toolkit`, `id`, `class`, `tag`, …). */
+  attributes: Record<string, string>;
+  /** The AT-SPI interfaces it implements, short names (`Component`, `Text`, `Image`, `Selection`, …). */
+  interfaces: string[];
+  /** Each action's name, description and key binding. */
+  actions: { name: string; description: string; keybinding: string }[];
+  /** A range element's bounds and step. */
+  range?: { min: number; max: number; step: number };
 }
 
 export interface TreeOptions {
@@ -39,6 +52,8 @@ export interface TreeOptions {
   maxDepth: number;
   /** The walk stops after this many elements and says so. */
   maxNodes: number;
+  /** Read `details` too (object attributes, interfaces, action descriptions, value range), and whole texts. */
+  details?: boolean;
 }
 
 export interface AccessibleTree {

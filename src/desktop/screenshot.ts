@@ -27,6 +27,8 @@ export interface ScreenshotOptions {
   scale?: number;
   /** Exactly this output size (stretching if the aspect differs); overrides the other size options. */
   size?: Size;
+  /** Draw the mouse pointer at this screen point (captures hold no pointer). */
+  cursor?: Point;
 }
 
 export interface Screenshot {
@@ -115,6 +117,8 @@ async function captureAndEncode(backend: DesktopBackend, options: ScreenshotOpti
     options.size?.width,
     options.size?.height,
     origin,
+    options.cursor?.x,
+    options.cursor?.y,
   ]);
   let pending = entry.encoded.get(key);
   if (!pending) {
@@ -181,9 +185,10 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
   const size = targetSize(raw.width, raw.height, options);
   try {
     const whole = size.width === raw.width && size.height === raw.height;
+    const cursor = options.cursor && (await pointerOverlay(options.cursor, origin, size, raw));
     const data =
-      (options.format === "jpeg" && whole && (await jpegInStrips(raw, options.quality))) ||
-      (await (await pipelineFor(raw, size, options.format, options.quality)).toBuffer());
+      (options.format === "jpeg" && whole && !cursor && (await jpegInStrips(raw, options.quality))) ||
+      (await (await pipelineFor(raw, size, options.format, options.quality, cursor || undefined)).toBuffer());
     return {
       data,
       format: options.format,
@@ -219,8 +224,47 @@ async function jpegInStrips(raw: RawImage, quality: number): Promise<Buffer | nu
   return encoded?.data ?? null;
 }
 
-/** The sharp pipeline from a capture to an image of `size` in `format`. */
-async function pipelineFor(raw: RawImage, size: Size, format: ImageFormat, quality: number): Promise<Sharp> {
+/** An image laid over a screenshot: its PNG bytes and where its top-left corner goes. */
+interface Overlay {
+  input: Buffer;
+  left: number;
+  top: number;
+}
+
+/** The pointer's arrow at scale 1: black with a white edge, its tip at (1, 1). */
+const ARROW = "M1 1 L1 17 L5 13 L8 20 L11 19 L8 12 L13 12 Z";
+const ARROW_SIZE = { width: 14, height: 21 };
+
+/**
+ * The pointer drawn where `at` (screen pixels) is in an image of `size` taken from `origin` of a
+ * capture of `raw`'s size, no smaller than at scale 1 and cut at the image's edges; null when the
+ * pointer is outside the image.
+ */
+async function pointerOverlay(at: Point, origin: Point, size: Size, raw: RawImage): Promise<Overlay | null> {
+  const sx = size.width / raw.width;
+  const sy = size.height / raw.height;
+  const left = Math.floor((at.x - origin.x) * sx);
+  const top = Math.floor((at.y - origin.y) * sy);
+  if (left < 0 || top < 0 || left >= size.width || top >= size.height) return null;
+  const zoom = Math.max(1, Math.min(sx, sy));
+  const width = Math.min(Math.ceil(ARROW_SIZE.width * zoom), size.width - left);
+  const height = Math.min(Math.ceil(ARROW_SIZE.height * zoom), size.height - top);
+  const svg =
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}">` +
+    `<path d="${ARROW}" transform="scale(${zoom})" fill="black" stroke="white" stroke-width="1.2" ` +
+    `stroke-linejoin="round"/></svg>`;
+  const sharp = await loadSharp();
+  return { input: await sharp(Buffer.from(svg), {}).png().toBuffer(), left, top };
+}
+
+/** The sharp pipeline from a capture to an image of `size` in `format`, with `overlay` drawn on it. */
+async function pipelineFor(
+  raw: RawImage,
+  size: Size,
+  format: ImageFormat,
+  quality: number,
+  overlay?: Overlay,
+): Promise<Sharp> {
   const sharp = await loadSharp();
   const { width, height } = raw;
   let pipeline = sharp(raw.data, { raw: { width, height, channels: raw.channels } });
@@ -235,6 +279,10 @@ async function pipelineFor(raw: RawImage, size: Size, format: ImageFormat, quali
       pipeline = sharp(rgb, { raw: { width, height, channels: 3 } });
     }
     pipeline = pipeline.resize(size.width, size.height, { fit: "fill", kernel: "linear" });
+  }
+  if (overlay) {
+    // Composited after the resize, at the resized image's scale.
+    pipeline = sharp(await pipeline.raw().toBuffer(), { raw: { ...size, channels: 3 } }).composite([overlay]);
   }
   switch (format) {
     case "png":

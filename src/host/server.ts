@@ -16,6 +16,8 @@ import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
 import { parseUlimit } from "./container/ulimits.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
+import { ConfigMapPoolStore } from "./kubernetes/configmap-pool-store.js";
+import { KubernetesRuntime, type KubernetesRuntimeOptions } from "./kubernetes/kubernetes-runtime.js";
 import { FilePoolStore } from "./pools/file-pool-store.js";
 import { PoolManager, type PoolManagerOptions } from "./pools/pool-manager.js";
 import type { PoolStore } from "./pools/pool-store.js";
@@ -51,6 +53,14 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   desktopImage?: string;
   containerUlimits?: Ulimit[];
   desktopKeys?: boolean;
+  /**
+   * Kubernetes desktops (a Pod each): on when the default runtime is `kubernetes` or a kubeconfig
+   * or namespace is given (`--kubeconfig`, `--namespace`; else KUBECONFIG, ~/.kube/config, in-cluster).
+   */
+  kubernetes?: Pick<KubernetesRuntimeOptions, "kubeconfig" | "namespace" | "reach"> & {
+    /** Keep the pools in a ConfigMap of the namespace instead of a file (`--pools-in-cluster`). */
+    poolsInCluster?: boolean;
+  };
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
@@ -101,9 +111,25 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const runtimes: DesktopRuntime[] = [qemu];
   const containers = await containerRuntime(options, settings, log);
   if (containers) runtimes.push(containers);
+  let kubernetes: KubernetesRuntime | undefined;
+  if (options.kubernetes || options.defaultRuntime === "kubernetes") {
+    kubernetes = new KubernetesRuntime(
+      {
+        ...options.kubernetes,
+        desktopImage: options.desktopImage,
+        desktopKeys: options.desktopKeys,
+        stopGraceMs: options.stopGraceMs,
+      },
+      log,
+    );
+    runtimes.push(kubernetes);
+  }
   const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log);
   const poolStore =
-    options.poolStore ?? new FilePoolStore(join(await settings.homeDirectory(), ".pools", "pools.json"));
+    options.poolStore ??
+    (kubernetes && options.kubernetes?.poolsInCluster
+      ? new ConfigMapPoolStore(kubernetes.cluster)
+      : new FilePoolStore(join(await settings.homeDirectory(), ".pools", "pools.json")));
   const pools = new PoolManager(vms, poolStore, log, options.pools);
   const services: HostServices = { settings, vms, pools, images, log };
   await vms.recover();

@@ -1,7 +1,7 @@
 /** Starts a program that outlives the request (an app, a document opener) and reports its pid. */
 import { spawn } from "node:child_process";
 import { accessSync, constants, statSync } from "node:fs";
-import { delimiter, join } from "node:path";
+import { basename, delimiter, join } from "node:path";
 import { CommandError } from "../common/errors.js";
 
 export interface LaunchOptions {
@@ -15,8 +15,14 @@ export interface LaunchOptions {
  * command line's first word) must be found first: a shell would start and fail on its own, with a
  * pid that suggests success.
  */
-export function launchDetached(file: string, args: readonly string[] | null, options: LaunchOptions = {}) {
-  const env = { ...process.env, ...options.env };
+export function launchDetached(
+  givenFile: string,
+  givenArgs: readonly string[] | null,
+  options: LaunchOptions = {},
+) {
+  // Toolkits that read it (ATK bridges, Chromium's among them) put their widgets on the bus.
+  const env: NodeJS.ProcessEnv = { ACCESSIBILITY_ENABLED: "1", ...process.env, ...options.env };
+  const { file, args } = withRendererAccessibility(givenFile, givenArgs);
   const program = args && args.length > 0 ? file : firstWord(file);
   if (program !== undefined && !findProgram(program, env.PATH)) {
     return Promise.reject(
@@ -53,6 +59,32 @@ export function launchDetached(file: string, args: readonly string[] | null, opt
       resolve(child.pid as number);
     });
   });
+}
+
+/** Chromium and the browsers built on it, by their program's name. */
+const CHROMIUM =
+  /^(chromium|chromium-browser|chrome|google-chrome(-stable|-beta|-unstable)?|microsoft-edge(-stable|-beta|-dev)?|brave-browser)$/;
+export const RENDERER_ACCESSIBILITY = "--force-renderer-accessibility";
+
+/**
+ * A Chromium started with its renderer accessibility on (`--force-renderer-accessibility`): without
+ * it the pages' content is not in the accessibility tree until an assistive technology asks for it.
+ * Added after the program (in its arguments, or after the first word of a command line).
+ */
+export function withRendererAccessibility(
+  file: string,
+  args: readonly string[] | null,
+): { file: string; args: readonly string[] | null } {
+  if (args && args.length > 0) {
+    const chromium = CHROMIUM.test(basename(file)) && !args.includes(RENDERER_ACCESSIBILITY);
+    return { file, args: chromium ? [RENDERER_ACCESSIBILITY, ...args] : args };
+  }
+  const program = firstWord(file);
+  if (!program || !CHROMIUM.test(basename(program)) || file.includes(RENDERER_ACCESSIBILITY)) {
+    return { file, args };
+  }
+  const at = file.indexOf(program) + program.length;
+  return { file: `${file.slice(0, at)} ${RENDERER_ACCESSIBILITY}${file.slice(at)}`, args };
 }
 
 /** Opens a URL or a file with the desktop's default application. */

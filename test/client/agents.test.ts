@@ -81,6 +81,7 @@ describe("agent adapters on a real desktop", () => {
     ]);
     for (const output of outputs) {
       expect(output.type).toBe("computer_call_output");
+      expect(output.output).toMatchObject({ type: "computer_screenshot" });
       expect(output.output?.image_url.startsWith("data:image/png;base64,")).toBe(true);
     }
     expect(outputs[0].acknowledged_safety_checks).toBeUndefined();
@@ -90,6 +91,26 @@ describe("agent adapters on a real desktop", () => {
       action: { type: "wait" },
     });
     expect(unacknowledged.acknowledged_safety_checks).toBeUndefined();
+  });
+
+  it("OpenAI GA: a computer_call with a batch of actions becomes one computer_call_output (openai-node 7.5.0 types)", async () => {
+    // openai-node 7.5.0: ResponseComputerToolCall.actions?: ComputerActionList; the reply is
+    // ResponseInputItem.ComputerCallOutput { call_id, output: { type: 'computer_screenshot', image_url? },
+    // type: 'computer_call_output' }.
+    const response = fixture("openai-ga-response.json");
+    const call = response.output[0];
+    const output = await openaiComputerCallOutput(hangar, call, { display });
+    expect(await eventually(() => desk.read("entry.txt") === "batched from openai")).toBe(true);
+    expect(output).toMatchObject({
+      type: "computer_call_output",
+      call_id: "call_GA8vQz1nR4tY7uK2mW5xB9cD",
+      output: { type: "computer_screenshot" },
+    });
+    const png = Buffer.from(output.output!.image_url.split(",")[1], "base64");
+    const meta = await sharp(png).metadata();
+    expect([meta.width, meta.height]).toEqual([1024, 640]);
+    // The pointer ended where the batch's last move put it (model 10,10 → screen 13,13).
+    expect(await desk.pointer()).toEqual({ x: 13, y: 13 });
   });
 
   it("AI SDK: execute runs the action, toModelOutput gives text and media parts", async () => {

@@ -5,13 +5,20 @@
  * are in the tree.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { AccessibleNode } from "../../src/desktop/accessibility.js";
 import { atspiProvider } from "../../src/desktop/atspi/index.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
+import { withRendererAccessibility } from "../../src/os/launch.js";
 import { type A11yApp, startA11yDesktop } from "../support/a11y-app.js";
+import { systemChromium } from "../support/browser.js";
 import { type RunningCli, startCli } from "../support/cli-process.js";
 import { PYTHON } from "../support/desktop.js";
 import { postCmd, startTestServer } from "../support/server.js";
@@ -40,6 +47,72 @@ describe("click_element on a text entry", () => {
     expect(entry.event.element.text).toBe("typed here");
     expect(entry.event.element.states).toContain("focused");
   });
+});
+
+describe("Chromium started by launch", () => {
+  let desk: Awaited<ReturnType<typeof startA11yDesktop>>;
+  let site: Server;
+  let profile: string;
+  const pids: number[] = [];
+  beforeAll(async () => {
+    desk = await startA11yDesktop({ width: 1024, height: 768 });
+    profile = mkdtempSync(join(tmpdir(), "hangar-launch-chromium-"));
+    site = createServer((_req, res) =>
+      res
+        .writeHead(200, { "content-type": "text/html" })
+        .end("<!doctype html><title>launched page</title><button>Launched page button</button>"),
+    );
+    await new Promise<void>((resolve) => site.listen(0, "127.0.0.1", resolve));
+  });
+  afterAll(async () => {
+    for (const pid of pids) {
+      try {
+        process.kill(-pid, "SIGKILL");
+      } catch {}
+    }
+    site?.close();
+    await desk?.stop();
+    rmSync(profile, { recursive: true, force: true });
+  });
+
+  it("gets --force-renderer-accessibility (arguments and command lines), so the page is in the tree", () => {
+    expect(withRendererAccessibility("/usr/bin/chromium", ["http://x/"]).args).toEqual([
+      "--force-renderer-accessibility",
+      "http://x/",
+    ]);
+    expect(withRendererAccessibility("google-chrome --new-window http://x/", null).file).toBe(
+      "google-chrome --force-renderer-accessibility --new-window http://x/",
+    );
+    expect(withRendererAccessibility("xterm", ["-e", "top"]).args).toEqual(["-e", "top"]);
+    expect(withRendererAccessibility("chromium --force-renderer-accessibility", null).file).toBe(
+      "chromium --force-renderer-accessibility",
+    );
+  });
+
+  it("exposes the page's content in the accessibility tree", async () => {
+    const url = `http://127.0.0.1:${(site.address() as AddressInfo).port}/`;
+    const args = [`--user-data-dir=${profile}`, "--no-first-run", "--no-default-browser-check"];
+    if (process.getuid?.() === 0) args.push("--no-sandbox");
+    const launched = await desk.server.cmd("launch", { app: systemChromium(), args: [...args, url] });
+    expect(launched.event.success).toBe(true);
+    pids.push(launched.event.pid);
+    // Debian's wrapper script execs the browser in the same process: its command line has the flag.
+    await vi.waitFor(() =>
+      expect(readFileSync(`/proc/${launched.event.pid}/cmdline`, "utf8").split("\0")).toContain(
+        "--force-renderer-accessibility",
+      ),
+    );
+    await vi.waitFor(
+      async () => {
+        const found = await desk.server.cmd("find_element", {
+          role: "button",
+          title: "Launched page button",
+        });
+        expect(found.event).toMatchObject({ success: true, element: { role: "push button" } });
+      },
+      { timeout: 30_000, interval: 250 },
+    );
+  }, 45_000);
 });
 
 describe("windows of applications that are not on the accessibility bus", () => {
@@ -80,6 +153,15 @@ describe("windows of applications that are not on the accessibility bus", () => 
     expect(window).toMatchObject({ role: "frame", source: "x11", pid: xterm.pid, app: "XTerm" });
     expect(window.states).toEqual(expect.arrayContaining(["showing", "focused"]));
     expect(window.bounds!.width).toBeGreaterThan(100);
+    expect(window.description).toMatch(/^this application exposes no accessibility tree/);
+    expect(r.event.note).toMatch(/^no application exposes an accessibility tree/);
+    // Asked for that application alone: said as such, not an empty tree.
+    const scoped = await server.cmd("get_accessibility_tree", { window: "plain terminal" });
+    expect(scoped.event.note).toBe(
+      "this application exposes no accessibility tree: only its window is listed, from the window manager (source: x11)",
+    );
+    const none = await server.cmd("get_accessibility_tree", { app: "nosuchapp" });
+    expect(none.event.note).toBe("no application or window matches app/window");
   });
 
   it("can be found and clicked (at their centre); they have no text to set", async () => {

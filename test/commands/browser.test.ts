@@ -2,7 +2,7 @@
  * The browser by DOM commands, through cua's POST /playwright_exec and the registry's browser_*
  * commands: Debian's Chromium with a window on the test's own display, a page served by the test.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -154,4 +154,36 @@ describe("the same browser on the desktop", () => {
       );
     });
   });
+});
+
+describe("one profile per server", () => {
+  it("lets two servers of one user, both with the default profile, start their browsers at once", async () => {
+    const state = mkdtempSync(join(tmpdir(), "hangar-browser-state-"));
+    const saved = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = state;
+    const servers: Awaited<ReturnType<typeof startTestServer>>[] = [];
+    try {
+      for (let i = 0; i < 2; i++) {
+        servers.push(
+          await startTestServer({
+            desktop: desktop.provider,
+            browser: { executablePath: systemChromium(), env: () => display.env },
+          }),
+        );
+      }
+      const visits = await Promise.all(
+        servers.map((s) => s.cmd("browser_visit_url", { url: `${base}/second` })),
+      );
+      for (const visit of visits) expect(visit.event).toMatchObject({ success: true, title: "Second page" });
+      // Each has its own profile, named by its port, holding Chromium's lock.
+      expect(readdirSync(join(state, "hangar", "browser")).sort()).toEqual(
+        servers.map((s) => `port-${s.port}`).sort(),
+      );
+    } finally {
+      await Promise.all(servers.map((s) => s.close()));
+      if (saved === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = saved;
+      rmSync(state, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -103,6 +103,28 @@ describe("computer_action (X11, 1920x1080 screen)", () => {
       expect(buttons[0].state & CTRL).toBe(0);
     });
 
+    it("holds a click's modifier given as `key` instead of `text`; both and different is the model's error", async () => {
+      const list = await caused(4, () => act({ action: "left_click", coordinate: [400, 300], key: "ctrl" }));
+      const press = list.find((e) => e.kind === "+b1")!;
+      expect(press.state & CTRL).toBe(CTRL);
+      const before = events().length;
+      const both = await desk.cmd("computer_action", {
+        action: { action: "left_click", coordinate: [400, 300], text: "shift", key: "ctrl" },
+        display: DISPLAY,
+        screenshot: false,
+      });
+      expect(both).toMatchObject({ success: true, is_error: true });
+      expect(both.text).toMatch(/modifier keys/);
+      expect(events().length).toBe(before);
+    });
+
+    it("types keypad digits for KP_0 and KP_1, with no Shift", async () => {
+      await focusXev();
+      const keys = await caused(4, () => act({ action: "key", text: "KP_0 KP_1" }));
+      // Key events only (a late button event of the test before is not this one's).
+      expect(kinds(keys.filter((e) => e.keysym))).toEqual(["+KP_0", "-KP_0", "+KP_1", "-KP_1"]);
+    });
+
     it("double and triple clicks, the triple with shift held", async () => {
       // Ten button events and shift's press and release.
       const list = await caused(12, async () => {
@@ -347,12 +369,184 @@ describe("computer_action (X11, 1920x1080 screen)", () => {
       expect(event).toMatchObject({
         success: true,
         vocabulary: "openai",
-        tool_result: { type: "computer_call_output", call_id: "call_abc", output: { type: "input_image" } },
+        tool_result: {
+          type: "computer_call_output",
+          call_id: "call_abc",
+          output: { type: "computer_screenshot" },
+        },
       });
       const url: string = event.tool_result.output.image_url;
       expect(url.startsWith("data:image/png;base64,")).toBe(true);
       const meta = await sharp(Buffer.from(url.slice(url.indexOf(",") + 1), "base64")).metadata();
       expect([meta.width, meta.height]).toEqual([1024, 768]);
+    });
+  });
+
+  /**
+   * The GA computer tool's shapes, as openai-node 7.5.0 declares them (src/resources/responses/
+   * responses.ts):
+   *   interface ResponseComputerToolCall { id; call_id; pending_safety_checks; status;
+   *     type: 'computer_call'; action?: …; actions?: ComputerActionList }
+   *   type ComputerActionList = Array<ComputerAction>   // "Flattened batched actions for `computer_use`"
+   *   ComputerAction.Click { button; type: 'click'; x; y; keys?: Array<string> | null }
+   *   ComputerAction.DoubleClick { keys: Array<string> | null; type: 'double_click'; x; y }
+   *   ComputerAction.Scroll / Move / Drag { …; keys?: Array<string> | null }
+   *   ResponseInputItem.ComputerCallOutput { call_id; output: ResponseComputerToolCallOutputScreenshot;
+   *     type: 'computer_call_output' }
+   *   ResponseComputerToolCallOutputScreenshot { type: 'computer_screenshot'; file_id?; image_url? }
+   */
+  describe("OpenAI GA: a computer_call with a batch of actions", () => {
+    let entryId: number;
+    /** The entry's centre in the model's 1280x720 pixels. */
+    let entryAt: { x: number; y: number };
+
+    beforeAll(async () => {
+      desk.spawn(PYTHON, [join(APPS, "entry.py"), join(desk.dir, "ga.txt"), "gaentry"]);
+      entryId = await desk.waitForWindow("gaentry");
+      await desk.run("xdotool", ["windowmove", "--sync", String(entryId), "150", "900"]);
+      const box = await eventually(async () => {
+        const g = await desk.geometry(entryId);
+        return g.y >= 900 ? g : null;
+      });
+      entryAt = {
+        x: Math.floor((box.x + box.width / 2) / 1.5),
+        y: Math.floor((box.y + box.height / 2) / 1.5),
+      };
+    });
+
+    it("runs five actions in order with keys: null, and answers one computer_screenshot", async () => {
+      const call = {
+        type: "computer_call",
+        id: "cu_ga_1",
+        call_id: "call_ga_batch",
+        status: "completed",
+        pending_safety_checks: [],
+        actions: [
+          { type: "click", button: "left", x: entryAt.x, y: entryAt.y, keys: null },
+          { type: "type", text: "first" },
+          { type: "double_click", x: entryAt.x, y: entryAt.y, keys: null },
+          { type: "keypress", keys: ["CTRL", "A"] },
+          { type: "type", text: "ga batch" },
+        ],
+      };
+      const event = await desk.cmd("computer_action", { computer_call: call, display: DISPLAY });
+      expect(event).toMatchObject({
+        success: true,
+        vocabulary: "openai",
+        is_error: false,
+        tool_result: {
+          type: "computer_call_output",
+          call_id: "call_ga_batch",
+          output: { type: "computer_screenshot" },
+        },
+      });
+      expect(await eventually(() => desk.read("ga.txt") === "ga batch" && desk.read("ga.txt"))).toBe(
+        "ga batch",
+      );
+      const url: string = event.tool_result.output.image_url;
+      const png = Buffer.from(url.slice(url.indexOf(",") + 1), "base64");
+      const meta = await sharp(png).metadata();
+      expect([meta.width, meta.height]).toEqual([DISPLAY.width, DISPLAY.height]);
+      mkdirSync(SHOTS, { recursive: true });
+      writeFileSync(join(SHOTS, "computer-action-ga-batch.png"), png);
+    });
+
+    it("takes keys: null on scroll, move and drag, and the older single action", async () => {
+      for (const action of [
+        { type: "move", x: 300, y: 200, keys: null },
+        { type: "scroll", x: 300, y: 200, scroll_x: 0, scroll_y: 100, keys: null },
+        {
+          type: "drag",
+          path: [
+            { x: 300, y: 200 },
+            { x: 310, y: 210 },
+          ],
+          keys: null,
+        },
+      ]) {
+        await act(action);
+      }
+      expect(await desk.pointer()).toEqual({ x: real(310), y: real(210) });
+      const batch = await desk.cmd("computer_action", {
+        actions: [{ type: "move", x: 320, y: 220, keys: null }],
+        display: DISPLAY,
+        screenshot: false,
+      });
+      expect(batch).toMatchObject({ success: true, is_error: false });
+      expect(await desk.pointer()).toEqual({ x: real(320), y: real(220) });
+      const preview = await desk.cmd("computer_action", {
+        computer_call: {
+          type: "computer_call",
+          call_id: "call_one",
+          action: { type: "move", x: 330, y: 230 },
+        },
+        display: DISPLAY,
+        screenshot: false,
+      });
+      expect(preview).toMatchObject({ success: true, tool_result: { call_id: "call_one" } });
+      expect(await desk.pointer()).toEqual({ x: real(330), y: real(230) });
+    });
+
+    it("a batch with an unknown action in the middle does nothing and says which", async () => {
+      await desk.run("xdotool", ["mousemove", "10", "10"]);
+      const before = desk.read("ga.txt");
+      const event = await desk.cmd("computer_action", {
+        actions: [
+          { type: "click", button: "left", x: entryAt.x, y: entryAt.y },
+          { type: "type", text: "never" },
+          { type: "teleport", x: 1, y: 1 },
+          { type: "move", x: 5, y: 5 },
+          { type: "move", x: 2000, y: 5 },
+        ],
+        display: DISPLAY,
+      });
+      expect(event).toMatchObject({
+        success: true,
+        is_error: true,
+        tool_result: { output: { type: "computer_screenshot" } },
+      });
+      expect(event.text).toMatch(/^actions\[2\]: Unknown type/);
+      const offDisplay = await desk.cmd("computer_action", {
+        actions: [
+          { type: "type", text: "never" },
+          { type: "move", x: 2000, y: 5 },
+        ],
+        display: DISPLAY,
+        screenshot: false,
+      });
+      expect(offDisplay.text).toBe("actions[1]: Coordinate (2000, 5) is outside the 1280x720 display.");
+      expect(await desk.pointer()).toEqual({ x: 10, y: 10 });
+      expect(desk.read("ga.txt")).toBe(before);
+    });
+
+    it("stops at the first action that fails, after the ones before it ran", async () => {
+      const event = await desk.cmd("computer_action", {
+        actions: [
+          { type: "move", x: 100, y: 100 },
+          { type: "keypress", keys: ["NOSUCHKEY"] },
+          { type: "move", x: 200, y: 200 },
+        ],
+        display: DISPLAY,
+        screenshot: false,
+      });
+      expect(event).toMatchObject({ success: true, is_error: true });
+      expect(event.text).toMatch(
+        /^actions\[1\]: keypress failed: .*NOSUCHKEY.* 1 action before it ran, the 1 after it did not\.$/,
+      );
+      expect(await desk.pointer()).toEqual({ x: real(100), y: real(100) });
+    });
+
+    it("refuses what is not one request: two shapes at once, a call with both action and actions, an Anthropic batch", async () => {
+      for (const params of [
+        { action: { type: "wait" }, actions: [{ type: "wait" }] },
+        {},
+        { computer_call: { call_id: "c", action: { type: "wait" }, actions: [{ type: "wait" }] } },
+        { actions: [{ action: "screenshot" }], vocabulary: "anthropic" },
+        { actions: [] },
+      ]) {
+        const event = await desk.cmd("computer_action", params);
+        expect(event, JSON.stringify(params)).toMatchObject({ success: false, code: "invalid_params" });
+      }
     });
   });
 

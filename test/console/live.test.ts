@@ -15,18 +15,22 @@ afterAll(() => server.close());
 
 const liveUrl = () => `${server.url.replace("http", "ws")}/live`;
 
-/** The next frame that answers the viewer (the "No picture" notice is repeated once a second). */
+/**
+ * The next frame that answers the viewer (the "No picture" notice is repeated once a second; the
+ * control state is sent to every viewer at the start and at each change).
+ */
 async function reply(socket: TestSocket) {
   for (;;) {
     const frame = await socket.next();
-    if (!/^No picture: /.test(frame?.error ?? "")) return frame;
+    if (!/^No picture: /.test(frame?.error ?? "") && frame?.type !== "control_state") return frame;
   }
 }
 
 describe("WS /live", () => {
   it("answers bad frames in words and keeps the socket open", async () => {
     const socket = await TestSocket.open(liveUrl());
-    // No display here: the first thing it says is why there is no picture.
+    // The control state first, then, with no display here, why there is no picture.
+    expect(await socket.next()).toEqual({ type: "control_state", held: false, help: [], mine: false });
     expect(await socket.next()).toEqual({ type: "error", error: expect.stringMatching(/^No picture: /) });
     socket.sendRaw("{not json");
     expect(await reply(socket)).toEqual({ type: "error", error: "Invalid JSON" });
@@ -42,6 +46,8 @@ describe("WS /live", () => {
   });
 
   it("runs a controlling viewer's input through the registry, shown in the timeline as live", async () => {
+    // The last test's viewer handed control back when its socket closed.
+    await expect.poll(async () => (await (await fetch(`${server.url}/control`)).json()).held).toBe(false);
     const socket = await TestSocket.open(liveUrl());
     socket.sendRaw(JSON.stringify({ type: "control", on: true }));
     expect(await reply(socket)).toEqual({ type: "control", on: true });

@@ -50,6 +50,14 @@ describe("press_key combinations and keysym names (X11)", () => {
     expect(await events("audiomute", 2)).toEqual(["+XF86AudioMute", "-XF86AudioMute"]);
   });
 
+  it("presses keypad digits as digits, with no Shift held (KP_0 is not Shift+KP_Insert)", async () => {
+    expect(await events("KP_0", 2)).toEqual(["+KP_0", "-KP_0"]);
+    expect(await events("KP_1", 2)).toEqual(["+KP_1", "-KP_1"]);
+    expect(await events("KP_Decimal", 2)).toEqual(["+KP_Decimal", "-KP_Decimal"]);
+    // And the key under KP_0 still types its first keysym.
+    expect(await events("KP_Insert", 2)).toEqual(["+KP_Insert", "-KP_Insert"]);
+  });
+
   it("holds modifiers for a combination, in order, and releases them in reverse", async () => {
     expect(await events("ctrl+l", 4)).toEqual(["+Control_L", "+l", "-l", "-Control_L"]);
     // With Shift held, xev names the key by its shifted keysym.

@@ -67,12 +67,13 @@ describe("pointer commands (X11)", () => {
 
   it("moves the pointer where asked, and reports where it is", async () => {
     const event = await desk.cmd("move_cursor", { x: 321, y: 234 });
-    expect(event.success).toBe(true);
+    expect(event).toMatchObject({ success: true, position: { x: 321, y: 234 } });
     expect(await desk.pointer()).toEqual({ x: 321, y: 234 });
     const position = await desk.cmd("get_cursor_position");
     expect(position.position).toEqual({ x: 321, y: 234 });
-    // Far outside the screen: the pointer stops at its edge.
-    expect((await desk.cmd("move_cursor", { x: 1e9, y: -5 })).success).toBe(true);
+    // Far outside the screen: the pointer stops at its edge, and the reply says where.
+    const clamped = await desk.cmd("move_cursor", { x: 1e9, y: -5 });
+    expect(clamped).toMatchObject({ success: true, position: { x: 1023, y: 0 } });
     expect(await desk.pointer()).toEqual({ x: 1023, y: 0 });
   });
 
@@ -95,6 +96,35 @@ describe("pointer commands (X11)", () => {
     ]);
     for (const e of events) expect({ x: e.x, y: e.y }).toEqual({ x: 250, y: 200 });
     expect(await desk.pointer()).toEqual(center);
+  });
+
+  it("answers every pointer command with where the pointer ended", async () => {
+    const at = { x: center.x + 5, y: center.y + 5 };
+    const replies = {
+      left_click: await desk.cmd("left_click", at),
+      double_click: await desk.cmd("double_click", { coordinate: [at.x + 1, at.y] }),
+      mouse_down: await desk.cmd("mouse_down", { x: at.x + 2, y: at.y }),
+      mouse_up: await desk.cmd("mouse_up", { x: at.x + 3, y: at.y }),
+      drag: await desk.cmd("drag", {
+        path: [
+          [at.x, at.y],
+          [at.x + 20, at.y + 10],
+        ],
+        duration: 0,
+      }),
+      drag_to: await desk.cmd("drag_to", { x: at.x + 30, y: at.y + 15, duration: 0 }),
+      scroll_down: await desk.cmd("scroll_down", { clicks: 1 }),
+    };
+    expect(replies.left_click.position).toEqual(at);
+    expect(replies.double_click.position).toEqual({ x: at.x + 1, y: at.y });
+    expect(replies.mouse_down.position).toEqual({ x: at.x + 2, y: at.y });
+    expect(replies.mouse_up.position).toEqual({ x: at.x + 3, y: at.y });
+    expect(replies.drag.position).toEqual({ x: at.x + 20, y: at.y + 10 });
+    expect(replies.drag_to.position).toEqual({ x: at.x + 30, y: at.y + 15 });
+    expect(replies.scroll_down.position).toEqual({ x: at.x + 30, y: at.y + 15 });
+    // A click aimed off the screen is not reported as landing where it was aimed.
+    const off = await desk.cmd("left_click", { x: 5000, y: 10 });
+    expect(off).toMatchObject({ success: true, position: { x: 1023, y: 10 } });
   });
 
   it("double and triple clicks", async () => {

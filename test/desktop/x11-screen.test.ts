@@ -3,6 +3,7 @@
  * bands over a white bar) must come out with the right colours at the right pixels, whatever the
  * format, region, scale or capture path.
  */
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -16,6 +17,9 @@ const GREEN = [0, 255, 0];
 const BLUE = [0, 0, 255];
 const WHITE = [255, 255, 255];
 const BLACK = [0, 0, 0];
+/** Where the screenshots are kept to look at (gitignored). */
+const SHOTS = join(import.meta.dirname, "../../.tmp");
+mkdirSync(SHOTS, { recursive: true });
 /** Where pattern.py puts its 300x200 window. */
 const AT = { x: 100, y: 50 };
 
@@ -86,6 +90,33 @@ describe("screenshots (X11)", () => {
     expect(image.pixel(AT.x - 1, AT.y + 10)).toEqual(BLACK);
     expect(image.pixel(AT.x + 10, AT.y - 1)).toEqual(BLACK);
     expect(image.pixel(AT.x + 300, AT.y + 10)).toEqual(BLACK);
+  });
+
+  it("draws the pointer with cursor: true, where the pointer is, at the image's scale", async () => {
+    // Over the green band: the arrow's black body shows a few pixels right of and below its tip.
+    const tip = { x: AT.x + 150, y: AT.y + 60 };
+    await desk.cmd("move_cursor", tip);
+    const plain = await decode((await desk.cmd("screenshot")).image_data);
+    expect(plain.pixel(tip.x + 3, tip.y + 8)).toEqual(GREEN);
+    const shot = await desk.cmd("screenshot", { cursor: true });
+    expect(shot).toMatchObject({ success: true, width: 1024, height: 768 });
+    const drawn = await decode(shot.image_data);
+    expect(near(drawn.pixel(tip.x + 3, tip.y + 8), BLACK, 40)).toBe(true);
+    // Only around the pointer: the rest is the pattern as captured.
+    expectPattern(drawn, { x: 0, y: 0 });
+    // Half size: the arrow is drawn where the pointer is in the smaller image.
+    const half = await decode((await desk.cmd("screenshot", { cursor: true, scale: 0.5 })).image_data);
+    expect(near(half.pixel(tip.x / 2 + 3, tip.y / 2 + 8), BLACK, 40)).toBe(true);
+    // A pointer at the screen's corner is cut at the edge; a region it is not in is unchanged.
+    await desk.cmd("move_cursor", { x: 1020, y: 764 });
+    const edge = await desk.cmd("screenshot", { cursor: true, format: "jpeg" });
+    expect(edge).toMatchObject({ success: true, width: 1024, height: 768 });
+    const region = await desk.cmd("screenshot", {
+      cursor: true,
+      region: { x: AT.x, y: AT.y, width: 300, height: 200 },
+    });
+    expectPattern(await decode(region.image_data), AT, 0);
+    writeFileSync(join(SHOTS, "screenshot-cursor.png"), Buffer.from(shot.image_data, "base64"));
   });
 
   it("captures a region", async () => {

@@ -97,6 +97,8 @@ describe("a container desktop", () => {
     expect(vm).toMatchObject({ ready: true, status: "running", runtime: "container", image: TEST_IMAGE });
     expect(vm.computerServerUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(vm.vncUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/vnc\.html\?autoconnect=1&password=\S+$/);
+    // OSWorld's controller port (the image serves it there, docs/osworld.md), on loopback too.
+    expect(vm.forwardedPorts["5000"]).toMatch(/^127\.0\.0\.1:\d+$/);
     expect(vm.startMs).toBeGreaterThan(0);
 
     const shot = await desktopCommand(vm, "screenshot", { format: "png" });

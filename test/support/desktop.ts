@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import type { ComputerServerOptions } from "../../src/computer/server.js";
+import { atspiProvider } from "../../src/desktop/atspi/index.js";
 import { type BackendName, backendOptions } from "../../src/desktop/choose-backend.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
@@ -20,7 +21,7 @@ export const APPS = join(import.meta.dirname, "../desktop/apps");
 export const PYTHON = "/usr/bin/python3";
 
 export async function startDesktopServer(
-  size: { width?: number; height?: number } = {},
+  size: { width?: number; height?: number; accessibility?: boolean } = {},
   options: { backend?: BackendName; server?: ComputerServerOptions } = {},
 ) {
   const display: VirtualDisplay = await startVirtualDisplay(size);
@@ -28,7 +29,13 @@ export async function startDesktopServer(
     display: display.display,
     ...backendOptions(options.backend ?? "x11"),
   });
-  const server = await startTestServer({ ...options.server, desktop: manager.provider });
+  // With an accessibility bus: the server reads it (AT-SPI of this display).
+  const a11y = size.accessibility ? atspiProvider(display.env) : undefined;
+  const server = await startTestServer({
+    ...(a11y ? { accessibility: a11y } : {}),
+    ...options.server,
+    desktop: manager.provider,
+  });
   const env = { ...process.env, ...display.env };
   const children: ChildProcess[] = [];
   const dir = mkdtempSync(join(tmpdir(), "hangar-desktop-test-"));
@@ -96,6 +103,7 @@ export async function startDesktopServer(
     },
     async stop() {
       for (const child of children) child.kill("SIGKILL");
+      a11y?.close();
       await server.close();
       await manager.close();
       await display.stop();

@@ -4,6 +4,9 @@
  */
 const STORE = "hangar-console-credentials";
 
+/** On a share link's page (`/shared/<token>/`): its routes' prefix, else "". */
+export const sharePrefix = /^\/shared\/[^/]+/.exec(location.pathname)?.[0] ?? "";
+
 export interface Credentials {
   container: string;
   key: string;

@@ -2,7 +2,16 @@
  * The live view: JPEG frames from `WS /live` drawn on a canvas, the agent's recent clicks drawn
  * over it, and, when the person takes control, their mouse and keyboard sent back as commands.
  */
-import { element, openSocket } from "./api.js";
+import { api, apiJson, element, openSocket, sharePrefix } from "./api.js";
+
+/** The control lease as the server sends it (`control_state`). */
+interface ControlState {
+  held: boolean;
+  by?: string;
+  since?: string;
+  help: { id: number; reason: string; since: string }[];
+  mine: boolean;
+}
 
 interface Size {
   width: number;
@@ -26,8 +35,11 @@ export class LiveView {
   /** Frames drawn so far (the tests read it). */
   frames = 0;
 
+  /** The last control state the server sent (the tests read it). */
+  controlState?: ControlState;
+
   start() {
-    const socket = openSocket("/live");
+    const socket = openSocket(`${sharePrefix}/live`);
     socket.binaryType = "blob";
     this.socket = socket;
     socket.onopen = () => {
@@ -43,9 +55,55 @@ export class LiveView {
       setTimeout(() => this.start(), 2000);
     };
     element<HTMLSelectElement>("quality").onchange = () => this.sendSettings();
-    element<HTMLInputElement>("control").onchange = (event) =>
-      this.send({ type: "control", on: (event.target as HTMLInputElement).checked });
+    element<HTMLInputElement>("control").onchange = (event) => {
+      const on = (event.target as HTMLInputElement).checked;
+      if (on) this.send({ type: "control", on });
+      else this.handBack();
+    };
+    element("handback").onclick = () => this.handBack();
+    element("share").onclick = () => void this.share();
     this.listenForInput();
+  }
+
+  private handBack() {
+    const note = element<HTMLInputElement>("handback-note");
+    this.send({ type: "control", on: false, note: note.value });
+    note.value = "";
+  }
+
+  /** Makes a view-only link for an hour, shown with a button that revokes it. */
+  private async share() {
+    const link = await apiJson<{ id: string; url: string; expires: string }>("/share", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ttl_s: 3600 }),
+    });
+    element<HTMLInputElement>("share-url").value = new URL(link.url, location.href).href;
+    element("share-expires").textContent = new Date(link.expires).toLocaleTimeString([], {
+      hourCycle: "h23",
+    });
+    element("share-box").hidden = false;
+    element("share-revoke").onclick = async () => {
+      await api(`/share/${link.id}`, { method: "DELETE" });
+      element("share-box").hidden = true;
+    };
+  }
+
+  private showControl(state: ControlState) {
+    this.controlState = state;
+    this.control = state.mine;
+    element<HTMLInputElement>("control").checked = state.mine;
+    element<HTMLInputElement>("control").disabled = state.held && !state.mine;
+    element("control-banner").hidden = !state.mine;
+    document.body.classList.toggle("control-on", state.mine);
+    const held = element("held-banner");
+    held.hidden = !state.held || state.mine;
+    if (state.held && !state.mine) {
+      held.textContent = `Control is held by ${state.by} since ${new Date(state.since!).toLocaleTimeString([], { hourCycle: "h23" })}; the agent is paused.`;
+    }
+    const help = state.help.at(-1);
+    element("help-banner").hidden = !help || state.mine;
+    element("help-reason").textContent = help?.reason ?? "";
   }
 
   /** Shows a marker where the agent clicked (screen pixels) for a moment. */
@@ -69,11 +127,10 @@ export class LiveView {
       this.size = message as unknown as Size;
       this.canvas.width = this.overlay.width = this.size.width;
       this.canvas.height = this.overlay.height = this.size.height;
+    } else if (message.type === "control_state") {
+      this.showControl(message as unknown as ControlState);
     } else if (message.type === "control") {
-      this.control = Boolean(message.on);
-      element<HTMLInputElement>("control").checked = this.control;
-      element("control-banner").hidden = !this.control;
-      document.body.classList.toggle("control-on", this.control);
+      if (this.controlState) this.showControl({ ...this.controlState, mine: Boolean(message.on) });
     } else if (message.type === "error") {
       this.state.textContent = String(message.error);
     }

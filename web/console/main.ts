@@ -2,7 +2,7 @@
  * The computer server's web console. Local mode: everything at once. Cloud mode: the login form
  * until a container name and API key are given; they stay in this tab's session storage.
  */
-import { apiJson, element, saveCredentials, Unauthorized } from "./api.js";
+import { apiJson, element, saveCredentials, sharePrefix, Unauthorized } from "./api.js";
 import { LiveView } from "./live.js";
 import { Playback } from "./playback.js";
 import { CommandConsole } from "./runner.js";
@@ -36,7 +36,18 @@ function formatUptime(seconds: number): string {
   return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
 }
 
+/** A share link's page: the desktop and the timeline, nothing that acts. */
+async function startShared() {
+  document.body.classList.add("shared");
+  element("status").textContent = "View-only link: the desktop and its activity, live.";
+  element("login").hidden = true;
+  element("app").hidden = false;
+  live.start();
+  await new Timeline((entry) => entry.point && live.mark(entry.point)).start();
+}
+
 async function start() {
+  if (sharePrefix) return startShared();
   try {
     await showStatus();
   } catch (err) {

@@ -4,7 +4,7 @@
  * where it clicked.
  */
 import type { ActivityEntry } from "../../src/computer/core/activity.js";
-import { api, element, make, readEvents } from "./api.js";
+import { api, element, make, readEvents, sharePrefix } from "./api.js";
 
 /** The timeline's entries are the server's own type (a type-only import: nothing of it is bundled). */
 export type Entry = ActivityEntry;
@@ -19,7 +19,7 @@ export class Timeline {
   constructor(private readonly onEntry: (entry: Entry) => void) {}
 
   async start(): Promise<void> {
-    const res = await api("/events");
+    const res = await api(`${sharePrefix}/events`);
     void readEvents(res, (data) => this.add(JSON.parse(data) as Entry)).finally(() =>
       setTimeout(() => void this.start().catch(() => undefined), 2000),
     );

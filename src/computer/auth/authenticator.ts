@@ -6,7 +6,7 @@
  * are provably valid. Keys are never logged nor echoed.
  */
 import { type Logger, silentLogger } from "../../common/logger.js";
-import { KeyDigests, parseKeyLines, sameText } from "./keys.js";
+import { KeyDigests, parseKeyLines, sameText, sha256 } from "./keys.js";
 import { FailureLimiter, type FailureLimiterOptions } from "./limiter.js";
 import type { KeyVerifier } from "./verifier.js";
 
@@ -42,6 +42,8 @@ export class Authenticator {
   readonly containerName: string;
   private readonly keys?: KeyDigests;
   private readonly verify?: KeyVerifier;
+  /** Keys this server made for its own children (the pyautogui module), valid from loopback only. */
+  private localKeys?: KeyDigests;
   private readonly limiter?: FailureLimiter;
   private readonly log: Logger;
 
@@ -82,7 +84,8 @@ export class Authenticator {
 
     const retryAfterSeconds = this.limiter?.retryAfterSeconds(address) ?? 0;
     const valid =
-      sameText(containerName, this.containerName) && (await this.keyIsValid(apiKey, retryAfterSeconds > 0));
+      sameText(containerName, this.containerName) &&
+      (await this.keyIsValid(apiKey, retryAfterSeconds > 0, address));
     if (valid) return { ok: true };
     if (retryAfterSeconds > 0) {
       this.log.warn(
@@ -94,8 +97,17 @@ export class Authenticator {
     return this.refuse(address, AUTH_MESSAGES.failed);
   }
 
+  /**
+   * Accepts `key` too, from loopback addresses only: a key the server hands to programs it starts
+   * (through a private file, never their arguments or environment) so that they can call it back.
+   */
+  addLocalKey(key: string) {
+    this.localKeys = new KeyDigests([sha256(key)]);
+  }
+
   /** A refused address may still get in with valid keys; the remote verifier is then not called. */
-  private async keyIsValid(apiKey: string, refused: boolean): Promise<boolean> {
+  private async keyIsValid(apiKey: string, refused: boolean, address: string): Promise<boolean> {
+    if (this.localKeys && isLoopbackAddress(address) && this.localKeys.matches(apiKey)) return true;
     if (this.keys) return this.keys.matches(apiKey);
     return this.verify ? this.verify(this.containerName, apiKey, { cachedOnly: refused }) : false;
   }
@@ -109,6 +121,10 @@ export class Authenticator {
     this.log.warn({ address, reason: detail }, "authentication failed");
     return { ok: false, status: 401, detail };
   }
+}
+
+function isLoopbackAddress(address: string): boolean {
+  return address === "::1" || address.startsWith("127.") || address.startsWith("::ffff:127.");
 }
 
 function tooManyFailures(seconds: number): string {

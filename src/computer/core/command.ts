@@ -18,6 +18,7 @@ import type { AccessibilityBackend } from "../../desktop/accessibility.js";
 import type { DesktopBackend } from "../../desktop/backend.js";
 import type { Recordings } from "../../desktop/recording/recordings.js";
 import type { WarmShells } from "../../os/warm-shells.js";
+import type { ControlLease } from "./control.js";
 import type { CommandFlags } from "./flags.js";
 import type { Outcome } from "./outcome.js";
 import type { Trajectories } from "./trajectories/trajectories.js";
@@ -49,6 +50,8 @@ export interface CommandContext {
    * little a command remembers per client; undefined when the transport has none.
    */
   readonly connection?: object;
+  /** Who drives the desktop (`request_help` waits on it); undefined where the server has no lease. */
+  readonly control?: ControlLease;
   readonly log: Logger;
 }
 

@@ -14,6 +14,7 @@ import type { WarmShells } from "../../os/warm-shells.js";
 import type { CommandRun } from "./activity.js";
 import { isBase64Param } from "./bytes.js";
 import type { AnyCommand, CommandContext } from "./command.js";
+import type { ControlLease, Lease, WhenPaused } from "./control.js";
 import { failure, type Outcome } from "./outcome.js";
 import { describeZodError, unknownParamsMessage } from "./param-messages.js";
 import type { Trajectories } from "./trajectories/trajectories.js";
@@ -43,6 +44,8 @@ export interface RegistryOptions {
   defaultDeadlineMs?: number;
   /** Told of every finished command (the activity timeline, see activity.ts). */
   observe?: (run: CommandRun) => void;
+  /** Who drives the desktop (control.ts): input commands of others wait or fail while it is held. */
+  control?: ControlLease;
 }
 
 export interface RunOptions {
@@ -54,6 +57,10 @@ export interface RunOptions {
   transport?: string;
   /** The client's connection, for what commands remember per client (see CommandContext). */
   connection?: object;
+  /** The lease of control this client holds (the console's person), if any. */
+  holder?: Lease;
+  /** What this client's input commands do while another holds control (default: wait). */
+  whenPaused?: WhenPaused;
 }
 
 export class CommandRegistry {
@@ -70,6 +77,7 @@ export class CommandRegistry {
   private readonly defaultDeadlineMs: number;
   private readonly checkResults: boolean;
   private readonly observe?: (run: CommandRun) => void;
+  private readonly control?: ControlLease;
 
   constructor(commands: readonly AnyCommand[], options: RegistryOptions = {}) {
     this.desktop = options.desktop ?? noDesktop;
@@ -82,6 +90,7 @@ export class CommandRegistry {
     this.defaultDeadlineMs = options.defaultDeadlineMs ?? 60_000;
     this.checkResults = options.checkResults ?? false;
     this.observe = options.observe;
+    this.control = options.control;
     for (const def of commands) {
       if (this.byName.has(def.name) || this.aliasTable.has(def.name)) {
         throw new Error(`Command defined twice: ${def.name}`);
@@ -191,7 +200,14 @@ export class CommandRegistry {
       recordings: this.recordings,
       trajectories: this.trajectories,
       run: (name, params) =>
-        this.run(name, params, { signal, transport: "batch", connection: options.connection }),
+        this.run(name, params, {
+          signal,
+          transport: "batch",
+          connection: options.connection,
+          holder: options.holder,
+          whenPaused: options.whenPaused,
+        }),
+      control: this.control,
       emit: options.emit,
       connection: options.connection,
       log: this.log,
@@ -199,7 +215,7 @@ export class CommandRegistry {
 
     const work = () => Promise.resolve().then(() => def.handler(params, ctx));
     try {
-      const running = def.input ? this.enqueueInput(work, signal) : work();
+      const running = def.input ? this.runInput(work, signal, options) : work();
       const result = await raceAbort(running, signal);
       if (this.checkResults) this.checkResult(def, result);
       return { success: true, result };
@@ -215,6 +231,24 @@ export class CommandRegistry {
     const checked = def.result.safeParse(result);
     if (!checked.success) {
       throw new Error(`its result does not match its result schema: ${describeZodError(checked.error)}`);
+    }
+  }
+
+  /**
+   * Input under the control lease: admitted (or made to wait, or refused) before it joins the queue,
+   * and looked at again when it reaches the head: if control was taken meanwhile, it leaves the
+   * queue without running and is admitted again.
+   */
+  private async runInput<T>(task: () => Promise<T>, signal: AbortSignal, options: RunOptions): Promise<T> {
+    const control = this.control;
+    if (!control) return this.enqueueInput(task, signal);
+    for (;;) {
+      await control.admit(options.holder, options.whenPaused ?? "queue", signal);
+      const turn = await this.enqueueInput(
+        async () => (control.allows(options.holder) ? { value: await task() } : undefined),
+        signal,
+      );
+      if (turn) return turn.value;
     }
   }
 

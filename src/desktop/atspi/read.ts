@@ -1,12 +1,13 @@
 /** Reading AT-SPI objects into `AccessibleNode`s, and walking the tree within limits. */
 import type dbus from "dbus-next";
-import type { AccessibleNode, AccessibleTree, TreeOptions } from "../accessibility.js";
+import type { AccessibleNode, AccessibleTree, NodeDetails, TreeOptions } from "../accessibility.js";
 import type { Rect } from "../backend.js";
 import type { AccessibleRef, AtspiConnection } from "./connection.js";
 import { decodeStates, IFACE, REGISTRY_ROOT, SCREEN_COORDS } from "./states.js";
 
-/** Longest text returned for one element. */
+/** Longest text returned for one element (with `details`: `DETAILED_TEXT_CHARS`). */
 const MAX_TEXT_CHARS = 4000;
+const DETAILED_TEXT_CHARS = 1_000_000;
 /** Off-screen elements report this as a coordinate. */
 const INT32_MIN = -2147483648;
 
@@ -40,6 +41,7 @@ export async function readNode(
   conn: AtspiConnection,
   ref: AccessibleRef,
   withChildren = true,
+  details = false,
 ): Promise<ReadNode> {
   const optional = <T>(p: Promise<T>) => p.catch(() => undefined);
   const [roleName, props, state, ifaces] = await Promise.all([
@@ -55,19 +57,20 @@ export async function readNode(
   const description = String(props?.[0]?.Description?.value ?? "");
   const childCount = props?.[0]?.ChildCount?.value;
 
-  const [children, bounds, text, value, actions] = await Promise.all([
+  const [children, bounds, text, value, actions, extra] = await Promise.all([
     withChildren && childCount !== 0
       ? optional(conn.call<[[string, string][]]>(ref, IFACE.accessible, "GetChildren"))
       : undefined,
     interfaces.has(IFACE.component) ? optional(readBounds(conn, ref)) : undefined,
     // A label's name is its text: one call less per label (they are most of a big tree).
-    interfaces.has(IFACE.text) && (roleName[0] !== "label" || name === "")
-      ? optional(readText(conn, ref))
+    interfaces.has(IFACE.text) && (details || roleName[0] !== "label" || name === "")
+      ? optional(readText(conn, ref, details ? DETAILED_TEXT_CHARS : MAX_TEXT_CHARS))
       : undefined,
     interfaces.has(IFACE.value)
       ? optional(conn.property<number>(ref, IFACE.value, "CurrentValue"))
       : undefined,
-    interfaces.has(IFACE.action) ? optional(readActions(conn, ref)) : undefined,
+    interfaces.has(IFACE.action) && !details ? optional(readActions(conn, ref)) : undefined,
+    details ? readDetails(conn, ref, interfaces) : undefined,
   ]);
 
   const node: AccessibleNode = {
@@ -78,13 +81,19 @@ export async function readNode(
     states: decodeStates(state?.[0] ?? []),
     bounds: bounds ?? null,
   };
-  if (text !== undefined && text !== "" && (text !== name || interfaces.has(IFACE.editableText))) {
+  if (details && text) {
+    node.text = text;
+  } else if (text !== undefined && text !== "" && (text !== name || interfaces.has(IFACE.editableText))) {
     node.text = text;
   } else if (interfaces.has(IFACE.editableText)) {
     node.text = text ?? "";
   }
   if (typeof value === "number") node.value = value;
   if (actions?.length) node.actions = actions;
+  if (extra) {
+    node.details = extra;
+    if (extra.actions.length) node.actions = extra.actions.map((a) => a.name);
+  }
   return {
     node,
     interfaces,
@@ -104,14 +113,72 @@ async function readBounds(conn: AtspiConnection, ref: AccessibleRef): Promise<Re
   return { x, y, width, height };
 }
 
-export async function readText(conn: AtspiConnection, ref: AccessibleRef): Promise<string> {
-  const [text] = await conn.call<[string]>(ref, IFACE.text, "GetText", "ii", [0, MAX_TEXT_CHARS]);
+export async function readText(
+  conn: AtspiConnection,
+  ref: AccessibleRef,
+  maxChars = MAX_TEXT_CHARS,
+): Promise<string> {
+  const [text] = await conn.call<[string]>(ref, IFACE.text, "GetText", "ii", [0, maxChars]);
   return text;
+}
+
+/** Object attributes, interfaces, actions with their descriptions and key bindings, value range. */
+async function readDetails(
+  conn: AtspiConnection,
+  ref: AccessibleRef,
+  interfaces: Set<string>,
+): Promise<NodeDetails> {
+  const optional = <T>(p: Promise<T>) => p.catch(() => undefined);
+  const [attributes, actions, range] = await Promise.all([
+    optional(conn.call<[Record<string, string>]>(ref, IFACE.accessible, "GetAttributes")),
+    interfaces.has(IFACE.action)
+      ? optional(conn.call<[[string, string, string][]]>(ref, IFACE.action, "GetActions"))
+      : undefined,
+    interfaces.has(IFACE.value)
+      ? optional(
+          Promise.all(
+            ["MinimumValue", "MaximumValue", "MinimumIncrement"].map((p) =>
+              conn.property<number>(ref, IFACE.value, p),
+            ),
+          ),
+        )
+      : undefined,
+  ]);
+  return {
+    attributes: attributes?.[0] ?? {},
+    interfaces: [...interfaces].map((i) => i.replace(/^org\.a11y\.atspi\./, "")),
+    actions: await actionDetails(conn, ref, actions?.[0] ?? []),
+    ...(range ? { range: { min: range[0], max: range[1], step: range[2] } } : {}),
+  };
 }
 
 export async function readActions(conn: AtspiConnection, ref: AccessibleRef): Promise<string[]> {
   const [actions] = await conn.call<[[string, string, string][]]>(ref, IFACE.action, "GetActions");
   return actions.map(([name]) => name);
+}
+
+/**
+ * Each action's name (GetActions gives the localized one: "Click" where pyatspi's getName says
+ * "click"), description and key binding.
+ */
+async function actionDetails(
+  conn: AtspiConnection,
+  ref: AccessibleRef,
+  actions: [string, string, string][],
+): Promise<NodeDetails["actions"]> {
+  const names = await Promise.all(
+    actions.map((_, i) =>
+      conn
+        .call<[string]>(ref, IFACE.action, "GetName", "i", [i])
+        .then(([name]) => name)
+        .catch(() => undefined),
+    ),
+  );
+  return actions.map(([localized, description, keybinding], i) => ({
+    name: names[i] || localized,
+    description,
+    keybinding,
+  }));
 }
 
 /**
@@ -137,7 +204,7 @@ export async function walkTree(conn: AtspiConnection, options: TreeOptions): Pro
     if (refs.length < read.children.length) truncated = true;
     budget -= refs.length;
     const reads = await Promise.all(
-      refs.map((ref) => readNode(conn, ref, depth + 1 < options.maxDepth).catch(() => null)),
+      refs.map((ref) => readNode(conn, ref, depth + 1 < options.maxDepth, options.details).catch(() => null)),
     );
     const kept = reads.filter((r): r is ReadNode => r !== null && keep(r.node, depth + 1));
     // Pruned siblings give their budget back before the next level is read.
@@ -146,7 +213,7 @@ export async function walkTree(conn: AtspiConnection, options: TreeOptions): Pro
     return node;
   };
 
-  const root = await readNode(conn, REGISTRY_ROOT);
+  const root = await readNode(conn, REGISTRY_ROOT, true, options.details);
   // The desktop node's own extents are a fixed size, not the screen's: leave them out.
   root.node.bounds = null;
   const tree = await expand(root, 0);

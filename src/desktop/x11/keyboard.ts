@@ -20,6 +20,9 @@ const KEY_RELEASE = 3;
 const SHIFT_L = 0xffe1;
 const ISO_LEVEL3_SHIFT = 0xfe03;
 const MODE_SWITCH = 0xff7e;
+/** The keypad keysyms, KP_Space to KP_Equal (keysymdef.h). */
+const KEYPAD_FIRST = 0xff80;
+const KEYPAD_LAST = 0xffbd;
 /** Core keymap columns of group 1: level 1, 2 (Shift), 3 (AltGr), 4 (Shift+AltGr). */
 const LEVEL_COLUMNS = [0, 1, 4, 5] as const;
 /**
@@ -161,14 +164,12 @@ export class Keyboard {
   private async placesFor(keysyms: readonly number[], signal?: AbortSignal): Promise<KeyPlace[]> {
     const missing = new Set<number>();
     for (const sym of keysyms) {
-      const place = this.places.get(sym);
-      const usable = place && (place.level < 2 || this.levelThreeKeycode() !== undefined);
-      if (!usable && !this.spares.some((s) => s.keysym === sym)) missing.add(sym);
+      if (!this.usablePlace(sym) && !this.spares.some((s) => s.keysym === sym)) missing.add(sym);
     }
     if (missing.size > 0) await this.assignSpares([...missing], new Set(keysyms), signal);
     return keysyms.map((sym) => {
-      const place = this.places.get(sym);
-      if (place && (place.level < 2 || this.levelThreeKeycode() !== undefined)) return place;
+      const place = this.usablePlace(sym);
+      if (place) return place;
       const spare = this.spares.find((s) => s.keysym === sym);
       if (!spare) throw new CommandError("failed", `No keycode is free to type keysym 0x${sym.toString(16)}`);
       return { keycode: spare.keycode, level: 0 };
@@ -200,12 +201,25 @@ export class Keyboard {
     const needed = new Set<number>();
     for (let i = start; i < keysyms.length; i++) {
       const sym = keysyms[i];
-      const place = this.places.get(sym);
-      if (place && (place.level < 2 || this.levelThreeKeycode() !== undefined)) continue;
+      if (this.usablePlace(sym)) continue;
       needed.add(sym);
       if (needed.size > this.spares.length) return Math.max(i, start + 1);
     }
     return keysyms.length;
+  }
+
+  /**
+   * Where a keysym is on the keymap, when pressing it there gives that keysym: its level needs
+   * AltGr only where the keymap has one, and a keypad keysym must be on the first level (`KP_0` is
+   * the second level of the `KP_Insert` key, which NumLock selects, not Shift: Shift with that key
+   * is Shift+KP_Insert), else it gets a spare keycode of its own.
+   */
+  private usablePlace(keysym: number): KeyPlace | undefined {
+    const place = this.places.get(keysym);
+    if (!place) return undefined;
+    if (place.level >= 2 && this.levelThreeKeycode() === undefined) return undefined;
+    if (place.level > 0 && keysym >= KEYPAD_FIRST && keysym <= KEYPAD_LAST) return undefined;
+    return place;
   }
 
   private touchSpares(keysyms: readonly number[]) {

@@ -11,6 +11,8 @@ import type { DesktopSecretValues } from "./secrets.js";
 /** The container's ports: the computer server (plain HTTP; keys without TLS on loopback) and noVNC. */
 export const SERVER_PORT = "8000/tcp";
 export const NOVNC_PORT = "6080/tcp";
+/** OSWorld's controller API (the image serves it on 5000, docs/osworld.md). */
+export const OSWORLD_PORT = "5000/tcp";
 
 /** Where container desktops are, for lume's `locationName` and `storage` filters. */
 export const CONTAINER_LOCATION = "container";
@@ -43,6 +45,8 @@ export function containerRecord(
   const forwarded: Record<string, string> = {};
   if (server) forwarded["8000"] = server.address;
   if (viewer) forwarded["6080"] = viewer.address;
+  const osworld = published(OSWORLD_PORT);
+  if (osworld) forwarded["5000"] = osworld.address;
   const password = state.secrets.vncPassword;
   const nanoCpus = info.HostConfig.NanoCpus ?? 0;
   const quotaCpus =

@@ -28,6 +28,7 @@ import {
   type ContainerRecord,
   containerRecord,
   NOVNC_PORT,
+  OSWORLD_PORT,
   SERVER_PORT,
 } from "./container-record.js";
 import { DesktopImages } from "./desktop-image.js";
@@ -503,13 +504,13 @@ export class ContainerRuntime implements DesktopRuntime {
       ],
       // With a key, the computer server asks for it over plain HTTP: its port is published on loopback only.
       Cmd: keyed ? ["--insecure-http"] : [],
-      ExposedPorts: { [SERVER_PORT]: {}, [NOVNC_PORT]: {} },
+      ExposedPorts: { [SERVER_PORT]: {}, [NOVNC_PORT]: {}, [OSWORLD_PORT]: {} },
       // Readiness is the host service's own probe; the image's HEALTHCHECK would need systemd timers under podman.
       Healthcheck: { Test: ["NONE"] },
       HostConfig: {
         Memory: spec.memory,
         NanoCpus: Math.round(spec.cpu * 1e9),
-        PortBindings: { [SERVER_PORT]: loopback, [NOVNC_PORT]: loopback },
+        PortBindings: { [SERVER_PORT]: loopback, [NOVNC_PORT]: loopback, [OSWORLD_PORT]: loopback },
         Binds: [`${secretsDir}:${SECRETS_MOUNT}:ro`],
         Ulimits: (this.options.ulimits ?? []).map((u) => ({ Name: u.name, Soft: u.soft, Hard: u.hard })),
         ...(this.diskQuota && { StorageOpt: { size: String(spec.diskSize) } }),
@@ -656,12 +657,12 @@ function noLocation(storage: string | undefined) {
   }
 }
 
-function displayOf(display: string): string {
+export function displayOf(display: string): string {
   parseDisplay(display);
   return display;
 }
 
-function size(text: string, field: string, minimum: number): number {
+export function size(text: string, field: string, minimum: number): number {
   let bytes: number;
   try {
     bytes = parseLumeSize(text);
@@ -677,7 +678,7 @@ function size(text: string, field: string, minimum: number): number {
   return bytes;
 }
 
-function positiveCpu(cpu: number): number {
+export function positiveCpu(cpu: number): number {
   if (!Number.isInteger(cpu) || cpu < 1 || cpu > 1024) {
     throw new HostError(
       "invalid_params",

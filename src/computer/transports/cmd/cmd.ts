@@ -80,12 +80,17 @@ async function runAsEventStream(
   // Node's parsed headers where there are some: c.req.header() would build a whole Headers object.
   const incoming = c.env?.incoming;
   const client = incoming ? incoming.headers["x-hangar-client"] : c.req.header("x-hangar-client");
+  const whenPaused = incoming
+    ? incoming.headers["x-hangar-when-paused"]
+    : c.req.header("x-hangar-when-paused");
   try {
     const outcome = await registry.run(command, params, {
       signal: gone.signal,
       // The console page marks its own commands, so the timeline tells a person's from the agent's.
       transport: client === "console" ? "console" : "http",
       connection: incoming?.socket,
+      // While a person holds control: queue until the hand-back (default) or fail at once with `paused`.
+      whenPaused: whenPaused === "fail" ? "fail" : "queue",
       emit: (content) => write({ success: true, content }),
     });
     if (!res.destroyed) {

@@ -3,11 +3,12 @@
  * activity timeline (`GET /activity`, `GET /activity/screenshots/{id}`, `GET /events` as SSE), the
  * status panel's `GET /console/status` and the live view (`WS /live`, see live-view.ts).
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { z } from "zod";
 import { PACKAGE_VERSION } from "../../../common/version.js";
 import type { DesktopProvider } from "../../../desktop/backend.js";
 import type { ActivityEntry, ActivityLog } from "../../core/activity.js";
+import type { ControlLease } from "../../core/control.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import { eventStream } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
@@ -17,6 +18,8 @@ export interface ConsoleOptions {
   registry: CommandRegistry;
   activity: ActivityLog;
   desktop: DesktopProvider;
+  /** Who drives the desktop: the live view's Take control takes it (core/control.ts). */
+  control: ControlLease;
   features: string[];
 }
 
@@ -47,23 +50,7 @@ export function consoleRoutes(options: ConsoleOptions) {
     });
   });
 
-  app.get("/events", (c) => {
-    const query = sinceQuery.safeParse(c.req.query());
-    if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
-    const reply = eventStream(c);
-    const { res } = reply;
-    const send = (entry: ActivityEntry) => {
-      if (res.writableLength > EVENTS_BACKLOG_LIMIT) return res.destroy();
-      res.write(`id: ${entry.id}\ndata: ${JSON.stringify(entry)}\n\n`);
-    };
-    // A comment first, so that clients see the stream open even when nothing has happened yet.
-    res.write(": activity\n\n");
-    for (const entry of activity.since(query.data.since)) send(entry);
-    const unsubscribe = activity.subscribe(send);
-    res.on("error", unsubscribe);
-    res.once("close", unsubscribe);
-    return reply.done();
-  });
+  app.get("/events", (c) => activityEvents(c, activity));
 
   app.get("/console/status", async (c) => {
     const display = await describeDisplay(options.desktop);
@@ -75,8 +62,29 @@ export function consoleRoutes(options: ConsoleOptions) {
     });
   });
 
-  app.get("/live", liveView({ registry: options.registry, desktop: options.desktop }));
+  app.get("/control", (c) => c.json(options.control.state));
+
+  app.get("/live", liveView(options));
   return app;
+}
+
+/** `GET /events`: the kept entries after `since`, then each new one, as SSE. */
+export function activityEvents(c: Context<ComputerEnv>, activity: ActivityLog) {
+  const query = sinceQuery.safeParse(c.req.query());
+  if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
+  const reply = eventStream(c);
+  const { res } = reply;
+  const send = (entry: ActivityEntry) => {
+    if (res.writableLength > EVENTS_BACKLOG_LIMIT) return res.destroy();
+    res.write(`id: ${entry.id}\ndata: ${JSON.stringify(entry)}\n\n`);
+  };
+  // A comment first, so that clients see the stream open even when nothing has happened yet.
+  res.write(": activity\n\n");
+  for (const entry of activity.since(query.data.since)) send(entry);
+  const unsubscribe = activity.subscribe(send);
+  res.on("error", unsubscribe);
+  res.once("close", unsubscribe);
+  return reply.done();
 }
 
 /** The backend and screen size, or why there is no display, in words. */

@@ -5,26 +5,39 @@
  * viewer is connected; an unchanged screen is recognised without encoding (the X11 backend hands out
  * the same capture again), and a frame is skipped while the socket still holds the previous one.
  *
- * Take control: `{"type": "control", "on": true}` lets the viewer's `{"type": "input", "command",
- * "params"}` frames run through the registry, for commands defined as `input` (pointer and keyboard),
- * in the same input queue as the agent's; it is off until the viewer turns it on.
+ * Take control: `{"type": "control", "on": true}` takes the control lease (core/control.ts) for this
+ * viewer: its `{"type": "input", "command", "params"}` frames then run as pointer and keyboard
+ * commands through the registry, and every other client's input waits or fails with `paused` until
+ * `{"type": "control", "on": false, "note"}` hands it back (the note answers `request_help`), or
+ * the socket closes. Every viewer is sent `{"type": "control_state", held, by, since, help, mine}`
+ * at the start and at each change. A view-only viewer (a share link) can do neither.
  */
 import { upgradeWebSocket } from "@hono/node-server";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import type { Sharp, SharpOptions } from "sharp";
 import type { WebSocket } from "ws";
 import { z } from "zod";
+import type { CommandError } from "../../../common/errors.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import type { DesktopProvider, RawImage } from "../../../desktop/backend.js";
 import { JPEG_OPTIONS, targetSize, withCapture } from "../../../desktop/screenshot.js";
+import type { ControlLease, Lease } from "../../core/control.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
 
 export interface LiveViewOptions {
   registry: CommandRegistry;
   desktop: DesktopProvider;
+  control: ControlLease;
+  /** A share link's viewer: frames only, no control and no input (refused by the server). */
+  viewOnly?: boolean;
+  /** For a share link: whether this connection's link still holds (the socket closes when not). */
+  allowed?: (c: Context) => () => boolean;
   log?: Logger;
 }
+
+/** How the console's person is named in `paused` replies and the timeline. */
+const CONSOLE_PERSON = "a person in the console";
 
 const viewerFrame = z.discriminatedUnion("type", [
   z.object({
@@ -33,7 +46,7 @@ const viewerFrame = z.discriminatedUnion("type", [
     width: z.number().int().min(160).max(7680).optional(),
     fps: z.number().min(1).max(60).default(25),
   }),
-  z.object({ type: z.literal("control"), on: z.boolean() }),
+  z.object({ type: z.literal("control"), on: z.boolean(), note: z.string().max(10_000).optional() }),
   z.object({
     type: z.literal("input"),
     command: z.string().min(1).max(100),
@@ -42,6 +55,8 @@ const viewerFrame = z.discriminatedUnion("type", [
 ]);
 type Settings = Extract<z.infer<typeof viewerFrame>, { type: "settings" }>;
 
+/** How often a share link's viewer checks that its link still holds. */
+const LINK_CHECK_MS = 500;
 /** After this long without a change, the screen is looked at less often (a still screen costs ~0). */
 const STILL_AFTER_MS = 1000;
 const STILL_POLL_MS = 100;
@@ -56,11 +71,12 @@ const NATIVE_ABOVE = 0.75;
 const BACKLOG_BYTES = 256 * 1024;
 
 export function liveView(options: LiveViewOptions): MiddlewareHandler<ComputerEnv> {
-  return upgradeWebSocket(() => {
+  return upgradeWebSocket((c) => {
     let viewer: Viewer | undefined;
+    const allowed = options.allowed?.(c);
     return {
       onOpen: (_event, ws) => {
-        viewer = new Viewer(ws.raw as WebSocket, options);
+        viewer = new Viewer(ws.raw as WebSocket, options, allowed);
       },
       onMessage: (event) => viewer?.receive(event.data),
       onClose: () => viewer?.stop(),
@@ -71,7 +87,6 @@ export function liveView(options: LiveViewOptions): MiddlewareHandler<ComputerEn
 
 class Viewer {
   private settings: Settings = { type: "settings", quality: 70, fps: 25 };
-  private control = false;
   private stopped = false;
   private timer?: NodeJS.Timeout;
   private lastRaw: RawImage | undefined;
@@ -79,14 +94,59 @@ class Viewer {
   private lastSize = "";
   private lastChange = 0;
   private readonly log: Logger;
+  private lease: Lease | undefined;
+  private readonly unsubscribe: () => void;
+  private readonly watch?: NodeJS.Timeout;
 
   constructor(
     private readonly socket: WebSocket,
     private readonly options: LiveViewOptions,
+    allowed?: () => boolean,
   ) {
     this.log = options.log ?? silentLogger;
     socket.on("error", () => this.stop());
+    if (allowed) {
+      // A share link that expires or is revoked stops showing at once, not at the next visit.
+      this.watch = setInterval(() => {
+        if (allowed()) return;
+        this.stop();
+        socket.close(4403, "This share link has expired or was revoked");
+      }, LINK_CHECK_MS);
+    }
+    this.unsubscribe = options.control.subscribe(() => this.sendControlState());
+    this.sendControlState();
     this.schedule(0);
+  }
+
+  private sendControlState() {
+    const { control } = this.options;
+    this.reply({
+      type: "control_state",
+      ...control.state,
+      mine: control.holds(this.lease),
+    });
+  }
+
+  private controlFrame(on: boolean, note?: string) {
+    const { control } = this.options;
+    if (this.options.viewOnly) {
+      return this.reply({
+        type: "error",
+        code: "view_only",
+        error: "This is a view-only link: it cannot take control",
+      });
+    }
+    try {
+      if (on && !this.lease) this.lease = control.take(CONSOLE_PERSON);
+      else if (!on) {
+        control.handBack(this.lease, note);
+        this.lease = undefined;
+      }
+      this.reply({ type: "control", on: this.lease !== undefined });
+    } catch (err) {
+      const { code, message } = err as CommandError;
+      this.reply({ type: "error", code, error: message });
+    }
   }
 
   receive(data: unknown) {
@@ -104,9 +164,10 @@ class Viewer {
       this.lastRaw = undefined;
       this.lastFrame = undefined;
     } else if (frame.type === "control") {
-      this.control = frame.on;
-      this.reply({ type: "control", on: this.control });
-    } else if (!this.control) {
+      this.controlFrame(frame.on, frame.note);
+    } else if (this.options.viewOnly) {
+      this.reply({ type: "error", code: "view_only", error: "This is a view-only link: input is refused" });
+    } else if (!this.lease) {
       this.reply({ type: "error", error: "Take control first" });
     } else if (!this.options.registry.resolve(frame.command)?.input) {
       this.reply({
@@ -115,14 +176,26 @@ class Viewer {
       });
     } else {
       void this.options.registry
-        .run(frame.command, frame.params, { transport: "live" })
+        .run(frame.command, frame.params, { transport: "live", holder: this.lease, whenPaused: "fail" })
         .then((outcome) => !outcome.success && this.reply({ type: "error", error: outcome.error }));
     }
   }
 
   stop() {
+    if (this.stopped) return;
     this.stopped = true;
     clearTimeout(this.timer);
+    clearInterval(this.watch);
+    this.unsubscribe();
+    // A person who closed the console hands control back: the agents are not paused for ever.
+    if (this.lease) {
+      try {
+        this.options.control.handBack(this.lease, "");
+      } catch {
+        // Already handed back.
+      }
+      this.lease = undefined;
+    }
   }
 
   private schedule(ms: number) {

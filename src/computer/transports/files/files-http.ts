@@ -14,7 +14,7 @@
 import { randomBytes } from "node:crypto";
 import { createWriteStream, type Stats } from "node:fs";
 import { type FileHandle, open, rename, stat, unlink } from "node:fs/promises";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage } from "node:http";
 import { basename, dirname, join } from "node:path";
 import { type Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";

@@ -1,0 +1,130 @@
+/**
+ * What the Kubernetes tests share: the cluster global-setup.ts started, a namespace per test file
+ * (deleted at the end, its Pods first with no grace), the official client to look at the cluster
+ * as an operator would, and host services on it (in this process, or in a child process to kill).
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { inject } from "vitest";
+import type { HostServiceOptions } from "../../src/host/server.js";
+import { startTestHost, type TestHost } from "../host/support.js";
+
+export interface TestNamespace {
+  name: string;
+  kubeconfig: string;
+  lightImage: string;
+  registry: string;
+  config: KubeConfig;
+  core: CoreV1Api;
+  rbac: RbacAuthorizationV1Api;
+  /** Names of the Pods in the namespace (any phase). */
+  pods(): Promise<string[]>;
+  cleanup(): Promise<void>;
+}
+
+export async function testNamespace(prefix: string): Promise<TestNamespace> {
+  const cluster = inject("cluster");
+  const config = new KubeConfig();
+  config.loadFromFile(cluster.kubeconfig);
+  const core = config.makeApiClient(CoreV1Api);
+  const rbac = config.makeApiClient(RbacAuthorizationV1Api);
+  const name = `${prefix}-${randomBytes(3).toString("hex")}`;
+  await core.createNamespace({ body: { metadata: { name } } });
+  return {
+    name,
+    kubeconfig: cluster.kubeconfig,
+    lightImage: cluster.lightImage,
+    registry: cluster.registry,
+    config,
+    core,
+    rbac,
+    async pods() {
+      const list = await core.listNamespacedPod({ namespace: name });
+      return list.items.map((p) => p.metadata?.name ?? "").sort();
+    },
+    async cleanup() {
+      await core
+        .deleteCollectionNamespacedPod({ namespace: name, gracePeriodSeconds: 0 })
+        .catch(() => undefined);
+      await core.deleteNamespace({ name, gracePeriodSeconds: 0 }).catch(() => undefined);
+    },
+  };
+}
+
+/** A host service in this process with the Kubernetes runtime as its default. */
+export function startKubernetesHost(ns: TestNamespace, extra: HostServiceOptions = {}): Promise<TestHost> {
+  return startTestHost({
+    defaultRuntime: "kubernetes",
+    kubernetes: { kubeconfig: ns.kubeconfig, namespace: ns.name },
+    desktopImage: ns.lightImage,
+    stopGraceMs: 0,
+    containerEngine: false,
+    ...extra,
+  });
+}
+
+export interface ChildHost {
+  url: string;
+  child: ChildProcess;
+  api: TestHost["api"];
+}
+
+/** A host service in a child process (test/host/fixtures/serve.ts), so that a test can kill -9 it. */
+export async function startChildHost(root: string, options: HostServiceOptions): Promise<ChildHost> {
+  const child = spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      join(import.meta.dirname, "..", "host", "fixtures", "serve.ts"),
+      root,
+      JSON.stringify(options),
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let stderr = "";
+  child.stderr?.setEncoding("utf8").on("data", (c: string) => {
+    stderr = (stderr + c).slice(-4000);
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout?.setEncoding("utf8").on("data", (c: string) => {
+      out += c;
+      if (out.includes("\n")) resolve(out.trim());
+    });
+    child.once("exit", (code) => reject(new Error(`the service exited (${code}): ${stderr}`)));
+  });
+  return {
+    url,
+    child,
+    api: async (method, path, body) => {
+      const res = await fetch(`${url}${path}`, {
+        method,
+        headers: body === undefined ? {} : { "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await res.text();
+      let parsed: unknown = null;
+      try {
+        parsed = text ? JSON.parse(text) : null;
+      } catch {
+        parsed = text;
+      }
+      return { status: res.status, body: parsed as any, text, headers: res.headers };
+    },
+  };
+}
+
+export function tempRoot(prefix: string): { root: string; remove(): void } {
+  const root = mkdtempSync(join(tmpdir(), prefix));
+  return { root, remove: () => rmSync(root, { recursive: true, force: true }) };
+}
+
+/** A desktop request with the light image's small sizes. */
+export function lightDesktop(name: string, extra: Record<string, unknown> = {}) {
+  return { name, os: "linux", cpu: 1, memory: "128MB", diskSize: "256MB", display: "1024x768", ...extra };
+}
