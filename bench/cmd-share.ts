@@ -5,7 +5,8 @@
  * weighs on both alike; the share is taken round by round. On a loaded machine a round's throughput
  * depends on how much of a core each process got, so the CPU time each server used per request (from
  * /proc) is measured too: the bare server's CPU time per request over a server's is the share that
- * server would have with a core of its own. Other builds (a directory with `bin/hangar.js`, e.g. a
+ * server would have with a core of its own. A minimal Hono app on the same adapter, answering the same
+ * bytes, is measured beside them (what Hono itself costs). Other builds (a directory with `bin/hangar.js`, e.g. a
  * copy of main's build) can be measured in the same rounds, started the same way.
  *
  * Run after `npm run build`: node --import tsx bench/cmd-share.ts [rounds] [build directory…]
@@ -50,9 +51,28 @@ const bare = spawn(
   { stdio: ["ignore", "pipe", "inherit"] },
 );
 await once(bare.stdout, "data");
+// A minimal Hono app on the same adapter as hangar's, answering with the same bytes: what Hono costs.
+const honoPort = await freePort();
+const hono = spawn(
+  process.execPath,
+  [
+    "--input-type=module",
+    "-e",
+    `import { serve } from "@hono/node-server";
+     import { Hono } from "hono";
+     const headers = ${JSON.stringify(headers)};
+     const event = ${JSON.stringify(event)};
+     const app = new Hono();
+     app.post("/cmd", async (c) => { await c.req.arrayBuffer(); return c.body(event, 200, headers); });
+     serve({ fetch: app.fetch, port: ${honoPort}, hostname: "127.0.0.1" }, () => console.log("ready"));`,
+  ],
+  { stdio: ["ignore", "pipe", "inherit"] },
+);
+await once(hono.stdout, "data");
 
 const servers: [name: string, url: string, pid: number | undefined][] = [
   ["bare Node server", `http://127.0.0.1:${barePort}`, bare.pid],
+  ["minimal Hono app", `http://127.0.0.1:${honoPort}`, hono.pid],
   ["hangar serve", hangar.url, hangar.child.pid],
   ...builds.map((build, i): [string, string, number | undefined] => [
     `hangar serve of ${others[i]}`,
@@ -99,6 +119,7 @@ try {
   }
 } finally {
   bare.kill();
+  hono.kill();
   await Promise.all([hangar, ...builds].map((server) => server.stop()));
 }
 
