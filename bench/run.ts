@@ -20,6 +20,7 @@ const ALL = [
   "agent-actions",
   "host",
   "containers",
+  "snapshots",
   "kubernetes",
   "images",
   "spread",

@@ -160,6 +160,10 @@ install -D -m 0644 deploy/desktop/mimeapps.list "$ROOT/etc/xdg/mimeapps.list"
   [ -z "$DISPLAY_SIZE" ] || echo "HANGAR_DISPLAY=$DISPLAY_SIZE"
 } >"$ROOT/etc/default/hangar"
 in_chroot "$ROOT" systemctl enable hangar-computer.service >/dev/null 2>&1
+# After a restore or fork from a snapshot, the clock from the host's (docs/host.md).
+install -m 0644 deploy/systemd/hangar-snapshot-clock.service "$ROOT/etc/systemd/system/"
+install -D -m 0755 deploy/systemd/hangar-snapshot-clock "$ROOT/usr/local/libexec/hangar-snapshot-clock"
+in_chroot "$ROOT" systemctl enable hangar-snapshot-clock.service >/dev/null 2>&1
 
 # 4. The disk: GPT with a 256 MiB ESP and the root after it.
 ROOT_UUID=$(cat /proc/sys/kernel/random/uuid)

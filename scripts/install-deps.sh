@@ -55,6 +55,7 @@ PACKAGES=(
   podman runc buildah
   # Kubernetes desktops: the tests' single-node cluster (../shared/k8s, with runc, docker-registry
   # and buildah above): etcd, containerd, the CNI plugins, and busybox and a C compiler for its images
+  # (busybox-static also makes the snapshot tests' tiny guest: scripts/tiny-guest.sh)
   etcd-server containerd containernetworking-plugins busybox-static gcc libc6-dev
   # the page tests: Debian's Chromium, driven by playwright-core (no browser download)
   chromium

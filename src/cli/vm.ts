@@ -1,8 +1,12 @@
-/** `hangar vm ls|get|create|rm|clone|set|run|wait|logs|stop`: the VM routes of the host service. */
+/**
+ * `hangar vm ls|get|create|rm|clone|set|run|wait|logs|stop`: the VM routes of the host service;
+ * `snapshot|snapshots|restore|fork` are in vm-snapshots.ts.
+ */
 import { type Command, InvalidArgumentError } from "commander";
 import { formatBytes } from "../common/sizes.js";
 import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
 import { UsageError } from "./util.js";
+import { registerVmSnapshots } from "./vm-snapshots.js";
 
 type Vm = Json;
 
@@ -241,6 +245,8 @@ export function registerVm(program: Command) {
           : `Stopped ${name} (${r.outcome === "killed" ? "QEMU was killed" : "QEMU quit without a guest power-down"}).`,
       );
     });
+
+  registerVmSnapshots(vm, { withProgress, waitSeconds });
 }
 
 function seconds(value: string): number {

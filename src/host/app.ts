@@ -14,11 +14,13 @@ import { OriginPolicy, originGuard } from "../common/origin-policy.js";
 import { PACKAGE_VERSION } from "../common/version.js";
 import { pageRoutes } from "../common/web-page.js";
 import { HostError, HTTP_STATUS } from "./errors.js";
+import { acceleratorStatus } from "./qemu/accel.js";
 import { configRoutes } from "./routes/config.js";
 import { imageRoutes } from "./routes/images.js";
 import { ipswRoutes } from "./routes/ipsw.js";
 import { logRoutes } from "./routes/logs.js";
 import { poolRoutes } from "./routes/pools.js";
+import { snapshotRoutes } from "./routes/snapshots.js";
 import { vmRoutes } from "./routes/vms.js";
 import type { HostServices } from "./services.js";
 import { vncRelay } from "./vnc-relay.js";
@@ -61,10 +63,13 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
       max_vms: max,
       available_slots: Math.max(0, max - running),
       version: PACKAGE_VERSION,
+      // What QEMU guests run on, and why TCG when it is (the probe boots firmware under KVM).
+      ...(await acceleratorStatus()),
     });
   });
   app.get("/vnc/:name", vncRelay(services.vms, log));
   vmRoutes(app, services);
+  snapshotRoutes(app, services);
   poolRoutes(app, services);
   imageRoutes(app, services);
   configRoutes(app, services);

@@ -23,7 +23,7 @@ import {
 import type { PullRequest, PushRequest } from "./requests.js";
 import { ensureWritableDirectory, type SettingsStore } from "./settings.js";
 import type { PullRecord, PushState, VmActivity } from "./vm-activity.js";
-import { PUSH_RECORD_FILE, PUSH_WORK_DIR } from "./vm-config.js";
+import { PUSH_RECORD_FILE, PUSH_WORK_DIR, readVmConfig } from "./vm-config.js";
 import type { VmRef, VmStore } from "./vm-store.js";
 
 type PreparedPull = Awaited<ReturnType<ImageService["preparePull"]>>;
@@ -233,6 +233,12 @@ export class ImageService implements VmActivity {
     const vm = await this.services.store.find(vmName(request.name), request.storage);
     if (await this.services.isRunning(vm)) {
       throw new HostError("failed", `Cannot push ${vm.name}: the VM is running. Stop it first.`);
+    }
+    if ((await readVmConfig(vm.dir)).diskFormat === "qcow2") {
+      throw new HostError(
+        "failed",
+        `Cannot push ${vm.name}: its disk is built on a snapshot. Clone it first (a clone's disk is whole) and push the clone.`,
+      );
     }
     const key = pushKey(vm.location.name, vm.name);
     if (this.pushes.get(key)?.status === "pushing") {

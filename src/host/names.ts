@@ -26,6 +26,21 @@ export function vmName(raw: string): string {
   return name;
 }
 
+/** A snapshot's name becomes a directory name inside its VM's: the rules of a VM name, without ':'. */
+export const MAX_SNAPSHOT_NAME_LENGTH = 64;
+export function snapshotName(name: string): string {
+  const invalid = (why: string) =>
+    new HostError("invalid_params", `Invalid snapshot name '${printable(name)}': ${why}`);
+  if (name.length === 0) throw invalid("the name is empty");
+  if (name.length > MAX_SNAPSHOT_NAME_LENGTH)
+    throw invalid(`longer than ${MAX_SNAPSHOT_NAME_LENGTH} characters`);
+  if (/[/\\]/.test(name)) throw invalid("it contains a path separator");
+  if (name.includes("..")) throw invalid("it contains '..'");
+  if (!VM_NAME.test(name))
+    throw invalid("use letters, digits and . _ + @ - (starting with a letter or digit)");
+  return name;
+}
+
 /** A pool's name is the start of its desktops' names (`<pool>-<8 hex>`), so it is kept shorter. */
 export const MAX_POOL_NAME_LENGTH = 48;
 const POOL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;

@@ -57,6 +57,29 @@ export const runSchema = z.object({
     .optional(),
 });
 
+export const snapshotSchema = z.object({ name: z.string() });
+export const restoreSchema = z.object({ snapshot: z.string() });
+
+/** The most forks one request makes. */
+export const MAX_FORKS = 32;
+export const forkSchema = z
+  .object({
+    snapshot: z.string(),
+    names: z.array(z.string()).min(1, { error: "names: give at least one name" }).max(MAX_FORKS).optional(),
+    count: z
+      .number()
+      .int()
+      .min(1, { error: "count: at least 1" })
+      .max(MAX_FORKS, { error: `count: at most ${MAX_FORKS} forks at once` })
+      .optional(),
+    /** With `count`: the forks are `<prefix>-1` … `<prefix>-<count>` (default: `<vm>-fork`). */
+    prefix: z.string().optional(),
+  })
+  .refine((f) => (f.names === undefined) !== (f.count === undefined), {
+    error: "Give either names or count (with an optional prefix), not both",
+  });
+export type ForkRequest = z.infer<typeof forkSchema>;
+
 export const stopSchema = z.object({
   storage: z.string().optional(),
   force: z.boolean().optional(),

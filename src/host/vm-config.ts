@@ -19,6 +19,17 @@ export const vmConfigSchema = z.looseObject({
   macAddress: z.string().optional(),
   display: z.string(),
   networkMode: z.string().optional(),
+  /**
+   * Hangar's: `qcow2` when `disk.img` is a copy-on-write overlay on a snapshot's disk (after a
+   * restore, and in a fork); raw otherwise. Never guessed from the file, which the guest writes.
+   */
+  diskFormat: z.enum(["raw", "qcow2"]).optional(),
+  /** The snapshot disk an overlay is built on (an absolute path); what keeps that snapshot. */
+  diskBacking: z.string().optional(),
+  /** Direct kernel boot (no firmware, no boot loader): a kernel, an initramfs and a command line. */
+  kernel: z.string().optional(),
+  initrd: z.string().optional(),
+  kernelCmdline: z.string().optional(),
 });
 
 export type VmConfig = z.infer<typeof vmConfigSchema>;
@@ -39,6 +50,12 @@ export const PUSH_RECORD_FILE = ".hangar-push.json";
 export const PUSH_WORK_DIR = ".hangar-push";
 /** The digest of the manifest a pulled VM came from. */
 export const MANIFEST_DIGEST_FILE = ".manifest-digest";
+/** The VM's snapshots, one directory each (qemu/snapshots.ts). */
+export const SNAPSHOTS_DIR = "snapshots";
+/** Written while a snapshot has the VM paused; start-up resumes a VM it finds paused so. */
+export const SNAPSHOT_MARK_FILE = ".hangar-snapshotting";
+/** Written while a restore replaces the VM's disk and QEMU; start-up finishes its disk part. */
+export const RESTORE_JOURNAL_FILE = ".hangar-restore.json";
 
 /** Reads and checks `config.json`; the error names the file and what is wrong with it. */
 export async function readVmConfig(dir: string): Promise<VmConfig> {

@@ -9,7 +9,14 @@ import { HostError } from "./errors.js";
 import type { HostLog } from "./host-log.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { vmName } from "./names.js";
-import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "./requests.js";
+import type {
+  CloneRequest,
+  CreateRequest,
+  ForkRequest,
+  RunRequest,
+  StopRequest,
+  UpdateRequest,
+} from "./requests.js";
 import { type Readiness, ReadinessTracker } from "./runtimes/readiness.js";
 import type {
   DesktopRuntime,
@@ -17,6 +24,7 @@ import type {
   RuntimeImage,
   RuntimeKind,
   RuntimeRecord,
+  SnapshotRecord,
   StopOutcome,
 } from "./runtimes/runtime.js";
 import type { PullRecord, PushState, VmActivity } from "./vm-activity.js";
@@ -206,6 +214,62 @@ export class VmService {
   async logs(name: string, options: LogOptions): Promise<Readable> {
     const { runtime, record } = await this.locateOrFail(name);
     return runtime.logs(record.name, options);
+  }
+
+  /** A snapshot of the desktop (docs/host.md): its whole state when it runs, its disk when stopped. */
+  async snapshot(name: string, snapshot: string): Promise<SnapshotRecord> {
+    const { runtime, record } = await this.locateOrFail(name);
+    return this.snapshotting(runtime, "snapshot").call(runtime, record.name, snapshot);
+  }
+
+  async listSnapshots(name: string): Promise<SnapshotRecord[]> {
+    const { runtime, record } = await this.locateOrFail(name);
+    return this.snapshotting(runtime, "listSnapshots").call(runtime, record.name);
+  }
+
+  async deleteSnapshot(name: string, snapshot: string) {
+    const { runtime, record } = await this.locateOrFail(name);
+    await this.snapshotting(runtime, "deleteSnapshot").call(runtime, record.name, snapshot);
+  }
+
+  /** Puts the desktop back in the snapshot's state; its record once it runs again. */
+  async restore(name: string, snapshot: string): Promise<VmRecord> {
+    const { runtime, record } = await this.locateOrFail(name);
+    await this.snapshotting(runtime, "restore").call(runtime, record.name, snapshot);
+    this.readiness.notify();
+    return this.find(record.name);
+  }
+
+  /** New desktops from the snapshot: `names`, or `count` of them named `<prefix>-1`…; their names. */
+  async fork(name: string, request: ForkRequest): Promise<string[]> {
+    const { runtime, record } = await this.locateOrFail(name);
+    const fork = this.snapshotting(runtime, "fork");
+    const prefix = request.prefix ?? `${record.name}-fork`;
+    const names = (
+      request.names ?? Array.from({ length: request.count ?? 0 }, (_, i) => `${prefix}-${i + 1}`)
+    ).map((n) => vmName(n));
+    const twice = names.find((n, i) => names.indexOf(n) !== i);
+    if (twice) throw new HostError("invalid_params", `The fork name ${twice} is given twice`);
+    await this.names.run(names, async () => {
+      for (const n of names) await this.assertFree(n);
+      await fork.call(runtime, record.name, request.snapshot, names);
+    });
+    this.readiness.notify();
+    return names;
+  }
+
+  private snapshotting<K extends "snapshot" | "listSnapshots" | "deleteSnapshot" | "restore" | "fork">(
+    runtime: DesktopRuntime,
+    method: K,
+  ): NonNullable<DesktopRuntime[K]> {
+    const fn = runtime[method];
+    if (!fn) {
+      throw new HostError(
+        "not_supported",
+        `Snapshots are not supported for ${runtime.kind} desktops (only QEMU VMs have them)`,
+      );
+    }
+    return fn as NonNullable<DesktopRuntime[K]>;
   }
 
   /** Pulls an image into a runtime that makes desktops from images (a 400 for one that does not). */

@@ -10,9 +10,9 @@ import { join } from "node:path";
 import { holderAlive, holderId } from "../os/holder-lock.js";
 import { processRunning } from "../os/pid.js";
 import { HostError } from "./errors.js";
+import { copyDisk, resizeOverlay } from "./qemu/disk.js";
 import { findFirmware } from "./qemu/firmware.js";
 import { ensureWritableDirectory, type Location, type SettingsStore } from "./settings.js";
-import { copySparse } from "./sparse-copy.js";
 import {
   CONFIG_FILE,
   DISK_FILE,
@@ -134,9 +134,21 @@ export class VmStore {
     await rm(trash, { recursive: true, force: true });
   }
 
+  /** Builds a new VM with `build` in a temporary directory, then renames it into place. */
+  async build(name: string, location: Location, build: (temp: string) => Promise<void>): Promise<VmRef> {
+    const target = join(location.path, name);
+    await ensureWritableDirectory(location.path);
+    await this.checkFree(target);
+    return this.buildInPlace(location, target, name, build).catch((err) => {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw code === "ENOTEMPTY" || code === "EEXIST" ? alreadyExists(name) : err;
+    });
+  }
+
   /** Refuses a disk size below the disk's present size: shrinking is not supported. */
-  async checkGrowth(vm: VmRef, bytes: number) {
-    const { size } = await stat(join(vm.dir, DISK_FILE));
+  async checkGrowth(vm: VmRef, bytes: number, config?: VmConfig) {
+    const size =
+      config?.diskFormat === "qcow2" ? (config.diskSize ?? 0) : (await stat(join(vm.dir, DISK_FILE))).size;
     if (bytes < size) {
       throw new HostError(
         "invalid_params",
@@ -145,9 +157,10 @@ export class VmStore {
     }
   }
 
-  /** Grows the raw disk (sparse: no blocks are written); never shrinks it. */
-  async growDisk(vm: VmRef, bytes: number) {
+  /** Grows the disk (a raw disk sparsely: no blocks are written; an overlay's virtual size); never shrinks it. */
+  async growDisk(vm: VmRef, bytes: number, config?: VmConfig) {
     const path = join(vm.dir, DISK_FILE);
+    if (config?.diskFormat === "qcow2") return resizeOverlay(path, bytes);
     if (bytes > (await stat(path)).size) await truncate(path, bytes);
   }
 
@@ -156,6 +169,8 @@ export class VmStore {
    * already larger (grown before its config was written) cannot shrink. Returns the disk's size.
    */
   async reconcileDisk(vm: VmRef, config: VmConfig): Promise<number> {
+    // An overlay's size is in its header, set by qemu-img with the config: nothing to reconcile.
+    if (config.diskFormat === "qcow2") return config.diskSize ?? 0;
     if (config.diskSize !== undefined) await this.growDisk(vm, config.diskSize);
     return (await stat(join(vm.dir, DISK_FILE))).size;
   }
@@ -168,6 +183,7 @@ export class VmStore {
   async diskUsage(vm: VmRef, config?: VmConfig): Promise<DiskUsage> {
     const info = await stat(join(vm.dir, DISK_FILE)).catch(() => undefined);
     if (!info) return { allocated: 0, total: config?.diskSize ?? 0 };
+    if (config?.diskFormat === "qcow2") return { allocated: info.blocks * 512, total: config.diskSize ?? 0 };
     return { allocated: info.blocks * 512, total: info.size };
   }
 
@@ -176,15 +192,18 @@ export class VmStore {
    * lock is gone (older names carry a pid instead, alive only while that process runs).
    */
   async sweep() {
+    for (const location of await this.settings.searchLocations()) await this.sweepDir(location.path);
+  }
+
+  /** Removes the temporary directories of gone processes in one directory (a location, a VM's snapshots). */
+  async sweepDir(dir: string) {
     const own = await holderId();
-    for (const location of await this.settings.searchLocations()) {
-      const entries = await readdir(location.path).catch(() => [] as string[]);
-      for (const entry of entries) {
-        const holder = /^\.hangar-tmp-([0-9a-f]{16}|\d+)-/.exec(entry)?.[1];
-        if (!holder || holder === own) continue;
-        const alive = /^\d+$/.test(holder) ? processRunning(Number(holder)) : await holderAlive(holder);
-        if (!alive) await rm(join(location.path, entry), { recursive: true, force: true });
-      }
+    const entries = await readdir(dir).catch(() => [] as string[]);
+    for (const entry of entries) {
+      const holder = /^\.hangar-tmp-([0-9a-f]{16}|\d+)-/.exec(entry)?.[1];
+      if (!holder || holder === own) continue;
+      const alive = /^\d+$/.test(holder) ? processRunning(Number(holder)) : await holderAlive(holder);
+      if (!alive) await rm(join(dir, entry), { recursive: true, force: true });
     }
   }
 
@@ -211,10 +230,12 @@ export class VmStore {
 /** Copies config, disk (sparsely) and UEFI variables; `newMac` gives the copy a MAC of its own. */
 async function copyVmFiles(from: string, to: string, newMac: boolean) {
   const config = await readVmConfig(from);
+  // A disk built on a snapshot is copied flattened (raw): the copy depends on no snapshot.
+  const { diskFormat: _format, diskBacking: _backing, ...own } = config;
   // The config goes first: its fsync would otherwise wait for ext4 to flush the copied disk.
-  await writeVmConfig(to, newMac ? { ...config, macAddress: randomMac() } : config);
+  await writeVmConfig(to, newMac ? { ...own, macAddress: randomMac() } : own);
   await copyFile(join(from, NVRAM_FILE), join(to, NVRAM_FILE));
-  await copySparse(join(from, DISK_FILE), join(to, DISK_FILE));
+  await copyDisk(from, config, join(to, DISK_FILE));
 }
 
 export function alreadyExists(name: string) {

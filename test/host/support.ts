@@ -8,6 +8,7 @@ import { mkdtempSync } from "node:fs";
 import { open, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ramPathIn } from "../../src/host/qemu/session.js";
 import { type HostServiceOptions, startHostService } from "../../src/host/server.js";
 
 export interface TestHost {
@@ -90,6 +91,8 @@ export async function killQemusUnder(dir: string, depth = 3): Promise<void> {
           // already gone
         }
       }
+      // Its RAM file in /dev/shm outlives it (the service removes it when it sees the QEMU gone).
+      await rm(ramPathIn(dir, true), { force: true });
     }
   }
 }

@@ -1,7 +1,7 @@
 /**
  * The host service's page: the VMs with their actions, a create form, pull and push with their
  * progress, the image cache, the storage locations, the log, and a running VM's screen through
- * `WS /vnc/{name}` with noVNC. The token (if the service has one) stays in this tab's session storage.
+ * `WS /vnc/{name}` with noVNC, and the QEMU VMs' snapshots with Restore, Fork and Delete. The token (if the service has one) stays in this tab's session storage.
  */
 import RFB from "@novnc/novnc";
 
@@ -207,6 +207,15 @@ function vmRow(vm: Vm): HTMLTableRowElement {
     if (vm.vncUrl?.startsWith("vnc:")) actions.append(button("Screen", () => showScreen(vm)));
     else if (vm.vncUrl) actions.append(link("Viewer", vm.vncUrl));
   }
+  if (vm.runtime === "qemu" && (vm.status === "running" || vm.status === "stopped")) {
+    actions.append(
+      button("Snapshot", () => {
+        const snapshot = prompt(`Name of the snapshot of ${vm.name}`);
+        if (snapshot)
+          void act(`Snapshot ${vm.name}`, () => post(`/svc/vms/${name}/snapshots`, { name: snapshot }));
+      }),
+    );
+  }
   if (vm.status === "stopped") {
     actions.append(
       button("Clone", () => {
@@ -232,6 +241,64 @@ function vmRow(vm: Vm): HTMLTableRowElement {
     cell(actions),
   );
   return row;
+}
+
+interface Snapshot {
+  name: string;
+  vm: string;
+  createdAt: string;
+  memory: boolean;
+  bytes: number;
+}
+
+function snapshotRow(snap: Snapshot): HTMLTableRowElement {
+  const row = document.createElement("tr");
+  row.dataset.snapshot = `${snap.vm}/${snap.name}`;
+  const base = `/svc/vms/${encodeURIComponent(snap.vm)}`;
+  const actions = document.createElement("span");
+  actions.append(
+    button("Restore", () => {
+      if (confirm(`Put ${snap.vm} back in the state of ${snap.name}? What it has now is lost.`)) {
+        void act(`Restore ${snap.vm} to ${snap.name}`, () =>
+          post(`${base}/restore`, { snapshot: snap.name }),
+        );
+      }
+    }),
+    button("Fork", () => {
+      const count = Number(prompt(`How many new VMs from ${snap.vm}/${snap.name}?`, "1"));
+      if (count) {
+        void act(`Fork ${count} from ${snap.name}`, () =>
+          post(`${base}/fork`, { snapshot: snap.name, count, prefix: `${snap.vm}-${snap.name}` }),
+        );
+      }
+    }),
+    button("Delete", () => {
+      if (confirm(`Delete snapshot ${snap.name} of ${snap.vm}?`)) {
+        void act(`Delete snapshot ${snap.name}`, () =>
+          api(`${base}/snapshots/${encodeURIComponent(snap.name)}`, { method: "DELETE" }),
+        );
+      }
+    }),
+  );
+  row.append(
+    cell(snap.vm),
+    cell(snap.name),
+    cell(snap.memory ? "whole state" : "disk only"),
+    cell(`${(snap.bytes / 1024 ** 2).toFixed(0)} MB`),
+    cell(new Date(snap.createdAt).toLocaleString()),
+    cell(actions),
+  );
+  return row;
+}
+
+/** Every QEMU VM's snapshots (a VM gone meanwhile has none). */
+async function snapshotsOf(vms: Vm[]): Promise<Snapshot[]> {
+  const lists = await Promise.all(
+    vms
+      .filter((vm) => vm.runtime === "qemu")
+      .map((vm) => api<Snapshot[]>(`/svc/vms/${encodeURIComponent(vm.name)}/snapshots`).catch(() => [])),
+  );
+  return lists.flat();
 }
 
 let screen: { name: string; rfb: RFB; closed: boolean } | undefined;
@@ -285,6 +352,16 @@ async function refresh() {
     ),
   ]);
   element("vms").replaceChildren(...vms.map(vmRow));
+  const snapshots = await snapshotsOf(vms);
+  element("snapshots").replaceChildren(
+    ...(snapshots.length > 0
+      ? snapshots.map(snapshotRow)
+      : [
+          Object.assign(document.createElement("tr"), {
+            innerHTML: '<td colspan="6" class="muted">none</td>',
+          }),
+        ]),
+  );
   element("pools").replaceChildren(...pools.map(poolRow));
   const claims = claimRows(pools);
   element("claims").replaceChildren(

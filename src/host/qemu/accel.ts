@@ -14,12 +14,29 @@ import { findFirmware } from "./firmware.js";
 export type Accelerator = "kvm" | "tcg";
 
 let probe: Promise<Accelerator> | undefined;
+/** How many times, a second apart, the probe's guest must be found running. */
+const PROBE_LOOKS = 3;
+/** Why guests get TCG, when they do (the probe's finding). */
+let tcgReason: string | null = null;
 
 export function detectAccelerator(binary = qemuBinary()): Promise<Accelerator> {
   const forced = process.env.HANGAR_ACCEL;
   if (forced === "kvm" || forced === "tcg") return Promise.resolve(forced);
-  probe ??= probeKvm(binary).catch(() => "tcg" as const);
+  probe ??= probeKvm(binary).catch((err: Error) => tcg(`the KVM probe failed: ${err.message}`));
   return probe;
+}
+
+/** The accelerator guests get and, when it is TCG, why (`/svc/host/status` says both). */
+export async function acceleratorStatus(): Promise<{ accelerator: Accelerator; reason: string | null }> {
+  const accelerator = await detectAccelerator();
+  if (accelerator === "kvm") return { accelerator, reason: null };
+  if (process.env.HANGAR_ACCEL === "tcg") return { accelerator, reason: "HANGAR_ACCEL=tcg chose it" };
+  return { accelerator, reason: tcgReason };
+}
+
+function tcg(reason: string): Accelerator {
+  tcgReason = reason;
+  return "tcg";
 }
 
 /** Resolves when a probe in progress has finished (the service waits for it when closing). */
@@ -37,8 +54,8 @@ export function qemuBinary(): string {
 async function probeKvm(binary: string): Promise<Accelerator> {
   try {
     await access("/dev/kvm", constants.R_OK | constants.W_OK);
-  } catch {
-    return "tcg";
+  } catch (err) {
+    return tcg(`/dev/kvm cannot be opened (${(err as NodeJS.ErrnoException).code ?? "error"})`);
   }
   const dir = await mkdtemp(join(tmpdir(), "hangar-kvm-probe-"));
   try {
@@ -55,29 +72,65 @@ async function probeKvm(binary: string): Promise<Accelerator> {
     }
     args.push("-qmp", "stdio");
     return await new Promise<Accelerator>((resolve) => {
-      const child = spawn(binary, args, { stdio: ["pipe", "pipe", "ignore"] });
+      const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe"] });
+      let errors = "";
+      child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+        errors = (errors + chunk).slice(-2000);
+      });
+      // QEMU's first error line ("KVM internal error. Suberror: 1"), not the register dump after it.
+      const lastError = () =>
+        errors
+          .split("\n")
+          .map((line) => line.trim())
+          .find((line) => /error|fail|warn/i.test(line)) ?? "";
       // QEMU outlives a closed stdin: make sure the probe never survives this process.
       const killChild = () => child.kill("SIGKILL");
       process.once("exit", killChild);
       let output = "";
-      const finish = (result: Accelerator) => {
+      let done = false;
+      const finish = (result: Accelerator, why?: string) => {
+        if (done) return;
+        done = true;
         clearTimeout(timer);
         process.off("exit", killChild);
         killChild();
-        resolve(result);
+        resolve(result === "tcg" ? tcg(why ?? "the KVM probe failed") : result);
       };
       child.stdout.setEncoding("utf8");
+      // The guest must be running at every look (a broken KVM may let it run a moment under load).
+      let looks = 0;
       child.stdout.on("data", (chunk: string) => {
         output += chunk;
-        const status = /"status":\s*"([a-z-]+)"/.exec(output)?.[1];
-        if (status) finish(status === "running" ? "kvm" : "tcg");
+        for (const match of output.matchAll(/"status":\s*"([a-z-]+)"/g)) {
+          const status = match[1];
+          if (status !== "running") {
+            const detail = lastError();
+            return finish(
+              "tcg",
+              `/dev/kvm opens, but a firmware guest under KVM stopped (status ${status}${detail ? `: ${detail}` : ""})`,
+            );
+          }
+        }
+        looks = [...output.matchAll(/"status":/g)].length;
+        if (looks >= PROBE_LOOKS) finish("kvm");
       });
-      child.on("error", () => finish("tcg"));
-      child.on("exit", () => finish("tcg"));
+      child.on("error", (err) =>
+        finish("tcg", `QEMU could not be started for the KVM probe: ${err.message}`),
+      );
+      child.on("exit", () => {
+        const detail = lastError();
+        finish("tcg", `/dev/kvm opens, but QEMU with KVM exited${detail ? `: ${detail}` : ""}`);
+      });
       child.stdin.write('{"execute":"qmp_capabilities"}\n');
-      // Give the firmware a moment to run; a broken KVM stops the guest almost at once.
-      setTimeout(() => child.stdin.write('{"execute":"query-status"}\n'), 1200);
-      const timer = setTimeout(() => finish("tcg"), 5000);
+      // Give the firmware a moment to run, and look again: a broken KVM stops the guest early.
+      const looker = setInterval(() => {
+        if (done) clearInterval(looker);
+        else child.stdin.write('{"execute":"query-status"}\n');
+      }, 1000);
+      const timer = setTimeout(
+        () => finish("tcg", "a firmware guest under KVM did not answer within 8 s"),
+        8000,
+      );
     });
   } finally {
     await rm(dir, { recursive: true, force: true });

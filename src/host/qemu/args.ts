@@ -27,25 +27,46 @@ export interface QemuLaunch {
   vnc: boolean;
   sharedDirectories: SharedDirectory[];
   display: { width: number; height: number };
+  /**
+   * Where the guest's RAM lives: a file shared with QEMU (a snapshot copies it), a snapshot's RAM
+   * file mapped privately (a restore or a fork: pages are shared until written), or anonymous
+   * memory (null).
+   */
+  ram: { path: string; shared: boolean } | null;
+  /** A new id at every launch, and the host's clock then: the guest reads both from fw_cfg. */
+  bootId: string;
+  clock: number;
+  /** Wait for the state of a snapshot (`-incoming defer`) instead of booting. */
+  incoming: boolean;
 }
 
 export function buildQemuArgs(launch: QemuLaunch): string[] {
   const { config } = launch;
   const memoryMb = Math.max(16, Math.round((config.memorySize ?? 1024 ** 3) / 1024 ** 2));
+  // The RAM is a named backend in every launch, so a snapshot's state fits any later launch.
+  const ram = launch.ram
+    ? `memory-backend-file,id=ram0,size=${memoryMb}M,mem-path=${qemuValue(launch.ram.path)},share=${launch.ram.shared ? "on" : "off"}`
+    : `memory-backend-ram,id=ram0,size=${memoryMb}M`;
   const args = [
     "-name",
     `${qemuValue(launch.name)},process=hangar-vm`,
     "-nodefaults",
     "-machine",
-    `q35,accel=${launch.accelerator}`,
+    `q35,accel=${launch.accelerator},memory-backend=ram0`,
     "-cpu",
     launch.accelerator === "kvm" ? "host" : "max",
     "-smp",
     String(Math.max(1, config.cpuCount ?? 1)),
     "-m",
     String(memoryMb),
+    "-object",
+    ram,
   ];
-  if (launch.firmware) {
+  if (config.kernel) {
+    args.push("-kernel", config.kernel);
+    if (config.initrd) args.push("-initrd", config.initrd);
+    if (config.kernelCmdline) args.push("-append", config.kernelCmdline);
+  } else if (launch.firmware) {
     args.push(
       "-drive",
       `if=pflash,format=raw,unit=0,readonly=on,file=${qemuValue(launch.firmware.code)}`,
@@ -53,7 +74,11 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
       `if=pflash,format=raw,unit=1,file=${qemuValue(join(launch.dir, NVRAM_FILE))}`,
     );
   }
-  args.push("-drive", `file=${qemuValue(join(launch.dir, DISK_FILE))},format=raw,if=virtio,discard=unmap`);
+  const format = config.diskFormat ?? "raw";
+  args.push(
+    "-drive",
+    `file=${qemuValue(join(launch.dir, DISK_FILE))},format=${format},if=virtio,discard=unmap`,
+  );
 
   const forwards = Object.entries(launch.forwardedPorts).map(
     ([guest, host]) => `hostfwd=tcp:${launch.ipAddress}:${host}-:${guest}`,
@@ -80,6 +105,13 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
   });
   if (launch.vnc) args.push("-vnc", "127.0.0.1:0,to=4000,password=on");
   else args.push("-display", "none");
+  args.push(
+    "-fw_cfg",
+    `name=opt/hangar/boot-id,string=${launch.bootId}`,
+    "-fw_cfg",
+    `name=opt/hangar/clock,string=${launch.clock}`,
+  );
+  if (launch.incoming) args.push("-incoming", "defer");
   args.push(
     "-serial",
     `file:${qemuValue(join(launch.dir, SERIAL_LOG))}`,

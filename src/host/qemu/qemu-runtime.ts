@@ -3,7 +3,7 @@
  * (the runner). It ties the store, the runner, the settings (locations) and the log together, and
  * knows nothing of HTTP.
  */
-import { readFile, rm, stat } from "node:fs/promises";
+import { copyFile, mkdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { writeFileAtomic } from "../../common/atomic-write.js";
@@ -13,29 +13,72 @@ import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { needsMacHost } from "../macos.js";
-import { vmName } from "../names.js";
+import { snapshotName, vmName } from "../names.js";
 import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
 import { followFile } from "../runtimes/follow-file.js";
-import type { DesktopRuntime, LogOptions, RuntimeRecord, StopOutcome } from "../runtimes/runtime.js";
+import type {
+  DesktopRuntime,
+  LogOptions,
+  RuntimeRecord,
+  SnapshotRecord,
+  StopOutcome,
+} from "../runtimes/runtime.js";
 import type { SettingsStore } from "../settings.js";
+import { copySparse } from "../sparse-copy.js";
 import { SshProbe } from "../ssh-probe.js";
 import type { PushState, VmActivity } from "../vm-activity.js";
 import {
+  DISK_FILE,
   LAST_ERROR_FILE,
+  NVRAM_FILE,
   parseDisplay,
   parseNetworkMode,
+  RESTORE_JOURNAL_FILE,
   readVmConfig,
   SERIAL_LOG,
+  SNAPSHOT_MARK_FILE,
   type VmConfig,
   writeVmConfig,
 } from "../vm-config.js";
 import { vmDetails } from "../vm-details.js";
-import type { VmRef, VmStore } from "../vm-store.js";
-import { completeSession, isIncomplete, startQemu, stopQemu } from "./runner.js";
+import { tempPath, type VmRef, type VmStore } from "../vm-store.js";
+import { copyDisk, createOverlay } from "./disk.js";
+import { saveState } from "./migration.js";
+import { QmpClient } from "./qmp.js";
+import {
+  completeSession,
+  isIncomplete,
+  type RestoreFrom,
+  resumeFrom,
+  startQemu,
+  stopQemu,
+} from "./runner.js";
 import { liveSession, type Session } from "./session.js";
+import {
+  checkRoom,
+  listSnapshots,
+  MEMORY_FILE,
+  publicRecord,
+  readSnapshot,
+  removeSnapshotDir,
+  type Snapshot,
+  STATE_FILE,
+  snapshotsDir,
+  writeRecord,
+} from "./snapshots.js";
 
-/** A QEMU VM's record: the runtime's, and `push` once the VM was pushed. */
-export type QemuRecord = RuntimeRecord & { push?: PushState };
+/**
+ * A QEMU VM's record: the runtime's, `push` once the VM was pushed, and while it runs the id its
+ * guest was given at launch (`bootId`) and the snapshot it was restored or forked from.
+ */
+export type QemuRecord = RuntimeRecord & {
+  push?: PushState;
+  bootId?: string;
+  restoredFrom?: { vm: string; snapshot: string };
+};
+
+/** The longest saving a running VM's state may take (its RAM goes in the stream when not a file). */
+const SAVE_TIMEOUT_MS = 300_000;
 
 export interface QemuRuntimeOptions {
   /** How long `stop` waits for the guest to power down before quitting QEMU (default 10 s). */
@@ -83,9 +126,45 @@ export class QemuRuntime implements DesktopRuntime {
         if (!config) return;
         const diskSize = await this.store.reconcileDisk(vm, config);
         if (diskSize !== config.diskSize) await writeVmConfig(vm.dir, { ...config, diskSize });
+        await this.store.sweepDir(snapshotsDir(vm));
+        await this.finishInterrupted(vm);
         await this.completedSession(vm);
       });
     }
+  }
+
+  /**
+   * What a killed service left mid-way: a VM paused for a snapshot runs again; a restore or fork
+   * whose QEMU may be waiting for its state is stopped, with the snapshot's disk (the disk part is
+   * done again: it is idempotent), and says so in `lastError`.
+   */
+  private async finishInterrupted(vm: VmRef) {
+    const session = await liveSession(vm.dir);
+    if (await exists(join(vm.dir, SNAPSHOT_MARK_FILE))) {
+      if (session) {
+        const qmp = await QmpClient.connect(session.qmpSocket).catch(() => undefined);
+        await qmp?.execute("cont").catch(() => undefined);
+        qmp?.close();
+      }
+      await rm(join(vm.dir, SNAPSHOT_MARK_FILE), { force: true });
+    }
+    const journal = await readFile(join(vm.dir, RESTORE_JOURNAL_FILE), "utf8")
+      .then((text) => JSON.parse(text) as { snapshotDir: string; vm: string; snapshot: string })
+      .catch(() => undefined);
+    if (!journal) return;
+    if (session) await stopQemu(vm.dir, session, 0);
+    const source = await this.store.find(journal.vm).catch(() => undefined);
+    const snapshot = source && (await readSnapshot(source, journal.snapshot));
+    if (snapshot) await this.useSnapshotDisk(vm.dir, snapshot);
+    await writeFileAtomic(
+      join(vm.dir, LAST_ERROR_FILE),
+      `${new Date().toISOString()} The start from snapshot ${journal.vm}/${journal.snapshot} was interrupted (the host service stopped): the VM has the snapshot's disk and is stopped\n`,
+    );
+    await rm(join(vm.dir, RESTORE_JOURNAL_FILE), { force: true });
+    await this.log.error("An interrupted restore left the VM stopped", {
+      vm: vm.name,
+      snapshot: journal.snapshot,
+    });
   }
 
   /** A VM's record, or undefined when no VM directory of that name exists. */
@@ -148,6 +227,14 @@ export class QemuRuntime implements DesktopRuntime {
     await this.locks.run(vm.dir, async () => {
       this.activity.assertIdle(vm, "delete");
       await this.starting.get(vm.dir);
+      const snapshots = await listSnapshots(vm);
+      const users = (await this.snapshotUsers(snapshots.map((s) => s.dir))).filter((u) => u !== vm.name);
+      if (users.length > 0) {
+        throw new HostError(
+          "failed",
+          `Cannot delete ${vm.name}: the disks of ${users.join(", ")} are built on its snapshots. Delete those VMs first.`,
+        );
+      }
       // Its disk goes with it: there is nothing for the guest to save, so no power-down grace.
       const session = await liveSession(vm.dir);
       if (session) await stopQemu(vm.dir, session, 0);
@@ -208,7 +295,13 @@ export class QemuRuntime implements DesktopRuntime {
         throw alreadyRunning(vm.name);
       }
       const config = await readVmConfig(vm.dir);
-      if (diskSize !== undefined) await this.store.checkGrowth(vm, diskSize);
+      if (moving && (await listSnapshots(vm)).length > 0) {
+        throw new HostError(
+          "failed",
+          `Cannot move ${vm.name}: it has snapshots, and disks are built on them where they are. Clone it to the other location instead (a clone takes no snapshots).`,
+        );
+      }
+      if (diskSize !== undefined) await this.store.checkGrowth(vm, diskSize, config);
       const changed: VmConfig = {
         ...config,
         ...(request.cpu !== undefined && { cpuCount: request.cpu }),
@@ -218,7 +311,7 @@ export class QemuRuntime implements DesktopRuntime {
       };
       // The config first: it is the record of intent that start-up reconciles the disk with.
       await writeVmConfig(vm.dir, changed);
-      if (diskSize !== undefined) await this.store.growDisk(vm, diskSize);
+      if (diskSize !== undefined) await this.store.growDisk(vm, diskSize, changed);
       if (moving) await this.store.move(vm, destination);
     });
     await this.log.info("VM settings updated", {
@@ -296,6 +389,258 @@ export class QemuRuntime implements DesktopRuntime {
     this.changed(vm.name);
     await this.log.info("VM stopped", { vm: vm.name, outcome });
     return outcome;
+  }
+
+  /**
+   * A snapshot of the VM: of a running VM its whole state (paused meanwhile: its devices' state,
+   * its RAM, its disk, then it runs on); of a stopped VM its disk. Built aside, renamed into place.
+   */
+  async snapshot(name: string, snapshot: string): Promise<SnapshotRecord> {
+    const vm = await this.store.find(vmName(name));
+    const snap = snapshotName(snapshot);
+    const made = await this.locks.run(vm.dir, async () => {
+      this.activity.assertIdle(vm, "snapshot");
+      await this.starting.get(vm.dir);
+      const dir = join(snapshotsDir(vm), snap);
+      if (await exists(dir)) throw new HostError("failed", `Snapshot already exists: ${vm.name}/${snap}`);
+      const config = await readVmConfig(vm.dir);
+      const session = await liveSession(vm.dir);
+      await mkdir(snapshotsDir(vm), { recursive: true });
+      const disk = await this.store.diskUsage(vm, config);
+      const ramBytes = session ? (config.memorySize ?? 0) : 0;
+      await checkRoom(snapshotsDir(vm), disk.allocated + ramBytes, `snapshot ${snap} of ${vm.name}`);
+      const temp = await tempPath(snapshotsDir(vm));
+      await mkdir(temp);
+      let qmp: QmpClient | undefined;
+      const started = Date.now();
+      try {
+        if (session) {
+          await writeFileAtomic(join(vm.dir, SNAPSHOT_MARK_FILE), `${snap}\n`);
+          qmp = await QmpClient.connect(session.qmpSocket);
+          await qmp.execute("stop");
+          await saveState(qmp, join(temp, STATE_FILE), SAVE_TIMEOUT_MS);
+          if (session.ram?.shared) await copySparse(session.ram.path, join(temp, MEMORY_FILE));
+        }
+        await copyDisk(vm.dir, config, join(temp, DISK_FILE));
+        await copyFile(join(vm.dir, NVRAM_FILE), join(temp, NVRAM_FILE));
+        const createdAt = new Date().toISOString();
+        await writeRecord(temp, {
+          name: snap,
+          vm: vm.name,
+          createdAt,
+          memory: session !== undefined,
+          config,
+        });
+        await rename(temp, dir);
+      } catch (err) {
+        await rm(temp, { recursive: true, force: true });
+        throw snapshotFailure(err, vm.name, snap, session !== undefined);
+      } finally {
+        await qmp?.execute("cont").catch(() => undefined);
+        qmp?.close();
+        await rm(join(vm.dir, SNAPSHOT_MARK_FILE), { force: true });
+      }
+      const found = await readSnapshot(vm, snap);
+      if (!found) throw new HostError("failed", `Snapshot ${vm.name}/${snap} vanished as it was made`);
+      await this.log.info("Snapshot taken", {
+        vm: vm.name,
+        snapshot: snap,
+        memory: found.memory,
+        bytes: found.bytes,
+        ms: Date.now() - started,
+      });
+      return publicRecord(found);
+    });
+    return made;
+  }
+
+  async listSnapshots(name: string): Promise<SnapshotRecord[]> {
+    const vm = await this.store.find(vmName(name));
+    return (await listSnapshots(vm)).map(publicRecord);
+  }
+
+  /** Deletes a snapshot; a clear 400 naming the VMs whose disks are built on it. */
+  async deleteSnapshot(name: string, snapshot: string) {
+    const vm = await this.store.find(vmName(name));
+    const snap = snapshotName(snapshot);
+    await this.locks.run(vm.dir, async () => {
+      const found = await this.findSnapshot(vm, snap);
+      const users = await this.snapshotUsers([found.dir]);
+      if (users.length > 0) {
+        throw new HostError(
+          "failed",
+          `Snapshot ${vm.name}/${snap} is in use: the disks of ${users.join(", ")} are built on it. ` +
+            "Delete those VMs (or restore them to another snapshot) first.",
+        );
+      }
+      await removeSnapshotDir(found.dir, await tempPath(snapshotsDir(vm)));
+    });
+    await this.log.info("Snapshot deleted", { vm: vm.name, snapshot: snap });
+  }
+
+  /**
+   * Puts the VM back in the snapshot's state: its QEMU (if any) is quit, its disk becomes a new
+   * overlay on the snapshot's disk, and with a memory snapshot a new QEMU resumes the snapshot's
+   * RAM and devices. Resolves once that QEMU runs. Two restores of one VM run one after the other.
+   */
+  async restore(name: string, snapshot: string) {
+    const vm = await this.store.find(vmName(name));
+    const snap = snapshotName(snapshot);
+    const started = Date.now();
+    await this.locks.run(vm.dir, async () => {
+      this.activity.assertIdle(vm, "restore");
+      await this.starting.get(vm.dir);
+      const found = await this.findSnapshot(vm, snap);
+      await this.writeJournal(vm.dir, found);
+      try {
+        const session = await liveSession(vm.dir);
+        if (session) await stopQemu(vm.dir, session, 0);
+        this.changed(vm.name);
+        const config = await this.useSnapshotDisk(vm.dir, found);
+        if (found.memory) await this.startFrom(vm, config, found);
+      } finally {
+        await rm(join(vm.dir, RESTORE_JOURNAL_FILE), { force: true });
+      }
+    });
+    this.changed(vm.name);
+    await this.log.info("VM restored", { vm: vm.name, snapshot: snap, ms: Date.now() - started });
+  }
+
+  /**
+   * New VMs from a snapshot, beside its VM: each with its own overlay disk on the snapshot's disk,
+   * its own loopback address and ports, and (memory snapshot) the snapshot's RAM file mapped
+   * privately, so that pages no fork wrote are shared. All or nothing: a fork that cannot be made
+   * or started takes the others with it.
+   */
+  async fork(name: string, snapshot: string, names: string[]) {
+    const vm = await this.store.find(vmName(name));
+    const snap = snapshotName(snapshot);
+    const forks = names.map((n) => vmName(n));
+    const targets = forks.map((n) => join(vm.location.path, n));
+    for (const target of targets) await this.store.checkFree(target);
+    const started = Date.now();
+    await this.locks.run([vm.dir, ...targets], async () => {
+      const found = await this.findSnapshot(vm, snap);
+      const made: VmRef[] = [];
+      try {
+        for (const fork of forks) {
+          made.push(
+            await this.store.build(fork, vm.location, async (temp) => {
+              await copyFile(join(found.dir, NVRAM_FILE), join(temp, NVRAM_FILE));
+              if (found.memory) await this.writeJournal(temp, found);
+              await this.useSnapshotDisk(temp, found);
+            }),
+          );
+          this.announce(fork);
+        }
+        if (found.memory) {
+          const config = await readVmConfig(made[0]?.dir ?? "");
+          await Promise.all(
+            made.map(async (ref) => {
+              try {
+                await this.startFrom(ref, config, found);
+              } finally {
+                await rm(join(ref.dir, RESTORE_JOURNAL_FILE), { force: true });
+              }
+            }),
+          );
+        }
+      } catch (err) {
+        for (const ref of made) {
+          const session = await liveSession(ref.dir);
+          if (session) await stopQemu(ref.dir, session, 0);
+          await this.store.remove(ref).catch(() => undefined);
+          this.changed(ref.name);
+        }
+        throw err;
+      }
+    });
+    for (const fork of forks) this.changed(fork);
+    await this.log.info("VM forked", {
+      vm: vm.name,
+      snapshot: snap,
+      forks: forks.join(","),
+      ms: Date.now() - started,
+    });
+  }
+
+  private async findSnapshot(vm: VmRef, snap: string): Promise<Snapshot> {
+    const found = await readSnapshot(vm, snap);
+    if (!found) throw new HostError("not_found", `Snapshot not found: ${vm.name}/${snap}`);
+    return found;
+  }
+
+  private writeJournal(dir: string, snapshot: Snapshot) {
+    const journal = { vm: snapshot.vm, snapshot: snapshot.name, snapshotDir: snapshot.dir };
+    return writeFileAtomic(join(dir, RESTORE_JOURNAL_FILE), `${JSON.stringify(journal)}\n`);
+  }
+
+  /**
+   * Makes the VM in `dir` the snapshot's: its config (devices as they were), and a new overlay
+   * disk on the snapshot's disk, renamed over `disk.img`. Done again after a kill, to the same end.
+   */
+  private async useSnapshotDisk(dir: string, snapshot: Snapshot): Promise<VmConfig> {
+    const size = snapshot.config.diskSize ?? (await stat(snapshot.disk)).size;
+    const next = join(dir, `${DISK_FILE}.restore`);
+    await createOverlay(next, snapshot.disk, size);
+    await rename(next, join(dir, DISK_FILE));
+    const config: VmConfig = {
+      ...snapshot.config,
+      diskSize: size,
+      diskFormat: "qcow2",
+      diskBacking: snapshot.disk,
+    };
+    await writeVmConfig(dir, config);
+    return config;
+  }
+
+  /** Starts the VM's QEMU from the snapshot and waits until it runs; a failure is the VM's lastError. */
+  private async startFrom(vm: VmRef, config: VmConfig, snapshot: Snapshot) {
+    const restore: RestoreFrom = {
+      vm: snapshot.vm,
+      snapshot: snapshot.name,
+      stateFile: snapshot.stateFile,
+      ramFile: snapshot.ramFile,
+    };
+    const launched = this.launchQueue.then(async () =>
+      startQemu({
+        name: vm.name,
+        dir: vm.dir,
+        config,
+        takenAddresses: await this.takenAddresses(),
+        vnc: true,
+        sharedDirectories: [],
+        restore,
+      }),
+    );
+    this.launchQueue = settled(launched);
+    const running = launched.then((session) => resumeFrom(vm.dir, session, restore));
+    this.starting.set(vm.dir, settled(running));
+    try {
+      await running;
+      await rm(join(vm.dir, LAST_ERROR_FILE), { force: true });
+    } catch (err) {
+      const message = `Cannot start ${vm.name} from snapshot ${snapshot.vm}/${snapshot.name}: ${(err as Error).message}`;
+      await writeFileAtomic(join(vm.dir, LAST_ERROR_FILE), `${new Date().toISOString()} ${message}\n`).catch(
+        () => undefined,
+      );
+      throw new HostError("failed", message);
+    } finally {
+      this.starting.delete(vm.dir);
+      this.changed(vm.name);
+    }
+  }
+
+  /** The VMs (any location) whose disks are overlays on a snapshot in one of `dirs`. */
+  private async snapshotUsers(dirs: string[]): Promise<string[]> {
+    if (dirs.length === 0) return [];
+    const users: string[] = [];
+    for (const ref of await this.store.list()) {
+      const config = await readVmConfig(ref.dir).catch(() => undefined);
+      const backing = config?.diskBacking;
+      if (backing && dirs.some((dir) => backing.startsWith(`${dir}/`))) users.push(ref.name);
+    }
+    return users;
   }
 
   /** The VM's serial console (`serial.log`), as QEMU writes it while the VM runs. */
@@ -396,6 +741,8 @@ export class QemuRuntime implements DesktopRuntime {
       ...details,
       runtime: "qemu",
       startedAt: session?.startedAt || null,
+      ...(session?.bootId && { bootId: session.bootId }),
+      ...(session?.restoredFrom && { restoredFrom: session.restoredFrom }),
     };
     const push = this.activity.push(vm);
     return push ? { ...record, push } : record;
@@ -434,6 +781,23 @@ function natOnly(mode: string) {
       `Network mode '${mode}' is not supported by the QEMU backend yet: use 'nat' (user-mode networking with forwarded ports)`,
     );
   }
+}
+
+/** A snapshot that could not be made, said plainly: a full disk is named as such. */
+function snapshotFailure(err: unknown, vm: string, snap: string, running: boolean): Error {
+  const message = (err as Error).message;
+  const after = running ? " The VM keeps running." : "";
+  if ((err as NodeJS.ErrnoException).code === "ENOSPC" || /no space left|is the disk full/i.test(message)) {
+    return new HostError("failed", `Cannot snapshot ${vm} as ${snap}: no space left on the disk.${after}`);
+  }
+  return new HostError("failed", `Cannot snapshot ${vm} as ${snap}: ${message}.${after}`);
+}
+
+async function exists(path: string) {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
 }
 
 function alreadyRunning(name: string) {

@@ -6,7 +6,7 @@
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { readFile, statfs } from "node:fs/promises";
 import { join } from "node:path";
 import { processRunning } from "../../os/pid.js";
 import type { StopOutcome } from "../runtimes/runtime.js";
@@ -16,11 +16,14 @@ import { detectAccelerator, qemuBinary } from "./accel.js";
 import { buildQemuArgs, type SharedDirectory } from "./args.js";
 import { findFirmware } from "./firmware.js";
 import { pickForwarding, sshCandidates } from "./loopback.js";
+import { loadState } from "./migration.js";
 import { QmpClient } from "./qmp.js";
 import {
   clearSession,
   LAUNCH_TIMEOUT_MS,
   qmpSocketPath,
+  RAM_DIR,
+  ramPathIn,
   readSession,
   type Session,
   writeSession,
@@ -37,7 +40,21 @@ export interface StartOptions {
   sharedDirectories: { hostPath: string; readOnly: boolean }[];
   /** Loopback addresses other VMs hold. */
   takenAddresses: Set<string>;
+  /** Start from a snapshot's state instead of booting (a restore, a fork). */
+  restore?: RestoreFrom;
 }
+
+export interface RestoreFrom {
+  vm: string;
+  snapshot: string;
+  /** The device state (and the RAM, when the snapshot has no RAM file). */
+  stateFile: string;
+  /** The snapshot's RAM file, mapped privately; null when the RAM is in the state file. */
+  ramFile: string | null;
+}
+
+/** The longest a snapshot's state may take to load (a state with a few GB of RAM in it, under load). */
+const LOAD_TIMEOUT_MS = 300_000;
 
 const VNC_PASSWORD_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789";
 
@@ -49,6 +66,16 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
     tag: `hangar${index}`,
   }));
   const taken = new Set(options.takenAddresses);
+  const { restore } = options;
+  const ram = restore
+    ? restore.ramFile
+      ? { path: restore.ramFile, shared: false }
+      : null
+    : {
+        path: ramPathIn(options.dir, await shmHasRoom(options.config.memorySize ?? 1024 ** 3)),
+        shared: true,
+      };
+  const bootId = randomBytes(16).toString("hex");
   let ipAddress = "";
   let forwardedPorts: Record<string, number> = {};
   // Another program (another service, say) may take the chosen ports between the check and
@@ -70,6 +97,9 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       vnc: options.vnc ? { host: "127.0.0.1", port: null, password: vncPassword() } : null,
       sharedDirectories,
       startedAt: new Date().toISOString(),
+      ram,
+      bootId,
+      ...(restore && { restoredFrom: { vm: restore.vm, snapshot: restore.snapshot } }),
     });
     const args = buildQemuArgs({
       name: options.name,
@@ -83,6 +113,10 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       vnc: options.vnc,
       sharedDirectories,
       display: parseDisplay(options.config.display),
+      ram,
+      bootId,
+      clock: Math.floor(Date.now() / 1000),
+      incoming: restore !== undefined,
     });
     try {
       await launchDaemon(qemuBinary(), args);
@@ -96,6 +130,37 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
   const session = await readSession(options.dir);
   if (!session) throw new Error(`The session of ${options.name} vanished while QEMU started`);
   return completeSession(options.dir, session);
+}
+
+/**
+ * Loads the snapshot's state into a QEMU that startQemu started with `restore`, and lets it run.
+ * Apart from startQemu so that several forks load at once (their launches are one at a time).
+ * A QEMU that cannot load it is quit.
+ */
+export async function resumeFrom(dir: string, session: Session & { pid: number }, restore: RestoreFrom) {
+  let qmp: QmpClient | undefined;
+  try {
+    qmp = await QmpClient.connect(session.qmpSocket);
+    await loadState(qmp, restore.stateFile, LOAD_TIMEOUT_MS);
+    await qmp.execute("cont");
+  } catch (err) {
+    qmp?.close();
+    qmp = undefined;
+    await stopQemu(dir, session, 0);
+    throw err;
+  } finally {
+    qmp?.close();
+  }
+}
+
+/** True when /dev/shm can hold `bytes` more (it is memory: the guest's RAM would take as much). */
+async function shmHasRoom(bytes: number): Promise<boolean> {
+  try {
+    const info = await statfs(RAM_DIR);
+    return info.bavail * info.bsize > bytes * 1.1;
+  } catch {
+    return false;
+  }
 }
 
 /**

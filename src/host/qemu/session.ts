@@ -23,6 +23,12 @@ const sessionSchema = z.object({
   vnc: z.object({ host: z.string(), port: z.number().int().nullable(), password: z.string() }).nullable(),
   sharedDirectories: z.array(z.object({ hostPath: z.string(), tag: z.string(), readOnly: z.boolean() })),
   startedAt: z.string(),
+  /** Where the guest's RAM is (args.ts); `shared` RAM is the VM's own file, removed with the session. */
+  ram: z.object({ path: z.string(), shared: z.boolean() }).nullable().optional(),
+  /** The id this launch gave the guest (fw_cfg opt/hangar/boot-id). */
+  bootId: z.string().optional(),
+  /** Set while the VM was restored or forked from a snapshot: which one. */
+  restoredFrom: z.object({ vm: z.string(), snapshot: z.string() }).optional(),
 });
 
 export type Session = z.infer<typeof sessionSchema>;
@@ -89,10 +95,22 @@ export async function liveSession(dir: string): Promise<(Session & { pid: number
   return undefined;
 }
 
+/**
+ * Where a booted VM keeps its RAM: a file in /dev/shm (memory, as the guest's RAM would be anyway)
+ * named after the VM's directory, or `<vm>/ram.shm` when /dev/shm is missing or too small.
+ */
+export const RAM_DIR = "/dev/shm";
+export function ramPathIn(dir: string, useShm: boolean): string {
+  if (!useShm) return join(dir, "ram.shm");
+  return join(RAM_DIR, `hangar-ram-${createHash("sha256").update(dir).digest("hex").slice(0, 24)}`);
+}
+
 /** The longest a QEMU launch may take before it is given up. */
 export const LAUNCH_TIMEOUT_MS = 30_000;
 
 export async function clearSession(dir: string, session?: Session) {
+  // The VM's own RAM file goes with its QEMU (never a snapshot's, which is mapped, not shared).
+  for (const path of new Set([ramPathIn(dir, true), ramPathIn(dir, false)])) await rm(path, { force: true });
   await rm(join(dir, SESSION_FILE), { force: true });
   await rm(join(dir, PID_FILE), { force: true });
   await rm(session?.qmpSocket ?? qmpSocketPath(dir), { force: true });

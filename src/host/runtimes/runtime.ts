@@ -89,6 +89,25 @@ export interface DesktopRuntime {
   pullImage?(reference: string): Promise<void>;
   /** The images desktops can be made from, for `GET /svc/images` beside the VM images. */
   listImages?(): Promise<RuntimeImage[]>;
+  /** Snapshots (docs/host.md), where the runtime has them: the desktop's whole state, or its disk. */
+  snapshot?(name: string, snapshot: string): Promise<SnapshotRecord>;
+  listSnapshots?(name: string): Promise<SnapshotRecord[]>;
+  deleteSnapshot?(name: string, snapshot: string): Promise<void>;
+  /** Puts the desktop back in the snapshot's state; resolves once it runs (or, disk only, is stopped). */
+  restore?(name: string, snapshot: string): Promise<void>;
+  /** New desktops started from the snapshot; `names` are checked and free in every runtime. */
+  fork?(name: string, snapshot: string, names: string[]): Promise<void>;
+}
+
+/** A snapshot of a desktop, as `GET /svc/vms/:name/snapshots` lists it. */
+export interface SnapshotRecord {
+  name: string;
+  vm: string;
+  createdAt: string;
+  /** True: the running desktop's whole state (RAM, devices, disk); false: its disk only. */
+  memory: boolean;
+  /** Bytes its files take on disk. */
+  bytes: number;
 }
 
 /** An image a runtime makes desktops from, as `GET /svc/images` lists it. */

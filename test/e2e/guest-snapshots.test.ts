@@ -1,0 +1,155 @@
+/**
+ * End to end, on the project's guest image (a real desktop, 2 GB of RAM, TCG where there is no
+ * KVM): one cold boot, an app opened, a snapshot; then restores and forks from it, each answering
+ * a screenshot with that app's window still the active one, the forks with the host's clock.
+ * Prints its timings.
+ *
+ * Slow (minutes): only `npm run test:e2e` (or `.ci/run` with HANGAR_E2E=1) runs it.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RunningHostService, startHostService } from "../../src/host/server.js";
+import { copySparse } from "../../src/host/sparse-copy.js";
+import { killQemusUnder } from "../host/support.js";
+import { postCmd } from "../support/server.js";
+import { ensureGuestImage } from "./guest-image.js";
+
+const VM = "snap-guest";
+const timings: Record<string, number> = {};
+let dir: string;
+let host: RunningHostService;
+
+async function svc(method: string, path: string, body?: unknown) {
+  const res = await fetch(`${host.url}${path}`, {
+    method,
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+async function timed<T>(name: string, work: () => Promise<T>): Promise<T> {
+  const started = Date.now();
+  try {
+    return await work();
+  } finally {
+    timings[name] = Date.now() - started;
+  }
+}
+
+/** A screenshot (PNG bytes) and the active window's title, from a desktop's computer server. */
+async function look(url: string) {
+  const shot = await postCmd(url, { command: "screenshot", params: { format: "png" } });
+  expect(shot.event?.success, JSON.stringify(shot.event).slice(0, 300)).toBe(true);
+  const title = await postCmd(url, { command: "get_active_window_title", params: {} });
+  return {
+    bytes: Buffer.from(shot.event.content.image_data, "base64").length,
+    title: title.event?.title as string,
+  };
+}
+
+beforeAll(async () => {
+  const built = await timed("image ready", ensureGuestImage);
+  dir = await mkdtemp(join(tmpdir(), "hangar-e2e-snap-"));
+  host = await startHostService({
+    port: 0,
+    configHome: join(dir, "config"),
+    userHome: dir,
+    defaultHomeDirectory: join(dir, "vms"),
+  });
+  const created = await svc("POST", "/svc/vms", {
+    name: VM,
+    os: "linux",
+    cpu: 2,
+    memory: "2GB",
+    diskSize: "8GB",
+    display: "1024x768",
+  });
+  expect(created.status, JSON.stringify(created.body)).toBe(200);
+  await copySparse(built.path, join(dir, "vms", VM, "disk.img"));
+}, 20 * 60_000);
+
+afterAll(async () => {
+  await host?.close();
+  if (dir) {
+    await killQemusUnder(dir);
+    await rm(dir, { recursive: true, force: true });
+  }
+  console.log(
+    `guest snapshot e2e timings (ms): ${Object.entries(timings)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}`,
+  );
+}, 120_000);
+
+describe("snapshots of the guest desktop", () => {
+  it(
+    "a restore and a fork come back with the app that was open",
+    async () => {
+      expect((await svc("POST", `/svc/vms/${VM}/run`, {})).status).toBe(202);
+      const ready = await timed("cold boot: run → ready", () =>
+        svc("GET", `/svc/vms/${VM}?wait=ready&timeout=900`),
+      );
+      expect(ready.status, JSON.stringify(ready.body)).toBe(200);
+      const url = ready.body.computerServerUrl;
+
+      const launched = await postCmd(url, { command: "launch", params: { app: "mousepad" } });
+      expect(launched.event?.success).toBe(true);
+      await expect
+        .poll(async () => (await look(url)).title, { timeout: 120_000, interval: 1000 })
+        .toMatch(/Mousepad/);
+
+      const snap = await timed("snapshot (2 GB RAM)", () =>
+        svc("POST", `/svc/vms/${VM}/snapshots`, { name: "app" }),
+      );
+      expect(snap.status, JSON.stringify(snap.body)).toBe(200);
+      expect(snap.body.memory).toBe(true);
+      // Something else on the screen before each restore: the restore must take it away.
+      await postCmd(url, { command: "launch", params: { app: "xterm" } });
+
+      for (let i = 1; i <= 3; i++) {
+        const started = Date.now();
+        const restored = await svc("POST", `/svc/vms/${VM}/restore?wait=ready&timeout=300`, {
+          snapshot: "app",
+        });
+        expect(restored.status, JSON.stringify(restored.body)).toBe(200);
+        const seen = await look(restored.body.computerServerUrl);
+        timings[`restore ${i} → screenshot`] = Date.now() - started;
+        expect(seen.title).toMatch(/Mousepad/);
+        expect(seen.bytes).toBeGreaterThan(1000);
+      }
+
+      const started = Date.now();
+      const forked = await svc("POST", `/svc/vms/${VM}/fork?wait=ready&timeout=600`, {
+        snapshot: "app",
+        names: ["snap-fork-1", "snap-fork-2"],
+      });
+      expect(forked.status, JSON.stringify(forked.body)).toBe(200);
+      for (const fork of forked.body.forks) {
+        const seen = await look(fork.computerServerUrl);
+        expect(seen.title).toMatch(/Mousepad/);
+      }
+      timings["fork of 2 → both screenshots"] = Date.now() - started;
+      // Long after the snapshot, the forks' clocks are the host's (hangar-snapshot-clock in the guest).
+      expect(Date.now() - Date.parse(snap.body.createdAt)).toBeGreaterThan(10_000);
+      for (const fork of forked.body.forks) {
+        await expect
+          .poll(
+            async () => {
+              const reply = await postCmd(fork.computerServerUrl, {
+                command: "run_command",
+                params: { command: "date +%s" },
+              });
+              return Math.abs(Number(reply.event?.stdout) - Date.now() / 1000);
+            },
+            { timeout: 30_000, interval: 1000 },
+          )
+          .toBeLessThan(5);
+      }
+    },
+    30 * 60_000,
+  );
+});
