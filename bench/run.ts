@@ -9,6 +9,7 @@ import { existsSync } from "node:fs";
 
 const ALL = [
   "core",
+  "cmd-share",
   "memory",
   "shell",
   "transport",

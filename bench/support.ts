@@ -40,10 +40,16 @@ export async function rssWhileIdle(server: SpawnedServer): Promise<string> {
 export async function spawnHangar(
   args: string[],
   env: Record<string, string> = {},
-  options: { nodeArgs?: string[]; ipc?: boolean } = {},
+  options: { nodeArgs?: string[]; ipc?: boolean; bin?: string } = {},
 ): Promise<SpawnedServer> {
   const port = await freePort();
-  const script = [...(options.nodeArgs ?? []), "bin/hangar.js", ...args, "--port", String(port)];
+  const script = [
+    ...(options.nodeArgs ?? []),
+    options.bin ?? "bin/hangar.js",
+    ...args,
+    "--port",
+    String(port),
+  ];
   const child = spawn(process.execPath, script, {
     // The memory settings the container and the systemd unit start the server with.
     env: { ...process.env, ...memoryEnv(), HANGAR_LOG_LEVEL: "warn", ...env },

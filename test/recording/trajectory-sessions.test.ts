@@ -88,10 +88,12 @@ describe("a trajectory per session", () => {
       live.send(JSON.stringify({ type: "input", command: "left_click", params: { x: 50, y: 60 } }));
       live.send(JSON.stringify({ type: "input", command: "type_text", params: { text: "h" } }));
       live.send(JSON.stringify({ type: "input", command: "hotkey", params: { keys: ["ctrl", "s"] } }));
-      await vi.waitFor(() => expect(stepsOf(lines(root, id)).length).toBe(4));
+      await vi.waitFor(() => expect(stepsOf(lines(root, id)).length).toBe(5));
       live.close();
       const steps = stepsOf(lines(root, id)).slice(1);
       expect(steps).toEqual([
+        // Taking control is in the trajectory too, before the person's input (the control lease).
+        expect.objectContaining({ actor: "person", client: "live", command: "control_taken" }),
         expect.objectContaining({
           actor: "person",
           client: "live",

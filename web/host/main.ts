@@ -352,6 +352,11 @@ async function refresh() {
     ),
   ]);
   element("vms").replaceChildren(...vms.map(vmRow));
+  // With the rows, not after the snapshots are fetched: a stopped VM's row never shows beside its screen.
+  if (screen && !vms.some((vm) => vm.name === screen?.name && vm.status === "running")) {
+    closeScreen();
+    element("screen-section").hidden = true;
+  }
   const snapshots = await snapshotsOf(vms);
   element("snapshots").replaceChildren(
     ...(snapshots.length > 0
@@ -374,10 +379,6 @@ async function refresh() {
         ]),
   );
   if (vms.length === 0) say("No VMs yet: create one below, or pull an image.");
-  if (screen && !vms.some((vm) => vm.name === screen?.name && vm.status === "running")) {
-    closeScreen();
-    element("screen-section").hidden = true;
-  }
   const list = Array.isArray(images) ? images : [];
   const item = (text: string) => Object.assign(document.createElement("li"), { textContent: text });
   element("images").replaceChildren(
