@@ -7,6 +7,9 @@
  */
 import { CoordinationV1Api, type V1Lease } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { HostLog } from "../../src/host/host-log.js";
+import { connectCluster } from "../../src/host/kubernetes/cluster.js";
+import { LeaderLease } from "../../src/host/kubernetes/leader-lease.js";
 import { type ChildHost, startChildHost, type TestNamespace, tempRoot, testNamespace } from "./cluster.js";
 
 const LEASE_SECONDS = 4;
@@ -193,4 +196,32 @@ describe("two host services sharing pools in the cluster", () => {
     const kept = await ns.core.readNamespacedConfigMap({ name: "hangar-pools", namespace: ns.name });
     expect(JSON.parse(kept.data?.["pools.json"] ?? "")).toEqual({ pools: [], members: [] });
   }, 180_000);
+});
+
+describe("the leader Lease", () => {
+  it("a leader that stops cleanly gives it up: another takes it at its next try, long before it would expire", async () => {
+    const cluster = connectCluster({ kubeconfig: ns.kubeconfig, namespace: ns.name });
+    const log = new HostLog(async () => roots[0].root);
+    const events: string[] = [];
+    const elector = (id: string) =>
+      new LeaderLease(
+        cluster,
+        { lead: () => events.push(`${id} leads`), follow: () => events.push(`${id} follows`) },
+        log,
+        { name: "handover", durationSeconds: 12, identity: id },
+      );
+    const a = elector("a");
+    const b = elector("b");
+    await a.start();
+    await b.start();
+    expect(events).toEqual(["a leads"]);
+    await a.close();
+    expect(events).toEqual(["a leads", "a follows"]);
+    const given = await leases.readNamespacedLease({ name: "handover", namespace: ns.name });
+    expect(given.spec?.holderIdentity).toBeFalsy();
+    // b tries every 4 s; the Lease, had it not been given up, would be a's for 12 s.
+    await vi.waitFor(() => expect(b.isLeader).toBe(true), { timeout: 8_000, interval: 50 });
+    expect(events).toEqual(["a leads", "a follows", "b leads"]);
+    await b.close();
+  }, 30_000);
 });

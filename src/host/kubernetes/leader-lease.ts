@@ -83,7 +83,14 @@ export class LeaderLease {
     try {
       const lease = await this.read();
       if (lease?.spec?.holderIdentity === this.identity) {
-        lease.spec = { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1 };
+        const { acquireTime } = lease.spec;
+        lease.spec = {
+          ...lease.spec,
+          ...(acquireTime && { acquireTime: new V1MicroTime(acquireTime) }),
+          renewTime: new V1MicroTime(),
+          holderIdentity: undefined,
+          leaseDurationSeconds: 1,
+        };
         await this.api.replaceNamespacedLease({
           name: this.name,
           namespace: this.cluster.namespace,

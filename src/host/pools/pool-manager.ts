@@ -546,12 +546,35 @@ export class PoolManager {
     let excess = [...state.members.values()].filter((m) => m.state !== "claimed").length - state.def.size;
     while (excess > 0 && state.ready.length > 0) {
       const name = state.ready.pop() as string;
-      this.track(this.destroy(state, name));
+      this.track(this.retire(state, name));
       excess--;
     }
     for (const controller of [...state.starting.values()].reverse()) {
       if (excess-- <= 0) break;
       controller.abort();
+    }
+  }
+
+  /**
+   * Removes a ready member unless another service sharing the store claimed it meanwhile: it is
+   * first recorded as starting (no claim takes it; a leader that dies here leaves it half-started,
+   * which the next one removes).
+   */
+  private async retire(state: PoolState, name: string) {
+    if (this.checking.has(name)) return;
+    this.checking.add(name);
+    try {
+      const member = await this.store
+        .updateMember(name, (m) => {
+          if (m.state !== "ready") throw new HostError("failed", `${name} is no longer ready`);
+          return { ...m, state: "starting" as const };
+        })
+        .catch(() => undefined);
+      if (!member) return; // claimed or gone: not ours to remove
+      state.members.set(name, member);
+      await this.destroy(state, name);
+    } finally {
+      this.checking.delete(name);
     }
   }
 
