@@ -77,6 +77,11 @@ export function registerHost(program: Command) {
       "keep the warm pools in a ConfigMap of the Kubernetes namespace (hangar-pools) instead of a file",
     )
     .option(
+      "--lease-duration <seconds>",
+      "with --pools-in-cluster: how long the leader Lease (hangar-pools-leader) lasts unless renewed",
+      "15",
+    )
+    .option(
       "--desktop-keys",
       "give every container desktop an API key of its own (its computer server in cloud mode)",
     );
@@ -84,6 +89,10 @@ export function registerHost(program: Command) {
     const log = createLogger({ level: opts.logLevel, name: "host" });
     const grace = Number(opts.stopGrace);
     if (!Number.isFinite(grace) || grace < 0) throw new Error("--stop-grace: expected a number of seconds");
+    const leaseSeconds = Number(opts.leaseDuration);
+    if (!Number.isInteger(leaseSeconds) || leaseSeconds < 1 || leaseSeconds > 3600) {
+      throw new Error("--lease-duration: expected a whole number of seconds from 1 to 3600");
+    }
     const token = opts.tokenFile ? readTokenFile(opts.tokenFile) : process.env[HOST_TOKEN_ENV] || undefined;
     // QEMU and the other children have no use for it.
     delete process.env[HOST_TOKEN_ENV];
@@ -107,6 +116,7 @@ export function registerHost(program: Command) {
           namespace: opts.namespace,
           reach: opts.kubernetesReach,
           poolsInCluster: opts.poolsInCluster,
+          leaseDurationSeconds: leaseSeconds,
         },
       }),
       ...browserAccess(opts),

@@ -18,6 +18,7 @@ import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
 import { ConfigMapPoolStore } from "./kubernetes/configmap-pool-store.js";
 import { KubernetesRuntime, type KubernetesRuntimeOptions } from "./kubernetes/kubernetes-runtime.js";
+import { LeaderLease } from "./kubernetes/leader-lease.js";
 import { FilePoolStore } from "./pools/file-pool-store.js";
 import { PoolManager, type PoolManagerOptions } from "./pools/pool-manager.js";
 import type { PoolStore } from "./pools/pool-store.js";
@@ -58,8 +59,13 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
    * or namespace is given (`--kubeconfig`, `--namespace`; else KUBECONFIG, ~/.kube/config, in-cluster).
    */
   kubernetes?: Pick<KubernetesRuntimeOptions, "kubeconfig" | "namespace" | "reach"> & {
-    /** Keep the pools in a ConfigMap of the namespace instead of a file (`--pools-in-cluster`). */
+    /**
+     * Keep the pools in a ConfigMap of the namespace instead of a file (`--pools-in-cluster`); the
+     * replicas sharing it elect, through a Lease, the one that refills them.
+     */
     poolsInCluster?: boolean;
+    /** How long the leader Lease lasts unless renewed (default 15 s; `--lease-duration`). */
+    leaseDurationSeconds?: number;
   };
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
@@ -125,16 +131,24 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     runtimes.push(kubernetes);
   }
   const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log);
+  const shared = kubernetes && options.kubernetes?.poolsInCluster && !options.poolStore;
   const poolStore =
     options.poolStore ??
-    (kubernetes && options.kubernetes?.poolsInCluster
+    (shared && kubernetes
       ? new ConfigMapPoolStore(kubernetes.cluster)
       : new FilePoolStore(join(await settings.homeDirectory(), ".pools", "pools.json")));
-  const pools = new PoolManager(vms, poolStore, log, options.pools);
+  const pools = new PoolManager(vms, poolStore, log, { ...options.pools, shared: Boolean(shared) });
+  const lease =
+    shared && kubernetes
+      ? new LeaderLease(kubernetes.cluster, pools, log, {
+          durationSeconds: options.kubernetes?.leaseDurationSeconds,
+        })
+      : undefined;
   const services: HostServices = { settings, vms, pools, images, log };
   await vms.recover();
   await images.recover();
   await pools.start();
+  await lease?.start();
   void detectAccelerator(); // probe once now, so the first run does not wait for it
 
   const app = createHostApp(services, { log: logger, originPolicy, token });
@@ -165,6 +179,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());
       });
+      await lease?.close();
       await pools.close();
       await vms.close();
       await images.settled();

@@ -171,7 +171,13 @@ describe("a host service killed with -9 during a claim, its pools in the cluster
   const start = (root: string) =>
     startChildHost(root, {
       defaultRuntime: "kubernetes",
-      kubernetes: { kubeconfig: ns.kubeconfig, namespace: ns.name, poolsInCluster: true },
+      // The killed service's Lease is taken over once it expires: a short one here.
+      kubernetes: {
+        kubeconfig: ns.kubeconfig,
+        namespace: ns.name,
+        poolsInCluster: true,
+        leaseDurationSeconds: 3,
+      },
       desktopImage: ns.lightImage,
       containerEngine: false,
       stopGraceMs: 0,

@@ -6,6 +6,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
+  CoordinationV1Api,
   KubeConfig,
   type KubernetesObject,
   KubernetesObjectApi,
@@ -133,6 +134,35 @@ describe("the host service's Role", () => {
     expect((await host.api("POST", "/svc/vms/ok/stop", {})).status).toBe(200);
     expect((await host.api("DELETE", "/svc/vms/ok")).status).toBe(200);
     expect(await ns.pods()).toEqual([]);
+  }, 120_000);
+
+  it("is enough for pools kept in the cluster: the Lease taken, the ConfigMap written, a pool filled", async () => {
+    const kubeconfig = await serviceAccount("hangar-pools");
+    const host = await startKubernetesHost(ns, {
+      kubernetes: { kubeconfig, namespace: ns.name, poolsInCluster: true, leaseDurationSeconds: 3 },
+    });
+    hosts.push(host);
+    const created = await host.api("POST", "/svc/pools", {
+      name: "rbac",
+      size: 1,
+      template: ns.lightImage,
+      memory: "128MB",
+      diskSize: "256MB",
+    });
+    expect(created.status).toBe(201);
+    await vi.waitFor(
+      async () => {
+        const p = (await host.api("GET", "/svc/pools/rbac")).body;
+        if (p.ready !== 1) throw new Error(`${p.ready} ready (${p.lastError ?? "no error"})`);
+      },
+      { timeout: 60_000, interval: 100 },
+    );
+    const lease = await ns.config
+      .makeApiClient(CoordinationV1Api)
+      .readNamespacedLease({ name: "hangar-pools-leader", namespace: ns.name });
+    expect(lease.spec?.holderIdentity).toMatch(new RegExp(`_${process.pid}_`));
+    expect((await host.api("DELETE", "/svc/pools/rbac")).status).toBe(200);
+    await vi.waitFor(async () => expect(await ns.pods()).toEqual([]), { timeout: 30_000 });
   }, 120_000);
 
   it("without 'create pods': run answers which permission is missing, and the desktop stays stopped", async () => {

@@ -32,6 +32,14 @@ export interface PoolManagerOptions {
   maxStarting?: number;
   /** How often every member is checked against its desktop (default 10 s). */
   checkIntervalMs?: number;
+  /**
+   * Several services share the store (`--pools-in-cluster`): each starts as a follower that serves
+   * claims and releases and reads the store again every `syncIntervalMs`; only the one told to
+   * `lead()` (by leader election) refills, checks and expires claims.
+   */
+  shared?: boolean;
+  /** How often a shared store is read again (default 2 s). */
+  syncIntervalMs?: number;
 }
 
 /** A pool as `GET /svc/pools[/:name]` shows it. */
@@ -97,15 +105,25 @@ export class PoolManager {
   private readonly checking = new Set<string>();
   private readonly work = new Set<Promise<void>>();
   private checkTimer?: NodeJS.Timeout;
+  private syncTimer?: NodeJS.Timeout;
   private closed = false;
+  /** Whether this service refills, checks and expires claims: always, unless the store is shared. */
+  private leading: boolean;
+  private readonly store: PoolStore;
+  /** Writes begun and ended, and those under way: a read made meanwhile may be stale. */
+  private writes = 0;
+  private writing = 0;
 
   constructor(
     private readonly vms: VmService,
-    private readonly store: PoolStore,
+    store: PoolStore,
     private readonly log: HostLog,
     private readonly options: PoolManagerOptions = {},
   ) {
+    this.leading = !options.shared;
+    this.store = this.counted(store);
     vms.onChange((name) => {
+      if (!this.leading) return;
       const found = this.memberOf(name);
       if (found && found.member.state !== "starting") this.track(this.check(found.state, name));
     });
@@ -113,26 +131,142 @@ export class PoolManager {
 
   /** Loads the pools, puts right what a killed service left, and starts refilling. Once at start. */
   async start() {
-    const snapshot = await this.store.load();
-    for (const def of snapshot.pools) this.pools.set(def.name, newState(def));
-    for (const member of snapshot.members) this.pools.get(member.pool)?.members.set(member.name, member);
-    for (const state of this.pools.values()) {
-      for (const member of [...state.members.values()]) {
-        if (member.state === "starting") {
-          await this.log.info("Removing a pool desktop a stopped service left half-started", {
-            pool: state.def.name,
-            vm: member.name,
-          });
-          this.track(this.destroy(state, member.name).then(() => this.refill(state)));
-        } else {
-          this.track(this.check(state, member.name));
-        }
-      }
-      this.refill(state);
-    }
+    await this.sync();
+    if (this.leading) this.reconcile();
     const interval = this.options.checkIntervalMs ?? 10_000;
     this.checkTimer = setInterval(() => this.checkAll(), interval);
     this.checkTimer.unref();
+    if (this.options.shared) this.scheduleSync();
+  }
+
+  /** This service becomes the one that refills, checks and expires claims (it won the election). */
+  lead() {
+    if (this.leading || this.closed) return;
+    this.leading = true;
+    this.track(this.sync().then(() => this.reconcile()));
+  }
+
+  /** Another service leads now: starts in progress are cancelled (they remove what they made). */
+  follow() {
+    if (!this.leading) return;
+    this.leading = false;
+    for (const timer of this.ttlTimers.values()) clearTimeout(timer);
+    this.ttlTimers.clear();
+    for (const state of this.pools.values()) {
+      clearTimeout(state.retryTimer);
+      state.retryTimer = undefined;
+      for (const controller of state.starting.values()) controller.abort();
+    }
+  }
+
+  /** Puts right what a stopped or killed leader left: half-started members removed, the others checked. */
+  private reconcile() {
+    if (!this.leading || this.closed) return;
+    for (const state of this.pools.values()) {
+      for (const member of [...state.members.values()]) {
+        if (member.state === "starting") this.track(this.removeHalfStarted(state, member.name));
+        else this.track(this.check(state, member.name));
+      }
+      this.refill(state);
+    }
+  }
+
+  private async removeHalfStarted(state: PoolState, name: string) {
+    if (state.starting.has(name) || this.checking.has(name)) return; // being started here
+    this.checking.add(name);
+    try {
+      await this.log.info("Removing a pool desktop a stopped service left half-started", {
+        pool: state.def.name,
+        vm: name,
+      });
+      await this.destroy(state, name);
+      this.refill(state);
+    } finally {
+      this.checking.delete(name);
+    }
+  }
+
+  private scheduleSync() {
+    this.syncTimer = setTimeout(() => {
+      void settled(this.sync()).then(() => {
+        if (!this.closed) this.scheduleSync();
+      });
+    }, this.options.syncIntervalMs ?? 2000);
+    this.syncTimer.unref();
+  }
+
+  /**
+   * Takes in what the store holds now: pools and members added, changed or removed by another
+   * service sharing it. Members this service is starting or checking keep its own view.
+   */
+  private async sync() {
+    const writes = this.writes;
+    const snapshot = await this.store.load();
+    // A change written here meanwhile may be missing from what was read: the next sync takes it in.
+    if (this.closed || writes !== this.writes || this.writing > 0) return;
+    const defs = new Map(snapshot.pools.map((def) => [def.name, def]));
+    for (const state of [...this.pools.values()]) {
+      if (!state.removed && !defs.has(state.def.name)) this.forget(state);
+    }
+    for (const def of snapshot.pools) {
+      const state = this.pools.get(def.name);
+      if (!state) this.pools.set(def.name, newState(def));
+      else if (!state.removed) state.def = def;
+    }
+    const stored = new Map(snapshot.members.map((member) => [member.name, member]));
+    for (const state of this.pools.values()) {
+      for (const name of [...state.members.keys()]) {
+        if (!stored.has(name) && !state.starting.has(name) && !this.checking.has(name)) {
+          this.drop(state, name); // removed by another service
+        }
+      }
+    }
+    for (const member of snapshot.members) {
+      const state = this.pools.get(member.pool);
+      if (!state || state.removed || state.starting.has(member.name) || this.checking.has(member.name)) {
+        continue;
+      }
+      state.members.set(member.name, member);
+      if (member.state === "claimed") {
+        state.ready = state.ready.filter((n) => n !== member.name);
+        if (this.leading && !this.ttlTimers.has(member.name)) this.armTtl(state, member);
+      } else if (member.state === "ready" && !state.ready.includes(member.name)) {
+        // The leader checked it before it recorded it ready; a follower hands it out as it is.
+        if (this.leading) this.track(this.check(state, member.name));
+        else this.handOut(state, member.name);
+      } else if (member.state === "starting" && this.leading) {
+        // Only the leader starts members: one that is not ours was left by a previous leader.
+        this.track(this.removeHalfStarted(state, member.name));
+      }
+    }
+    if (this.leading) {
+      for (const state of this.pools.values()) {
+        this.shrink(state);
+        this.refill(state);
+      }
+    }
+  }
+
+  /** Forgets a member another service removed. */
+  private drop(state: PoolState, name: string) {
+    state.members.delete(name);
+    state.ready = state.ready.filter((n) => n !== name);
+    clearTimeout(this.ttlTimers.get(name));
+    this.ttlTimers.delete(name);
+  }
+
+  /** Forgets a pool another service removed; its starts here are cancelled and remove what they made. */
+  private forget(state: PoolState) {
+    state.removed = true;
+    clearTimeout(state.retryTimer);
+    for (const controller of state.starting.values()) controller.abort();
+    for (const waiter of state.waiters.splice(0)) waiter.give("");
+    for (const name of state.members.keys()) {
+      clearTimeout(this.ttlTimers.get(name));
+      this.ttlTimers.delete(name);
+    }
+    state.ready = [];
+    this.pools.delete(state.def.name);
   }
 
   async create(request: PoolCreateRequest): Promise<PoolRecord> {
@@ -209,6 +343,7 @@ export class PoolManager {
    * `timeout` seconds), or answers 503 at once with `wait: false`.
    */
   async claim(name: string, request: ClaimRequest = {}, signal?: AbortSignal): Promise<ClaimedDesktop> {
+    if (this.options.shared && !this.pools.has(name)) await this.sync(); // made by another service
     const state = this.state(name);
     const waitMs = request.wait === false ? 0 : (request.timeout ?? DEFAULT_CLAIM_WAIT_S) * 1000;
     const deadline = Date.now() + waitMs;
@@ -230,6 +365,8 @@ export class PoolManager {
 
   /** Ends a claim: the desktop is removed and the pool makes a new one in the background. */
   async release(name: string): Promise<{ name: string; pool: string }> {
+    // Claimed through another service sharing the store: read it again first.
+    if (this.options.shared && this.memberOf(name)?.member.state !== "claimed") await this.sync();
     const found = this.memberOf(name);
     if (!found) {
       throw new HostError("invalid_params", `${name} is not a desktop of a pool: nothing to release`);
@@ -261,6 +398,7 @@ export class PoolManager {
   async close() {
     this.closed = true;
     clearInterval(this.checkTimer);
+    clearTimeout(this.syncTimer);
     for (const timer of this.ttlTimers.values()) clearTimeout(timer);
     for (const state of this.pools.values()) {
       clearTimeout(state.retryTimer);
@@ -349,6 +487,7 @@ export class PoolManager {
 
   private armTtl(state: PoolState, member: PoolMember) {
     clearTimeout(this.ttlTimers.get(member.name));
+    if (!this.leading) return; // the leader expires claims
     const expiresAt = member.claim?.expiresAt;
     if (!expiresAt) return;
     // setTimeout holds at most 2^31-1 ms; a longer ttl is armed again when that runs out.
@@ -377,7 +516,7 @@ export class PoolManager {
   // ---- refilling ----
 
   private refill(state: PoolState) {
-    if (state.removed || this.closed) return;
+    if (state.removed || this.closed || !this.leading) return;
     const wait = state.retryAt - Date.now();
     if (wait > 0) {
       if (!state.retryTimer) {
@@ -403,15 +542,39 @@ export class PoolManager {
 
   /** Removes ready members beyond the size (newest first); starting ones finish and are removed then. */
   private shrink(state: PoolState) {
+    if (!this.leading) return;
     let excess = [...state.members.values()].filter((m) => m.state !== "claimed").length - state.def.size;
     while (excess > 0 && state.ready.length > 0) {
       const name = state.ready.pop() as string;
-      this.track(this.destroy(state, name));
+      this.track(this.retire(state, name));
       excess--;
     }
     for (const controller of [...state.starting.values()].reverse()) {
       if (excess-- <= 0) break;
       controller.abort();
+    }
+  }
+
+  /**
+   * Removes a ready member unless another service sharing the store claimed it meanwhile: it is
+   * first recorded as starting (no claim takes it; a leader that dies here leaves it half-started,
+   * which the next one removes).
+   */
+  private async retire(state: PoolState, name: string) {
+    if (this.checking.has(name)) return;
+    this.checking.add(name);
+    try {
+      const member = await this.store
+        .updateMember(name, (m) => {
+          if (m.state !== "ready") throw new HostError("failed", `${name} is no longer ready`);
+          return { ...m, state: "starting" as const };
+        })
+        .catch(() => undefined);
+      if (!member) return; // claimed or gone: not ours to remove
+      state.members.set(name, member);
+      await this.destroy(state, name);
+    } finally {
+      this.checking.delete(name);
     }
   }
 
@@ -513,6 +676,7 @@ export class PoolManager {
   // ---- checking and removing ----
 
   private checkAll() {
+    if (!this.leading) return;
     for (const state of this.pools.values()) {
       for (const member of state.members.values()) {
         if (member.state !== "starting") this.track(this.check(state, member.name));
@@ -526,7 +690,7 @@ export class PoolManager {
    * out since a restart → handed out once it answers. An engine that cannot be reached changes nothing.
    */
   private async check(state: PoolState, name: string) {
-    if (this.checking.has(name) || this.closed) return;
+    if (this.checking.has(name) || this.closed || !this.leading) return;
     this.checking.add(name);
     try {
       const member = state.members.get(name);
@@ -683,6 +847,32 @@ export class PoolManager {
         claimedAt: m.claim?.at ?? null,
         expiresAt: m.claim?.expiresAt ?? null,
       })),
+    };
+  }
+
+  /** The store, each write counted (see sync). */
+  private counted(store: PoolStore): PoolStore {
+    const count =
+      <A extends unknown[], T>(write: (...args: A) => Promise<T>) =>
+      async (...args: A): Promise<T> => {
+        this.writes++;
+        this.writing++;
+        try {
+          return await write.apply(store, args);
+        } finally {
+          this.writing--;
+          this.writes++;
+        }
+      };
+    return {
+      load: () => store.load(),
+      close: () => store.close(),
+      createPool: count(store.createPool),
+      updatePool: count(store.updatePool),
+      removePool: count(store.removePool),
+      addMember: count(store.addMember),
+      updateMember: count(store.updateMember),
+      removeMember: count(store.removeMember),
     };
   }
 
