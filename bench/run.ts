@@ -21,6 +21,7 @@ const ALL = [
   "host",
   "containers",
   "snapshots",
+  "guest-snapshots",
   "kubernetes",
   "images",
   "spread",

@@ -1,0 +1,160 @@
+/**
+ * Snapshots of the full guest desktop (scripts/build-guest-image.sh: Debian with the virtual desktop
+ * and the computer server, 2 GB of RAM, TCG here), through the host service's API, as issue 32's
+ * targets are set:
+ *
+ * - cold boot: run → the computer server answers a screenshot;
+ * - restore of a running snapshot (Mousepad open) → a screenshot from its computer server, N times;
+ * - fork of F desktops from it → all F answer a screenshot; the sum of their QEMUs' PSS against
+ *   F × their RAM.
+ *
+ * Run: HANGAR_GUEST_IMAGE=disk.img node --import tsx bench/guest-snapshots.ts [--runs 10] [--forks 8]
+ * (without HANGAR_GUEST_IMAGE the image is built into build/guest/ first, as root).
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { type RunningHostService, startHostService } from "../src/host/server.js";
+import { copySparse } from "../src/host/sparse-copy.js";
+import { ensureGuestImage } from "../test/e2e/guest-image.js";
+import { killQemusUnder } from "../test/host/support.js";
+import { postCmd } from "../test/support/server.js";
+import { machineLoad, median, p95, printTable, type Row } from "./lib.js";
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const RUNS = arg("--runs", 10);
+const FORKS = arg("--forks", 8);
+const VM = "bench-guest";
+const RAM_MB = 2048;
+
+let host: RunningHostService | undefined;
+
+async function svc(method: string, path: string, body?: unknown) {
+  const res = await fetch(`${host!.url}${path}`, {
+    method,
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  const parsed = text ? JSON.parse(text) : null;
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
+  return parsed;
+}
+
+/** A screenshot from a desktop's computer server; throws when it does not answer one. */
+async function screenshot(url: string) {
+  const shot = await postCmd(url, { command: "screenshot", params: { format: "png" } });
+  if (!shot.event?.success) throw new Error(`no screenshot from ${url}: ${JSON.stringify(shot.event)}`);
+}
+
+/** The sum of the proportional set sizes of the QEMU processes whose command line names `dir`. */
+function qemuPssMb(dir: string): number {
+  let kb = 0;
+  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      if (!cmdline.startsWith("qemu-system") || !cmdline.includes(dir)) continue;
+      kb += Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"))?.[1] ?? 0);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return kb / 1024;
+}
+
+const dir = await mkdtemp(join(tmpdir(), "hangar-bench-guest-"));
+const rows: Row[] = [];
+try {
+  const image = await ensureGuestImage();
+  host = await startHostService({
+    port: 0,
+    configHome: join(dir, "config"),
+    userHome: dir,
+    defaultHomeDirectory: join(dir, "vms"),
+  });
+  await svc("POST", "/svc/vms", {
+    name: VM,
+    os: "linux",
+    cpu: 2,
+    memory: `${RAM_MB / 1024}GB`,
+    diskSize: "8GB",
+    display: "1024x768",
+  });
+  await copySparse(image.path, join(dir, "vms", VM, "disk.img"));
+
+  let started = performance.now();
+  await svc("POST", `/svc/vms/${VM}/run`, {});
+  const ready = await svc("GET", `/svc/vms/${VM}?wait=ready&timeout=900`);
+  await screenshot(ready.computerServerUrl);
+  rows.push({
+    name: "full desktop, cold boot (TCG): run → a screenshot",
+    median: `${((performance.now() - started) / 1000).toFixed(1)} s`,
+    p95: "",
+    target: "report",
+  });
+
+  await postCmd(ready.computerServerUrl, { command: "launch", params: { app: "mousepad" } });
+  for (let i = 0; i < 120; i++) {
+    const title = await postCmd(ready.computerServerUrl, { command: "get_active_window_title", params: {} });
+    if (/Mousepad/.test(String(title.event?.title))) break;
+    await sleep(500);
+  }
+  started = performance.now();
+  await svc("POST", `/svc/vms/${VM}/snapshots`, { name: "app" });
+  rows.push({
+    name: "snapshot of the running desktop (2 GB RAM)",
+    median: `${((performance.now() - started) / 1000).toFixed(2)} s`,
+    p95: "",
+    target: "",
+  });
+
+  const restores: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    started = performance.now();
+    const restored = await svc("POST", `/svc/vms/${VM}/restore?wait=ready&timeout=300`, { snapshot: "app" });
+    await screenshot(restored.computerServerUrl);
+    restores.push(performance.now() - started);
+  }
+  rows.push({
+    name: `restore → a screenshot from its computer server (${RUNS} runs)`,
+    median: `${(median(restores) / 1000).toFixed(2)} s`,
+    p95: `${(p95(restores) / 1000).toFixed(2)} s`,
+    target: "≤ 1 s median",
+  });
+
+  started = performance.now();
+  const forked = await svc("POST", `/svc/vms/${VM}/fork?wait=ready&timeout=900`, {
+    snapshot: "app",
+    count: FORKS,
+    prefix: "bench-fork",
+  });
+  await Promise.all(
+    forked.forks.map((fork: { computerServerUrl: string }) => screenshot(fork.computerServerUrl)),
+  );
+  rows.push({
+    name: `fork of ${FORKS} → all ${FORKS} answer a screenshot`,
+    median: `${((performance.now() - started) / 1000).toFixed(1)} s`,
+    p95: "",
+    target: "≤ 8 s",
+  });
+  // Idle a moment: the PSS of desktops at rest, not mid-start.
+  await sleep(5000);
+  const pss = qemuPssMb(join(dir, "vms", "bench-fork"));
+  rows.push({
+    name: `host memory of the ${FORKS} forked idle desktops (sum of their QEMUs' PSS)`,
+    median: `${pss.toFixed(0)} MB`,
+    p95: "",
+    target: "≤ 50 % of 8 × their RAM",
+    note: `${((pss / (FORKS * RAM_MB)) * 100).toFixed(0)} % of ${FORKS} × ${RAM_MB} MB`,
+  });
+} finally {
+  await host?.close();
+  await killQemusUnder(dir);
+  await rm(dir, { recursive: true, force: true });
+}
+printTable(`Snapshots of the full guest desktop (${machineLoad()})`, rows);
