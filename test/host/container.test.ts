@@ -114,8 +114,10 @@ describe("a container desktop", () => {
     const viewer = await fetch(vm.vncUrl);
     expect(viewer.status).toBe(200);
     expect(await viewer.text()).toMatch(/noVNC/i);
-    const logs = await (await fetch(`${host.url}/svc/vms/desk/logs?lines=50`)).text();
-    expect(logs).toMatch(/computer server listening/);
+    // The server's log is written in the background (pino, flushed every 250 ms): it comes.
+    await expect
+      .poll(async () => (await fetch(`${host.url}/svc/vms/desk/logs?lines=50`)).text(), { timeout: 10_000 })
+      .toMatch(/computer server listening/);
 
     // Found again by its labels after a restart of the host service.
     await host.restart();
