@@ -136,7 +136,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await killService();
   await killQemusUnder(root);
-  execFileSync("sh", ["-c", `umount ${join(root, "small")} 2>/dev/null || true`]);
+  // Lazily: a QEMU just sent SIGKILL may still hold its files there for a moment (EBUSY once).
+  execFileSync("sh", ["-c", `umount -l ${join(root, "small")} 2>/dev/null || true`]);
   rmSync(root, { recursive: true, force: true });
 });
 
