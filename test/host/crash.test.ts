@@ -9,14 +9,14 @@
  * Bounded to about a minute; the seed is fixed (HANGAR_CRASH_SEED overrides it) and printed with
  * every failure, so a failing sequence can be replayed.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import { processRunning } from "../../src/os/pid.js";
 import { startRegistry, type TestRegistry } from "../support/registry.js";
-import { boundedRequest, killQemusUnder } from "./support.js";
+import { boundedRequest, killProcess, killQemusUnder, spawnServiceProcess } from "./support.js";
 
 const SEED = Number(process.env.HANGAR_CRASH_SEED ?? 1313);
 const BUDGET_MS = 30_000;
@@ -63,34 +63,13 @@ function fail(message: string): never {
 }
 
 async function startService() {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", join(import.meta.dirname, "fixtures", "serve.ts"), root],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  service = child;
-  let err = "";
-  child.stderr?.setEncoding("utf8").on("data", (c: string) => {
-    err = (err + c).slice(-2000);
-  });
-  url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout?.setEncoding("utf8").on("data", (c: string) => {
-      out += c;
-      if (out.includes("\n")) resolve(out.trim());
-    });
-    child.once("exit", (code) => reject(new Error(`the service exited (${code}): ${err}`)));
-  });
+  const started = await spawnServiceProcess(root);
+  service = started.child;
+  url = started.url;
 }
 
 async function killService() {
-  const child = service;
-  if (!child || child.exitCode !== null) return;
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill("SIGKILL");
-  await exited;
+  await killProcess(service);
 }
 
 const request = (method: string, path: string, body?: unknown, bound = DEFAULT_BOUND_MS) =>

@@ -5,14 +5,14 @@
  * root belongs to a VM that reads as running and runs (none waits for a state), and the VM can be
  * restored again. A full disk while snapshotting is a clear 400 and the VM keeps running.
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { QmpClient } from "../../src/host/qemu/qmp.js";
-import { boundedRequest, killQemusUnder } from "./support.js";
+import { boundedRequest, killProcess, killQemusUnder, spawnServiceProcess } from "./support.js";
 import { bootTinyGuest, guest, TINY_VM, tinyGuest } from "./tiny-guest.js";
 
 const root = mkdtempSync(join(tmpdir(), "hangar-snapfault-"));
@@ -21,34 +21,13 @@ let service: ChildProcess | undefined;
 let url = "";
 
 async function startService() {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", join(import.meta.dirname, "fixtures", "serve.ts"), root],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  service = child;
-  let err = "";
-  child.stderr?.setEncoding("utf8").on("data", (c: string) => {
-    err = (err + c).slice(-2000);
-  });
-  url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout?.setEncoding("utf8").on("data", (c: string) => {
-      out += c;
-      if (out.includes("\n")) resolve(out.trim());
-    });
-    child.once("exit", (code) => reject(new Error(`the service exited (${code}): ${err}`)));
-  });
+  const started = await spawnServiceProcess(root);
+  service = started.child;
+  url = started.url;
 }
 
 async function killService() {
-  const child = service;
-  if (!child || child.exitCode !== null) return;
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill("SIGKILL");
-  await exited;
+  await killProcess(service);
 }
 
 const api = (method: string, path: string, body?: unknown, ms = 120_000) =>

@@ -4,6 +4,7 @@
  * removes the directory.
  */
 
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { open, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -133,4 +134,39 @@ export async function boundedRequest(url: string, method: string, path: string, 
   });
   const text = await res.text();
   return { status: res.status, body: (text ? JSON.parse(text) : null) as any };
+}
+
+/**
+ * Starts the host service of fixtures/serve.ts on `root` in a process of its own (so that a test can
+ * kill it with SIGKILL); resolves with the process and the URL it printed once listening.
+ */
+export async function spawnServiceProcess(root: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", join(import.meta.dirname, "fixtures", "serve.ts"), root],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let err = "";
+  child.stderr?.setEncoding("utf8").on("data", (c: string) => {
+    err = (err + c).slice(-2000);
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout?.setEncoding("utf8").on("data", (c: string) => {
+      out += c;
+      if (out.includes("\n")) resolve(out.trim());
+    });
+    child.once("exit", (code) => reject(new Error(`the service exited (${code}): ${err}`)));
+  });
+  return { child, url };
+}
+
+/** Kills a process with SIGKILL and waits for it to be gone (nothing when it already is). */
+export async function killProcess(child: ChildProcess | undefined) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGKILL");
+  await exited;
 }
