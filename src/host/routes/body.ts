@@ -53,6 +53,24 @@ export function queryParam<T extends z.ZodType>(c: Context, name: string, schema
   return parsed.data;
 }
 
+const waitSchema = z.enum(["ready"], { error: "expected ready" }).optional();
+const secondsSchema = z
+  .string()
+  .regex(/^\d+(\.\d+)?$/, { error: "expected a number of seconds" })
+  .transform(Number)
+  .optional();
+/** How long `?wait=ready` waits when no `timeout` is given. */
+const DEFAULT_WAIT_SECONDS = 120;
+
+/**
+ * `?wait=ready&timeout=S` (get, restore, fork): the milliseconds to wait for the desktop to be
+ * ready, or undefined when the request does not ask to wait.
+ */
+export function readyWaitMs(c: Context): number | undefined {
+  if (queryParam(c, "wait", waitSchema) !== "ready") return undefined;
+  return (queryParam(c, "timeout", secondsSchema) ?? DEFAULT_WAIT_SECONDS) * 1000;
+}
+
 /** `storage` from the body or, failing that, the query string. */
 export function storageOf(c: Context, body?: { storage?: string }): string | undefined {
   return body?.storage ?? c.req.query("storage") ?? undefined;

@@ -4,27 +4,12 @@
  * `restore` and `fork` take `?wait=ready&timeout=S` as `GET /svc/vms/:name` does: they answer once
  * the computer servers answer.
  */
-import type { Context, Hono } from "hono";
-import { z } from "zod";
+import type { Hono } from "hono";
 import { forkSchema, restoreSchema, snapshotSchema } from "../requests.js";
 import type { HostServices } from "../services.js";
-import { jsonBody, queryParam } from "./body.js";
-
-const waitSchema = z.enum(["ready"], { error: "expected ready" }).optional();
-const secondsSchema = z
-  .string()
-  .regex(/^\d+(\.\d+)?$/, { error: "expected a number of seconds" })
-  .transform(Number)
-  .optional();
-const DEFAULT_WAIT_SECONDS = 120;
+import { jsonBody, readyWaitMs } from "./body.js";
 
 export function snapshotRoutes(app: Hono, { vms }: HostServices) {
-  /** How long to wait for readiness after a restore or fork, or undefined when not asked to. */
-  const waitFor = (c: Context) =>
-    queryParam(c, "wait", waitSchema) === "ready"
-      ? (queryParam(c, "timeout", secondsSchema) ?? DEFAULT_WAIT_SECONDS) * 1000
-      : undefined;
-
   app.get("/svc/vms/:name/snapshots", async (c) => c.json(await vms.listSnapshots(c.req.param("name"))));
 
   app.post("/svc/vms/:name/snapshots", async (c) => {
@@ -38,7 +23,7 @@ export function snapshotRoutes(app: Hono, { vms }: HostServices) {
   });
 
   app.post("/svc/vms/:name/restore", async (c) => {
-    const wait = waitFor(c);
+    const wait = readyWaitMs(c);
     const body = await jsonBody(c, restoreSchema, { required: true });
     const record = await vms.restore(c.req.param("name"), body.snapshot);
     if (wait === undefined || record.status !== "running") return c.json(record);
@@ -46,7 +31,7 @@ export function snapshotRoutes(app: Hono, { vms }: HostServices) {
   });
 
   app.post("/svc/vms/:name/fork", async (c) => {
-    const wait = waitFor(c);
+    const wait = readyWaitMs(c);
     const body = await jsonBody(c, forkSchema, { required: true });
     const names = await vms.fork(c.req.param("name"), body);
     const forks = await Promise.all(

@@ -9,14 +9,8 @@ import { z } from "zod";
 import { needsMacHost } from "../macos.js";
 import { cloneSchema, createSchema, runSchema, stopSchema, updateSchema } from "../requests.js";
 import type { HostServices } from "../services.js";
-import { jsonBody, queryParam, storageOf } from "./body.js";
+import { jsonBody, queryParam, readyWaitMs, storageOf } from "./body.js";
 
-const waitSchema = z.enum(["ready"], { error: "expected ready" }).optional();
-const secondsSchema = z
-  .string()
-  .regex(/^\d+(\.\d+)?$/, { error: "expected a number of seconds" })
-  .transform(Number)
-  .optional();
 const linesSchema = z
   .string()
   .regex(/^\d+$/, { error: "expected a whole number of lines" })
@@ -26,9 +20,6 @@ const flagSchema = z
   .enum(["1", "true", "0", "false"], { error: "expected true or false" })
   .transform((v) => v === "1" || v === "true")
   .optional();
-
-/** How long `?wait=ready` waits when no `timeout` is given. */
-const DEFAULT_WAIT_SECONDS = 120;
 
 export function vmRoutes(app: Hono, { vms }: HostServices) {
   app.get("/svc/vms", async (c) => c.json(await vms.list(storageOf(c))));
@@ -52,9 +43,9 @@ export function vmRoutes(app: Hono, { vms }: HostServices) {
 
   app.get("/svc/vms/:name", async (c) => {
     const name = c.req.param("name");
-    if (queryParam(c, "wait", waitSchema) !== "ready") return c.json(await vms.get(name, storageOf(c)));
-    const seconds = queryParam(c, "timeout", secondsSchema) ?? DEFAULT_WAIT_SECONDS;
-    return c.json(await vms.waitReady(name, seconds * 1000, c.req.raw.signal));
+    const waitMs = readyWaitMs(c);
+    if (waitMs === undefined) return c.json(await vms.get(name, storageOf(c)));
+    return c.json(await vms.waitReady(name, waitMs, c.req.raw.signal));
   });
 
   app.get("/svc/vms/:name/logs", async (c) => {
