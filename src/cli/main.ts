@@ -1,6 +1,7 @@
 /** The `hangar` command line: one program, a module per group of commands. */
 import { Command, CommanderError } from "commander";
 import { PACKAGE_VERSION } from "../common/version.js";
+import { releaseYoungGeneration } from "../common/young-generation.js";
 import { registerConfig, registerLogs } from "./config.js";
 import { registerHost } from "./host.js";
 import { registerImageCommands } from "./images.js";
@@ -32,6 +33,8 @@ export async function main(argv = process.argv) {
   const program = buildProgram();
   try {
     await program.parseAsync(argv);
+    // The servers' actions return once they listen: what they had to load is loaded.
+    releaseYoungGeneration();
   } catch (err) {
     // Help and version exit 0; every other commander error is a usage error, as is a UsageError.
     if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);

@@ -2,6 +2,7 @@
 import type { Command } from "commander";
 import { allCommands } from "../../commands/index.js";
 import { createLogger } from "../common/logger.js";
+import { releaseYoungGeneration } from "../common/young-generation.js";
 import { CommandRegistry } from "../computer/core/registry.js";
 import { defaultAccessibility, resultsCheckedByEnv } from "../computer/server.js";
 import { startDesktopSession } from "../desktop/session.js";
@@ -33,6 +34,8 @@ export function registerMcp(program: Command) {
       onShutdown(cleanup);
       try {
         const { serveMcpStdio } = await import("../computer/transports/mcp/mcp.js");
+        // Loaded; the action returns only when the client goes away.
+        releaseYoungGeneration();
         await serveMcpStdio(registry, log);
       } finally {
         await cleanup();

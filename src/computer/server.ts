@@ -8,7 +8,6 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
-import { osworldCommands } from "../../commands/osworld.js";
 import { type BrowserOptions, BrowserSession, browserProfileDir } from "../browser/session.js";
 import { sweepInterruptedWrites } from "../common/atomic-write.js";
 import {
@@ -33,8 +32,6 @@ import { ControlLease } from "./core/control.js";
 import { CommandRegistry } from "./core/registry.js";
 import { Trajectories } from "./core/trajectories/trajectories.js";
 import type { TlsFiles } from "./tls.js";
-import { createOsworldApp } from "./transports/osworld/osworld-app.js";
-import { preparePythonEnv } from "./transports/osworld/python-env.js";
 import { PtySessions, type PtySessionsOptions } from "./transports/pty/pty-sessions.js";
 import { wsTransport } from "./transports/ws/ws.js";
 
@@ -303,6 +300,12 @@ async function startOsworld(
     log: Logger;
   },
 ) {
+  // Loaded only with --osworld: a dozen modules that no other server needs.
+  const [{ osworldCommands }, { createOsworldApp }, { preparePythonEnv }] = await Promise.all([
+    import("../../commands/osworld.js"),
+    import("./transports/osworld/osworld-app.js"),
+    import("./transports/osworld/python-env.js"),
+  ]);
   const authenticator = server.authenticator;
   const python = preparePythonEnv({
     url: server.url,

@@ -1,0 +1,100 @@
+/**
+ * Start of the computer server, interleaved A/B: the time from spawning `hangar serve
+ * --no-virtual-display` to `/status` answering, and its resident memory (VmRSS from /proc, as an
+ * operator reads it) 2 s after that. Starts alternate between this checkout's build and another's
+ * (`--against DIR`, a checkout with `bin/hangar.js` and its `dist/`), so that the machine's load,
+ * which drifts, weighs on both alike. Without `--against` only this build is measured.
+ *
+ * Run: node --import tsx bench/start.ts [--against DIR] [--starts N] [--command serve|mcp]
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import { request } from "node:http";
+import { join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { machineLoad, median, p95, printTable, type Row } from "./lib.js";
+import { freePort } from "./support.js";
+
+const arg = (name: string) => {
+  const at = process.argv.indexOf(name);
+  return at < 0 ? undefined : process.argv[at + 1];
+};
+const STARTS = Number(arg("--starts")) || 10;
+const against = arg("--against");
+const builds: [label: string, bin: string][] = [
+  ["this build", join(import.meta.dirname, "..", "bin", "hangar.js")],
+];
+if (against) builds.push([`--against ${against}`, join(resolve(against), "bin", "hangar.js")]);
+
+const env = { ...process.env };
+for (const name of ["NODE_OPTIONS", "LD_PRELOAD", "MALLOC_CONF", "HANGAR_PRELOADED_ALLOCATOR"])
+  delete env[name];
+
+const rssMb = (pid: number) =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+
+/** One GET /status on a fresh connection: true when it answered 200. */
+const statusOk = (port: number) =>
+  new Promise<boolean>((done) => {
+    const req = request({ host: "127.0.0.1", port, path: "/status", agent: false }, (res) => {
+      res.resume();
+      done(res.statusCode === 200);
+    });
+    req.on("error", () => done(false));
+    req.end();
+  });
+
+async function startOnce(bin: string) {
+  const port = await freePort();
+  const started = performance.now();
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [bin, "serve", "--port", String(port), "--no-virtual-display"],
+    { env, stdio: "ignore" },
+  );
+  try {
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`${bin} exited with ${child.exitCode}`);
+      if (await statusOk(port)) break;
+      await sleep(2);
+    }
+    const startMs = performance.now() - started;
+    await sleep(2000);
+    return { startMs, rss: rssMb(child.pid!) };
+  } finally {
+    if (child.exitCode === null) {
+      child.kill("SIGTERM");
+      await once(child, "exit");
+    }
+  }
+}
+
+const loadBefore = machineLoad();
+const times = builds.map(() => [] as number[]);
+const rss = builds.map(() => [] as number[]);
+for (let i = 0; i < STARTS; i++) {
+  // Each build goes first in every other round.
+  const order = i % 2 === 0 ? builds.map((_, k) => k) : builds.map((_, k) => k).reverse();
+  for (const k of order) {
+    const s = await startOnce(builds[k][1]);
+    times[k].push(s.startMs);
+    rss[k].push(s.rss);
+  }
+}
+const rows: Row[] = builds.flatMap(([label], k) => [
+  {
+    name: `process start → /status answers (no display), ${label}`,
+    median: `${median(times[k]).toFixed(0)} ms`,
+    p95: `${p95(times[k]).toFixed(0)} ms`,
+    target: "≤ 300 ms",
+  },
+  {
+    name: `RSS 2 s after /status (no display), ${label}`,
+    median: `${median(rss[k]).toFixed(1)} MB`,
+    p95: `${p95(rss[k]).toFixed(1)} MB`,
+    target: "≤ 60 MB",
+  },
+]);
+console.log(`before: ${loadBefore}`);
+printTable(`Start of hangar serve, ${STARTS} interleaved starts each (bench/start.ts)`, rows);

@@ -1,0 +1,67 @@
+// Bundles the `hangar` command line (run by `npm run build`, after tsc): dist/cli/main.js, which
+// bin/hangar.js loads. Node 20 reads, compiles and links each module of a program on its own, and
+// `hangar serve` loaded about 200 of them (100 of zod alone) before it could answer: most of its
+// start. Here they are a handful of files.
+//
+// - Code splitting: what the program imports on first use (`await import(…)`: the MCP SDK's
+//   transport, the host service, the OSWorld controller, …) stays in chunks of its own, loaded
+//   then, as before. A bundle without splitting had them all at start (idle memory 92–98 MB).
+// - The packages read at every start are bundled (zod, hono and its Node adapter, commander,
+//   pino); the others stay in node_modules and are loaded from there on first use, as before
+//   (native addons, workers of their own, the large ones loaded lazily).
+// - Files the code finds next to itself are put beside the bundle: the nut-js worker (an entry of
+//   its own) and the run_command shells' launcher.
+import { copyFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { build } from "esbuild";
+
+const root = join(import.meta.dirname, "..");
+const out = join(root, "dist", "cli");
+/** Bundled: the packages every start reads (the others are loaded from node_modules). */
+const BUNDLED =
+  /^(zod|hono|@hono\/node-server|commander|pino|pino-std-serializers|@pinojs\/redact|sonic-boom|thread-stream|on-exit-leak-free|atomic-sleep|quick-format-unescaped|safe-stable-stringify|process-warning|real-require)(\/|$)/;
+
+// Chunks are named by their content: those of an earlier build would stay beside the new ones.
+rmSync(out, { recursive: true, force: true });
+await build({
+  entryPoints: {
+    main: join(root, "dist", "src", "cli", "main.js"),
+    worker: join(root, "dist", "src", "desktop", "nut", "worker.js"),
+  },
+  outdir: out,
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  // Bundled CommonJS (pino) calls require() for Node's own modules.
+  banner: {
+    js: 'import { createRequire as __hangarRequire } from "node:module"; const require = __hangarRequire(import.meta.url);',
+  },
+  plugins: [
+    {
+      name: "packages-outside",
+      setup(b) {
+        b.onResolve({ filter: /^[^./]/ }, (args) =>
+          args.path.startsWith("node:") || BUNDLED.test(args.path)
+            ? undefined
+            : { path: args.path, external: true },
+        );
+      },
+    },
+  ],
+  logLevel: "warning",
+});
+// V8 keeps each module's source for the functions it compiles on first call, in one byte a character
+// unless one character is beyond Latin-1: then in two. esbuild writes code in ASCII (it escapes
+// strings) but keeps comments as they are, and one "→" in a comment doubled a chunk's 0.5–0.75 MB.
+for (const file of readdirSync(out).filter((name) => name.endsWith(".js"))) {
+  const text = readFileSync(join(out, file), "utf8");
+  // Only comments can hold them here; in a comment any spelling is as good.
+  const ascii = text.replace(
+    /[\u0080-\uffff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+  if (ascii !== text) writeFileSync(join(out, file), ascii);
+}
+copyFileSync(join(root, "src", "os", "shell-launcher.sh"), join(out, "shell-launcher.sh"));
