@@ -40,6 +40,24 @@ await build({
   },
   plugins: [
     {
+      // zod exports every locale (60 modules, 340 kB of the bundle) as `z.locales`, for
+      // `z.config(z.locales.fr())`; nothing here calls it, and English, the default, is imported
+      // on its own. Their index is reduced to English (0.9 MB less memory at start).
+      name: "zod-english-only",
+      setup(b) {
+        b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+          /[\\/]zod[\\/]v4[\\/](classic|core)[\\/]/.test(args.importer)
+            ? { path: "zod-locales", namespace: "zod-locales", pluginData: args.resolveDir }
+            : undefined,
+        );
+        b.onLoad({ filter: /.*/, namespace: "zod-locales" }, (args) => ({
+          contents: 'export { default as en } from "../locales/en.js";\n',
+          resolveDir: args.pluginData,
+          loader: "js",
+        }));
+      },
+    },
+    {
       name: "packages-outside",
       setup(b) {
         b.onResolve({ filter: /^[^./]/ }, (args) =>

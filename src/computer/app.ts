@@ -55,18 +55,23 @@ export function osType(): "linux" | "darwin" | "windows" {
   return "linux";
 }
 
+/** The body of `GET /status` (the server also answers it before its app's adapter is loaded). */
+export function statusJson(features: string[] = []): string {
+  return JSON.stringify({
+    status: "ok",
+    os_type: osType(),
+    features,
+    // What cua's server has and this one answers with "not supported", and why.
+    unsupported: UNSUPPORTED,
+  });
+}
+
 export function createComputerApp(options: ComputerAppOptions) {
   const { registry } = options;
   const log = options.log ?? silentLogger;
   const spread = options.spreadResult ?? true;
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
-  const status = JSON.stringify({
-    status: "ok",
-    os_type: osType(),
-    features: options.features ?? [],
-    // What cua's server has and this one answers with "not supported", and why.
-    unsupported: UNSUPPORTED,
-  });
+  const status = statusJson(options.features);
 
   const app = new Hono<ComputerEnv>();
   const policy = options.originPolicy ?? new OriginPolicy({ listenHost: "127.0.0.1" });

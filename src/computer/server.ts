@@ -2,11 +2,10 @@
  * Starts the computer server: builds the registry from every command definition, the HTTP app,
  * and listens. Used by `hangar serve` and by the tests (on port 0).
  */
-import type { Server as HttpServer } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { serve } from "@hono/node-server";
 import { allCommands } from "../../commands/index.js";
 import { type BrowserOptions, BrowserSession, browserProfileDir } from "../browser/session.js";
 import { sweepInterruptedWrites } from "../common/atomic-write.js";
@@ -17,15 +16,16 @@ import {
   idleTimer,
   QUIET_COLLECT_MS,
 } from "../common/idle.js";
+import { createLazyAdaptorServer } from "../common/lazy-node-server.js";
 import { type Logger, silentLogger } from "../common/logger.js";
-import { OriginPolicy } from "../common/origin-policy.js";
+import { nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
 import { LazyWebSocketServer } from "../common/ws-server.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
 import { Recordings } from "../desktop/recording/recordings.js";
 import { WarmShells } from "../os/warm-shells.js";
-import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
+import { createComputerApp, DEFAULT_BODY_LIMIT, statusJson } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
 import { ControlLease } from "./core/control.js";
@@ -180,12 +180,13 @@ export async function startComputerServer(
   const sockets = new LazyWebSocketServer(
     options.wsMessageLimitBytes ?? options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
   );
+  const features = ["batch", "ws", "pty", "mcp", "stream", ...(accessibility ? ["accessibility"] : [])];
   const app = createComputerApp({
     registry,
     log,
     spreadResult: options.spreadResult,
     bodyLimitBytes: options.bodyLimitBytes,
-    features: ["batch", "ws", "pty", "mcp", "stream", ...(accessibility ? ["accessibility"] : [])],
+    features,
     pty,
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
@@ -199,21 +200,22 @@ export async function startComputerServer(
   };
   // With --trajectory-dir, the first command is in the trajectory.
   await trajectories.ready;
-  const server = serve({
+  // The app's Node adapter is loaded at the first request other than /status (lazy-node-server.ts).
+  const server = createLazyAdaptorServer({
     fetch: app.fetch,
     hostname: host,
-    port: options.port ?? (tls ? 8443 : 8000),
     websocket: { server: sockets },
+    early: statusAnswer(statusJson(features), originPolicy),
     ...tls,
   });
-  const http1 = server as HttpServer;
-  http1.keepAliveTimeout = options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS;
+  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS;
   // The time to receive a request's headers must exceed it, or Node cuts reused connections short.
-  http1.headersTimeout = http1.keepAliveTimeout + 5000;
+  server.headersTimeout = server.keepAliveTimeout + 5000;
   void sweepInterruptedWrites();
   await new Promise<void>((resolve, reject) => {
     server.once("listening", resolve);
     server.once("error", reject);
+    server.listen(options.port ?? (tls ? 8443 : 8000), host);
   });
   const idle = idleTimer(IDLE_COLLECT_MS, () => {
     collectGarbage();
@@ -283,6 +285,22 @@ export async function startComputerServer(
   };
 }
 
+/**
+ * `GET /status` answered as the app answers it, without the app: for a request that the origin
+ * policy lets through without CORS headers (probes, clients, the host service). Any other (refused,
+ * or from a page that is allowed) goes to the app, which answers it with the same body.
+ */
+function statusAnswer(json: string, policy: OriginPolicy) {
+  const body = Buffer.from(json);
+  return (req: IncomingMessage, res: ServerResponse): boolean => {
+    if (req.method !== "GET" || !(req.url === "/status" || req.url?.startsWith("/status?"))) return false;
+    const verdict = policy.check(policyHeaders((name) => nodeHeader(req, name)));
+    if (!verdict.ok || verdict.cors) return false;
+    res.writeHead(200, { "content-type": "application/json", "content-length": body.length }).end(body);
+    return true;
+  };
+}
+
 /** The OSWorld controller's listener and the environment of the programs it runs. */
 async function startOsworld(
   options: NonNullable<ComputerServerOptions["osworld"]>,
@@ -301,7 +319,8 @@ async function startOsworld(
   },
 ) {
   // Loaded only with --osworld: a dozen modules that no other server needs.
-  const [{ osworldCommands }, { createOsworldApp }, { preparePythonEnv }] = await Promise.all([
+  const [{ serve }, { osworldCommands }, { createOsworldApp }, { preparePythonEnv }] = await Promise.all([
+    import("@hono/node-server"),
     import("../../commands/osworld.js"),
     import("./transports/osworld/osworld-app.js"),
     import("./transports/osworld/python-env.js"),

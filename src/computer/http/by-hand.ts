@@ -14,7 +14,6 @@
  */
 import type { ServerResponse } from "node:http";
 import { PassThrough, Readable, type Writable } from "node:stream";
-import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
 import type { ComputerEnv } from "./env.js";
 
@@ -75,7 +74,24 @@ export function preparedHeaders(c: Context): Record<string, string> {
 
 /** Tells Hono that the route wrote its reply itself; return what this returns. */
 export function sentByHand(c: Context): Response {
+  const marker = alreadySent();
   c.res = undefined as unknown as Response;
-  c.res = RESPONSE_ALREADY_SENT;
-  return RESPONSE_ALREADY_SENT;
+  c.res = marker;
+  return marker;
+}
+
+let marker: Response | undefined;
+/**
+ * The adapter's marker of a reply written by hand (its `RESPONSE_ALREADY_SENT`: a Response with the
+ * header `x-hono-already-sent` and no body), made at the first such reply. The adapter's module makes
+ * it at import, which loads Node's undici (its web Response) at every start (lazy-node-server.ts).
+ * Once the adapter serves, the global Response is its own, whose replies it writes out itself: asking
+ * for the body makes it a Node Response, which the adapter leaves alone when marked so.
+ */
+function alreadySent(): Response {
+  if (!marker) {
+    marker = new Response(null, { headers: { "x-hono-already-sent": "true" } });
+    void marker.body;
+  }
+  return marker;
 }

@@ -12,12 +12,12 @@
  * the socket closes. Every viewer is sent `{"type": "control_state", held, by, since, help, mine}`
  * at the start and at each change. A view-only viewer (a share link) can do neither.
  */
-import { upgradeWebSocket } from "@hono/node-server";
 import type { Context, MiddlewareHandler } from "hono";
 import type { Sharp, SharpOptions } from "sharp";
 import type { WebSocket } from "ws";
 import { z } from "zod";
 import type { CommandError } from "../../../common/errors.js";
+import { upgradeWebSocket } from "../../../common/lazy-node-server.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import type { DesktopProvider, RawImage } from "../../../desktop/backend.js";
 import { JPEG_OPTIONS, targetSize, withCapture } from "../../../desktop/screenshot.js";

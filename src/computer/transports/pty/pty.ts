@@ -6,10 +6,10 @@
  * `container_name`, as cua's Python `PtyInterface` sends them.
  */
 import { existsSync, statSync } from "node:fs";
-import { upgradeWebSocket } from "@hono/node-server";
 import { type Context, Hono } from "hono";
 import type { WSContext } from "hono/ws";
 import { z } from "zod";
+import { upgradeWebSocket } from "../../../common/lazy-node-server.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { refuseHalfUpgrade } from "../../../common/ws-server.js";
 import { expandPath } from "../../../os/paths.js";

@@ -11,9 +11,9 @@
  */
 
 import type { Duplex } from "node:stream";
-import { upgradeWebSocket } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
 import type { WebSocket } from "ws";
+import { upgradeWebSocket } from "../../../common/lazy-node-server.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { refuseHalfUpgrade } from "../../../common/ws-server.js";
 import { AUTH_MESSAGES, type Authenticator, clientAddress } from "../../auth/index.js";
