@@ -3,7 +3,11 @@
  * with the server started the ways users start it, side by side and driven alike:
  *
  * - `hangar serve` as the npm bin runs it (`npx hangar serve`, or `hangar serve` after `npm link`):
- *   the file `bin/hangar.js` executed through its `#!` line;
+ *   the file `bin/hangar.js` executed through its `#!` line, which runs the server in a child with
+ *   the memory settings (cli/launcher.ts): the server's RSS is the child's, and the launcher's own
+ *   memory (what is private to it, from smaps_rollup) is given beside it;
+ * - the same with `HANGAR_ALLOCATOR=system`: one process, the C library's allocator and Node's
+ *   defaults, as every start was before the launcher;
  * - with the settings of the systemd unit and the container (memoryEnv: jemalloc, V8's young
  *   generation), as `node bin/hangar.js serve`;
  *
@@ -50,6 +54,12 @@ const WAYS: Way[] = [
     env: plainEnv(),
   },
   {
+    name: "`hangar serve` with HANGAR_ALLOCATOR=system (one process, no settings)",
+    command: BIN,
+    args: [],
+    env: { ...plainEnv(), HANGAR_ALLOCATOR: "system" },
+  },
+  {
     name: "with the systemd unit's and the container's settings",
     command: process.execPath,
     args: [BIN],
@@ -59,6 +69,22 @@ const WAYS: Way[] = [
 
 const rssMb = (pid: number) =>
   Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+
+/** Memory only this process holds (private pages, from smaps_rollup), in MB. */
+function privateMb(pid: number): number {
+  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(rollup)?.[1] ?? 0);
+  return (kb("Private_Clean") + kb("Private_Dirty")) / 1024;
+}
+
+/** The server's pid: the started process, or its child when it is the launcher (cli/launcher.ts). */
+function serverPid(pid: number): number {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
+  const server = children.find(
+    (child) => child && readFileSync(`/proc/${child}/cmdline`, "utf8").includes(BIN),
+  );
+  return server ? Number(server) : pid;
+}
 
 async function waitForStatus(url: string, child: ChildProcess) {
   for (;;) {
@@ -119,15 +145,18 @@ try {
   for (const way of WAYS) {
     const server = await start(way, true);
     await sleep(2000);
-    const idle = rssMb(server.child.pid!);
+    const pid = serverPid(server.child.pid!);
+    const idle = rssMb(pid);
     await burst(server.url, dir);
-    const after = rssMb(server.child.pid!);
+    const after = rssMb(pid);
     await sleep(60_000);
-    const later = rssMb(server.child.pid!);
+    const later = rssMb(pid);
+    const launcher =
+      pid === server.child.pid ? "" : ` (+ launcher ${privateMb(server.child.pid!).toFixed(1)} MB private)`;
     await stop(server.child);
     rows.push({
       name: `RSS, ${way.name}: idle / right after a burst / 60 s later`,
-      median: `${idle.toFixed(1)} / ${after.toFixed(1)} / ${later.toFixed(1)} MB`,
+      median: `${idle.toFixed(1)} / ${after.toFixed(1)} / ${later.toFixed(1)} MB${launcher}`,
       p95: "",
       target: "≤ 60 / — / ≤ 80 MB",
     });
