@@ -20,7 +20,6 @@ export interface CloudSettings {
   env?: NodeJS.ProcessEnv;
 }
 
-
 /** Returns the cloud auth options, or undefined for local mode; throws on a half-done setup. */
 export async function resolveCloudAuth(settings: CloudSettings): Promise<CloudAuthOptions | undefined> {
   const env = settings.env ?? process.env;
