@@ -11,6 +11,7 @@ const ALL = [
   "core",
   "cmd-share",
   "memory",
+  "start",
   "shell",
   "transport",
   "desktop",

@@ -1,11 +1,12 @@
 /**
  * Start of the computer server, interleaved A/B: the time from spawning `hangar serve
- * --no-virtual-display` to `/status` answering, and its resident memory (VmRSS from /proc, as an
- * operator reads it) 2 s after that. Starts alternate between this checkout's build and another's
+ * --no-virtual-display` (as `node bin/hangar.js`, which may start the server as its child: see
+ * src/cli/launcher.ts) to `/status` answering, and the server's resident memory (VmRSS from /proc,
+ * as an operator reads it) 2 s after that. Starts alternate between this checkout's build and another's
  * (`--against DIR`, a checkout with `bin/hangar.js` and its `dist/`), so that the machine's load,
  * which drifts, weighs on both alike. Without `--against` only this build is measured.
  *
- * Run: node --import tsx bench/start.ts [--against DIR] [--starts N] [--command serve|mcp]
+ * Run: node --import tsx bench/start.ts [--against DIR] [--starts N] [--env NAME=VALUE]
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
@@ -27,12 +28,33 @@ const builds: [label: string, bin: string][] = [
 ];
 if (against) builds.push([`--against ${against}`, join(resolve(against), "bin", "hangar.js")]);
 
-const env = { ...process.env };
+const env: NodeJS.ProcessEnv = { ...process.env };
 for (const name of ["NODE_OPTIONS", "LD_PRELOAD", "MALLOC_CONF", "HANGAR_PRELOADED_ALLOCATOR"])
   delete env[name];
+// `--env NAME=VALUE` (repeatable), e.g. HANGAR_ALLOCATOR=system: one process, without the launcher.
+process.argv.forEach((value, i) => {
+  if (process.argv[i - 1] !== "--env") return;
+  const at = value.indexOf("=");
+  env[value.slice(0, at)] = value.slice(at + 1);
+});
 
 const rssMb = (pid: number) =>
   Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+
+/** CPU time (user + system) a process has used, in ms (clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** The process that serves: the launcher's child when the npm bin started one (src/cli/launcher.ts). */
+function serverPid(pid: number): number {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
+  const server = children.find(
+    (child) => child && readFileSync(`/proc/${child}/cmdline`, "utf8").includes("hangar.js"),
+  );
+  return server ? Number(server) : pid;
+}
 
 /** One GET /status on a fresh connection: true when it answered 200. */
 const statusOk = (port: number) =>
@@ -60,8 +82,11 @@ async function startOnce(bin: string) {
       await sleep(2);
     }
     const startMs = performance.now() - started;
+    // Less bent by the load than the wall-clock time: the CPU the start took, launcher included.
+    const server = serverPid(child.pid!);
+    const cpu = cpuMs(child.pid!) + (server === child.pid ? 0 : cpuMs(server));
     await sleep(2000);
-    return { startMs, rss: rssMb(child.pid!) };
+    return { startMs, cpu, rss: rssMb(server) };
   } finally {
     if (child.exitCode === null) {
       child.kill("SIGTERM");
@@ -72,6 +97,7 @@ async function startOnce(bin: string) {
 
 const loadBefore = machineLoad();
 const times = builds.map(() => [] as number[]);
+const cpus = builds.map(() => [] as number[]);
 const rss = builds.map(() => [] as number[]);
 for (let i = 0; i < STARTS; i++) {
   // Each build goes first in every other round.
@@ -79,6 +105,7 @@ for (let i = 0; i < STARTS; i++) {
   for (const k of order) {
     const s = await startOnce(builds[k][1]);
     times[k].push(s.startMs);
+    cpus[k].push(s.cpu);
     rss[k].push(s.rss);
   }
 }
@@ -90,11 +117,18 @@ const rows: Row[] = builds.flatMap(([label], k) => [
     target: "≤ 300 ms",
   },
   {
+    name: `CPU time of that start (user + system, launcher included), ${label}`,
+    median: `${median(cpus[k]).toFixed(0)} ms`,
+    p95: `${p95(cpus[k]).toFixed(0)} ms`,
+  },
+  {
     name: `RSS 2 s after /status (no display), ${label}`,
     median: `${median(rss[k]).toFixed(1)} MB`,
     p95: `${p95(rss[k]).toFixed(1)} MB`,
     target: "≤ 60 MB",
   },
 ]);
-console.log(`before: ${loadBefore}`);
+console.log(
+  `before: ${loadBefore}${env.HANGAR_ALLOCATOR ? `; HANGAR_ALLOCATOR=${env.HANGAR_ALLOCATOR}` : ""}`,
+);
 printTable(`Start of hangar serve, ${STARTS} interleaved starts each (bench/start.ts)`, rows);
