@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
 import { type RunningCli, startCli } from "../support/cli-process.js";
 
 /** Preloaded in the server: says on stderr when the process first takes Node's web classes. */
@@ -65,5 +66,23 @@ describe("hangar serve at start", () => {
   it("still refuses /status to a foreign page before and after that", async () => {
     const res = await fetch(`${server.url}/status`, { headers: { origin: "https://evil.example" } });
     expect(res.status).toBe(403);
+  });
+});
+
+describe("hangar serve whose first request is a WebSocket", () => {
+  it("loads the adapter for the upgrade and answers on /ws", async () => {
+    const fresh = await startCli(["serve", "--no-virtual-display", "--port", "0", "--warm-shells", "0"]);
+    try {
+      const socket = new WebSocket(`${fresh.url.replace("http", "ws")}/ws`);
+      const reply = new Promise<string>((resolve, reject) => {
+        socket.once("message", (data) => resolve(String(data)));
+        socket.once("error", reject);
+      });
+      socket.once("open", () => socket.send(JSON.stringify({ command: "version", params: {} })));
+      expect(JSON.parse(await reply)).toMatchObject({ success: true });
+      socket.close();
+    } finally {
+      await fresh.stop();
+    }
   });
 });
