@@ -185,6 +185,17 @@ describe("hangar serve started as the npm bin (bin/hangar.js through its #! line
     }
   });
 
+  it("exits as 128 + the signal when its server is killed by one", async () => {
+    const cli = await startCli(["serve", "--port", "0", "--no-virtual-display"], {
+      ...userEnv(),
+      DISPLAY: ":999",
+    });
+    const [server] = childrenOf(cli.child.pid!);
+    const exited = once(cli.child, "exit");
+    process.kill(server, "SIGKILL");
+    expect((await exited)[0]).toBe(137);
+  });
+
   it("is one process with HANGAR_ALLOCATOR=system", async () => {
     const cli = await startCli(["serve", "--port", "0", "--no-virtual-display"], {
       ...userEnv(),
