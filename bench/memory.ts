@@ -29,13 +29,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { memoryEnv } from "../src/common/memory-env.js";
+import { burst, type Call } from "./burst.js";
 import { closeClient, post } from "./client.js";
 import { median, p95, printTable, type Row } from "./lib.js";
 import { freePort } from "./support.js";
 
 const BIN = join(import.meta.dirname, "..", "bin", "hangar.js");
 const STARTS = Number(process.argv[process.argv.indexOf("--starts") + 1]) || 10;
-const MIB = 1024 * 1024;
 
 interface Way {
   name: string;
@@ -127,23 +127,6 @@ async function stop(child: ChildProcess) {
   await once(child, "exit");
 }
 
-type Call = (command: string, params?: Record<string, unknown>) => Promise<unknown>;
-
-/** Screenshots of a changing screen, 1 MiB writes and reads, and `version`. */
-async function burst(call: Call, dir: string) {
-  const chunk = Buffer.alloc(MIB, 7).toString("base64");
-  const file = join(dir, "burst.bin");
-  for (let i = 0; i < 30; i++) {
-    await call("run_command", {
-      command: `xsetroot -solid '#${(i * 0x050709).toString(16).padStart(6, "0").slice(-6)}'`,
-    });
-    await call("screenshot", { format: i % 2 ? "png" : "jpeg" });
-  }
-  for (let i = 0; i < 20; i++) await call("write_bytes", { path: file, content_b64: chunk, append: i > 0 });
-  for (let i = 0; i < 20; i++) await call("read_bytes", { path: file, offset: i * MIB, length: MIB });
-  for (let i = 0; i < 500; i++) await call("version");
-}
-
 /** `hangar mcp` as a desktop agent starts it (the npm bin, over stdio), through the same burst. */
 async function mcpRow(dir: string): Promise<Row> {
   const client = new Client({ name: "bench-memory", version: "1" });
@@ -160,7 +143,7 @@ async function mcpRow(dir: string): Promise<Row> {
     await sleep(2000);
     const pid = serverPid(transport.pid!);
     const idle = rssMb(pid);
-    await burst(call, dir);
+    await burst(call, join(dir, "burst.bin"));
     const after = rssMb(pid);
     await sleep(60_000);
     const later = rssMb(pid);
@@ -185,7 +168,7 @@ try {
     await sleep(2000);
     const pid = serverPid(server.child.pid!);
     const idle = rssMb(pid);
-    await burst((command, params) => post(server.url, command, params), dir);
+    await burst((command, params) => post(server.url, command, params), join(dir, "burst.bin"));
     const after = rssMb(pid);
     await sleep(60_000);
     const later = rssMb(pid);

@@ -12,9 +12,9 @@
 //   MB). The others stay in node_modules and are loaded from there on first use, as before
 //   (native addons, workers of their own, the large ones loaded lazily).
 // - Files the code finds next to itself are put beside the bundle: the nut-js worker (an entry of
-//   its own) and the run_command shells' launcher.
+//   its own), the run_command shells' launcher, the panel's wallpaper.
 import { copyFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { build } from "esbuild";
 
 const root = join(import.meta.dirname, "..");
@@ -84,4 +84,18 @@ for (const file of readdirSync(out).filter((name) => name.endsWith(".js"))) {
   );
   if (ascii !== text) writeFileSync(join(out, file), ascii);
 }
-copyFileSync(join(root, "src", "os", "shell-launcher.sh"), join(out, "shell-launcher.sh"));
+// Files a module finds beside itself (`new URL("./name", import.meta.url)`: the run_command shells'
+// launcher, the panel's wallpaper) are beside the chunk that holds it now: copied there, all of them,
+// so that one added later is not forgotten. Two with one name would be one file here.
+const besides = new Map();
+for (const file of readdirSync(join(root, "src"), { recursive: true })) {
+  if (!file.endsWith(".ts") || file.endsWith(".test.ts")) continue;
+  const text = readFileSync(join(root, "src", file), "utf8");
+  for (const [, name] of text.matchAll(/new URL\("\.\/([^"/]+)", import\.meta\.url\)/g)) {
+    const from = join(root, "src", dirname(file), name);
+    if (besides.has(name) && besides.get(name) !== from)
+      throw new Error(`two files named ${name} beside modules`);
+    besides.set(name, from);
+  }
+}
+for (const [name, from] of besides) copyFileSync(from, join(out, name));

@@ -21,6 +21,7 @@
  * This module is loaded before anything else: it imports only Node's modules and small constants.
  */
 import { spawn } from "node:child_process";
+import { constants } from "node:os";
 import { findJemalloc, memoryEnv, PRELOADED_ENV } from "../common/memory-env.js";
 import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/key-env.js";
 
@@ -110,7 +111,7 @@ export function relaunch(argv = process.argv, env = process.env, choice?: Relaun
 }
 
 function signalNumber(signal: NodeJS.Signals | null): number {
-  return ({ SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 } as Record<string, number>)[signal ?? ""] ?? 0;
+  return signal ? (constants.signals[signal] ?? 0) : 0;
 }
 
 /**
