@@ -22,9 +22,9 @@ import { once } from "node:events";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildProgram } from "../cli/main.js";
 import { onShutdown } from "../cli/util.js";
 import { forgetMemorySettings, memoryEnv } from "../common/memory-env.js";
+import { holdYoungGeneration, releaseYoungGeneration } from "../common/young-generation.js";
 import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/key-env.js";
 import { defaultTlsDir, ensureSelfSignedCertificate } from "../computer/tls.js";
 import { startDesktopApps } from "../desktop/furniture.js";
@@ -44,6 +44,9 @@ export async function runContainer(
   args: string[],
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<number | undefined> {
+  // The command line and the server are loaded below, with the young generation held
+  // (young-generation.ts): loaded with this module, they grew it for good.
+  holdYoungGeneration();
   forgetMemorySettings(env);
   const settings = containerSettings(env, args);
   const serverSecrets: Record<string, string> = {};
@@ -102,7 +105,9 @@ export async function runContainer(
       };
       onShutdown(cleanup);
       // A server that cannot start (a port taken) throws: the desktop is stopped below.
+      const { buildProgram } = await import("../cli/main.js");
       await buildProgram().parseAsync([process.execPath, HANGAR_BIN, ...settings.serveArgs]);
+      releaseYoungGeneration();
       cleanupOnExit = false;
       return undefined;
     }
@@ -113,6 +118,7 @@ export async function runContainer(
       ...rest,
       [API_KEYS_FD_ENV]: "3",
     };
+    releaseYoungGeneration();
     server = spawn(process.execPath, [HANGAR_BIN, ...settings.serveArgs], {
       env: serverEnv,
       stdio: ["inherit", "inherit", "inherit", "pipe"],
