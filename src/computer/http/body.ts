@@ -2,7 +2,7 @@
  * Reads a request body straight from Node's stream (much faster than the Web stream for bodies of
  * megabytes), refusing more than `limit` bytes.
  */
-import type { IncomingMessage } from "node:http";
+import { IncomingMessage } from "node:http";
 import type { Context } from "hono";
 import { IDLE_RELEASE_MS, idleTimer } from "../../common/idle.js";
 import { formatBytes } from "../../common/sizes.js";
@@ -68,11 +68,17 @@ const DROP_GRACE_MS = 2000;
  * and the client then loses the answer.
  */
 export function dropTheRest(incoming: IncomingMessage) {
+  if (incoming.readableEnded) return;
   incoming.resume();
   const socket = incoming.socket;
   const timer = setTimeout(() => socket.destroy(), DROP_GRACE_MS);
   timer.unref();
-  const done = () => clearTimeout(timer);
+  // Both listeners go once either fires: a kept-alive socket sees many refused bodies.
+  const done = () => {
+    clearTimeout(timer);
+    incoming.off("end", done);
+    socket.off("close", done);
+  };
   incoming.once("end", done);
   socket.once("close", done);
 }
@@ -171,10 +177,11 @@ function onlyWhitespace(body: Buffer): boolean {
 export type TakesBytes = (command: string, param: string) => boolean;
 
 /**
- * A frame's long base64 parameters come decoded, as Buffers (`write_bytes`' chunks), where the
- * command's schema says bytes; everywhere else a string stays a string.
+ * How a frame's body is parsed: its long base64 parameters come decoded, as Buffers (`write_bytes`'
+ * chunks), where the command's schema says bytes; everywhere else a string stays a string. Made
+ * once per route.
  */
-function frameParsing(takesBytes: TakesBytes | undefined): ParseJsonOptions {
+export function frameParsing(takesBytes: TakesBytes | undefined): ParseJsonOptions {
   if (!takesBytes) return {};
   return {
     decodeBase64At: (path, root) => {
@@ -190,6 +197,32 @@ function frameParsing(takesBytes: TakesBytes | undefined): ParseJsonOptions {
   };
 }
 
+/** Why a body holds no command frame: the status and the `detail` of the 4xx reply. */
+export type FrameRefusal = { status: 400 | 413; detail: string };
+
+/**
+ * The command frame in a request's body (Node's stream, or a Web request under `app.request()`),
+ * or what is wrong with it (too large, not JSON, not a frame).
+ */
+export async function readFrame(
+  request: IncomingMessage | Request,
+  limit: number,
+  parsing: ParseJsonOptions,
+): Promise<CommandFrame | FrameRefusal> {
+  const read =
+    request instanceof IncomingMessage
+      ? await readJsonBody(request, limit, undefined, parsing)
+      : await readRequestJson(request, limit, parsing);
+  if (!read.ok) {
+    return {
+      status: read.status,
+      detail: read.status === 413 ? `${read.detail} (--body-limit)` : read.detail,
+    };
+  }
+  const frame = parseCommandFrame(read.value, "body");
+  return "error" in frame ? { status: 400, detail: frame.error } : frame;
+}
+
 /**
  * The command frame in the body of `/cmd` or `/playwright_exec`, or the 4xx reply that says what is
  * wrong with it (too large, not JSON, not a frame).
@@ -199,15 +232,6 @@ export async function readCommandFrame(
   limit: number,
   takesBytes?: TakesBytes,
 ): Promise<CommandFrame | Response> {
-  const incoming = c.env?.incoming;
-  const parsing = frameParsing(takesBytes);
-  const read = incoming
-    ? await readJsonBody(incoming, limit, undefined, parsing)
-    : await readRequestJson(c.req.raw, limit, parsing);
-  if (!read.ok) {
-    if (read.status === 413) return c.json({ detail: `${read.detail} (--body-limit)` }, 413);
-    return c.json({ detail: read.detail }, 400);
-  }
-  const frame = parseCommandFrame(read.value, "body");
-  return "error" in frame ? c.json({ detail: frame.error }, 400) : frame;
+  const frame = await readFrame(c.env?.incoming ?? c.req.raw, limit, frameParsing(takesBytes));
+  return "detail" in frame ? c.json({ detail: frame.detail }, frame.status) : frame;
 }
