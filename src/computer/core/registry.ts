@@ -80,6 +80,8 @@ export class CommandRegistry {
   private readonly control?: ControlLease;
   /** What every command's context hands out. */
   private readonly services: Services;
+  /** Commands whose parameters, when none are sent, are `{}` (see `parseParams`). */
+  private readonly takesNone = new Set<AnyCommand>();
 
   constructor(commands: readonly AnyCommand[], options: RegistryOptions = {}) {
     this.desktop = options.desktop ?? noDesktop;
@@ -164,11 +166,24 @@ export class CommandRegistry {
   }
 
   /** Runs a command by name or alias with raw (unvalidated) parameters. Never throws. */
-  async run(name: string, rawParams: unknown, options: RunOptions = {}): Promise<Outcome> {
+  run(name: string, rawParams: unknown, options: RunOptions = {}): Promise<Outcome> {
     const def = this.resolve(name);
-    if (!def) return failure("unknown_command", this.unknownCommandMessage(name));
+    if (!def) return Promise.resolve(failure("unknown_command", this.unknownCommandMessage(name)));
     const started = performance.now();
-    const outcome = await this.execute(def, rawParams, options);
+    const outcome = this.execute(def, rawParams, options);
+    if (isPromise(outcome))
+      return outcome.then((done) => this.finished(def, rawParams, options, started, done));
+    return Promise.resolve(this.finished(def, rawParams, options, started, outcome));
+  }
+
+  /** Tells the observer and the log of a finished command. */
+  private finished(
+    def: AnyCommand,
+    rawParams: unknown,
+    options: RunOptions,
+    started: number,
+    outcome: Outcome,
+  ) {
     const ms = performance.now() - started;
     try {
       this.observe?.({
@@ -198,37 +213,70 @@ export class CommandRegistry {
     return outcome;
   }
 
-  private async execute(def: AnyCommand, rawParams: unknown, options: RunOptions): Promise<Outcome> {
-    const parsed = parseParams(def, rawParams);
+  /**
+   * The outcome, at once when the handler answers at once (no promise is made on the way), else
+   * when its work is done, cancelled or past its deadline.
+   */
+  private execute(def: AnyCommand, rawParams: unknown, options: RunOptions): Outcome | Promise<Outcome> {
+    const parsed = this.parseParams(def, rawParams);
     if (!parsed.success) return failure("invalid_params", parsed.error);
     const params = parsed.data;
 
     const deadlineMs = def.deadlineMs?.(params) ?? this.defaultDeadlineMs;
     const stop = new CommandStop(deadlineMs, options.signal);
+    if (stop.aborted) return toFailure(stop.reason, def.name, this.log);
     const ctx = new RunContext(this, this.services, stop, options);
+    if (def.input) {
+      // Waiting in the queue counts towards the deadline.
+      stop.arm();
+      const work = () => Promise.resolve().then(() => def.handler(params, ctx));
+      return this.settle(def, stop, raceAbort(this.runInput(work, stop, options), stop));
+    }
+    let result: unknown;
     try {
-      let result: unknown;
-      if (stop.aborted) throw stop.reason;
-      if (def.input) {
-        // Waiting in the queue counts towards the deadline.
-        stop.arm();
-        const work = () => Promise.resolve().then(() => def.handler(params, ctx));
-        result = await raceAbort(this.runInput(work, stop, options), stop);
-      } else {
-        result = def.handler(params, ctx);
-        // A handler that answers at once needs no deadline; one that has work under way gets it now.
-        if (isPromise(result)) {
-          stop.arm();
-          result = await raceAbort(result, stop);
-        }
-      }
-      if (this.checkResults) this.checkResult(def, result);
-      return { success: true, result };
+      result = def.handler(params, ctx);
+    } catch (err) {
+      return toFailure(err, def.name, this.log);
+    }
+    // A handler that answers at once needs no deadline; one that has work under way gets it now.
+    if (isPromise(result)) {
+      stop.arm();
+      return this.settle(def, stop, raceAbort(result, stop));
+    }
+    return this.succeeded(def, result);
+  }
+
+  private async settle(def: AnyCommand, stop: CommandStop, running: Promise<unknown>): Promise<Outcome> {
+    try {
+      return this.succeeded(def, await running);
     } catch (err) {
       return toFailure(err, def.name, this.log);
     } finally {
       stop.release();
     }
+  }
+
+  private succeeded(def: AnyCommand, result: unknown): Outcome {
+    if (this.checkResults) {
+      try {
+        this.checkResult(def, result);
+      } catch (err) {
+        return toFailure(err, def.name, this.log);
+      }
+    }
+    return { success: true, result };
+  }
+
+  /**
+   * `parseParams`, remembering the commands that take no parameter: when one is sent none again,
+   * its answer is the same empty object, and the schema is not run.
+   */
+  private parseParams(def: AnyCommand, raw: unknown) {
+    const none = isEmpty(raw);
+    if (none && this.takesNone.has(def)) return { success: true as const, data: {} };
+    const parsed = parseParams(def, raw);
+    if (none && parsed.success && isEmpty(parsed.data)) this.takesNone.add(def);
+    return parsed;
   }
 
   /** Throws when a result is not what the command's `result` schema says it returns. */
@@ -344,6 +392,14 @@ class RunContext implements CommandContext {
       whenPaused: this.options.whenPaused,
     });
   }
+}
+
+/** `undefined`, `null` or an object without a key of its own. */
+function isEmpty(value: unknown): boolean {
+  if (value === undefined || value === null) return true;
+  if (typeof value !== "object" || Array.isArray(value)) return false;
+  for (const key in value) if (Object.hasOwn(value, key)) return false;
+  return true;
 }
 
 function isPromise(value: unknown): value is Promise<unknown> {

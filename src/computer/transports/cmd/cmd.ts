@@ -20,7 +20,7 @@ import { dropTheRest, frameParsing, readFrame } from "../../http/body.js";
 import { EVENT_STREAM_HEADERS, eventStream, type HandWritten } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { type HeldEncodings, releaseEncodings } from "../../http/json-pieces.js";
-import { cmdEventBytes, eventLength } from "./cmd-event.js";
+import { cmdEventBytes, cmdEventText } from "./cmd-event.js";
 
 export interface CmdRoutesOptions {
   registry: CommandRegistry;
@@ -43,8 +43,6 @@ export type NodeGate = (req: IncomingMessage) => GateVerdict | Promise<GateVerdi
 const HEADERS_ALONE_AFTER_MS = 20;
 /** A streaming client this far behind (bytes not yet sent) is treated as gone: its command is cancelled. */
 const STREAM_BACKLOG_LIMIT = 64 * 1024 * 1024;
-/** An event up to this size is joined into one buffer and written at once. */
-const JOIN_BELOW = 16 * 1024;
 
 /** The route for Hono: what `app.request()` and other adapters serve. */
 export function cmdRoutes(options: CmdRoutesOptions) {
@@ -178,12 +176,12 @@ async function runAsEventStream(
       emit: (content) => write({ success: true, content }),
     });
     if (!res.destroyed) {
-      const held: HeldEncodings = [];
-      const pieces = cmdEventBytes(outcome, spread, held);
-      if (held.length === 0 && (pieces.length === 1 || eventLength(pieces) < JOIN_BELOW)) {
-        // Most events are small: one buffer, one write.
-        res.end(pieces.length === 1 ? pieces[0] : Buffer.concat(pieces));
-      } else {
+      // Most events hold no bytes: one text, one write.
+      const text = cmdEventText(outcome, spread);
+      if (text !== undefined) res.end(text);
+      else {
+        const held: HeldEncodings = [];
+        const pieces = cmdEventBytes(outcome, spread, held);
         res.cork();
         for (const part of pieces) res.write(part);
         // The event's pieces include the bytes' base64 buffers: reusable once the socket has them.
