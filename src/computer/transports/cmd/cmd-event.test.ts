@@ -60,7 +60,8 @@ describe("the /cmd event and the /ws reply", () => {
   }
 
   it("is a failure's envelope as one text", () => {
-    const outcome: Outcome = { success: false, code: "timeout", error: "Command did not finish within 1 s" };
+    const error = "Command did not finish within 1 s";
+    const outcome: Outcome = { success: false, code: "timeout", error, fields: {} };
     expect(cmdEventText(outcome, true)).toBe(`data: ${JSON.stringify(cmdEnvelope(outcome, true))}\n\n`);
     expect(JSON.parse((cmdEventText(outcome, true) ?? "").slice(6))).toMatchObject({
       success: false,

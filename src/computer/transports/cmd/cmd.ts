@@ -15,10 +15,12 @@ import { Hono } from "hono";
 import { Stop } from "../../../common/abort.js";
 import { CommandError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/logger.js";
+import type { Outcome } from "../../core/outcome.js";
 import type { CommandRegistry } from "../../core/registry.js";
-import { dropTheRest, frameParsing, readFrame } from "../../http/body.js";
+import { dropTheRest, frameParsing, readFrame, readFrameThen } from "../../http/body.js";
 import { EVENT_STREAM_HEADERS, eventStream, type HandWritten } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
+import type { ParseJsonOptions } from "../../http/json-bytes.js";
 import { type HeldEncodings, releaseEncodings } from "../../http/json-pieces.js";
 import { cmdEventBytes, cmdEventText } from "./cmd-event.js";
 
@@ -57,7 +59,7 @@ export function cmdRoutes(options: CmdRoutesOptions) {
       return c.json({ detail: registry.unknownCommandMessage(frame.command) }, 400);
     }
     const reply = eventStream(c);
-    await runAsEventStream(reply.res, options, frame.command, frame.params, {
+    await new EventReply(reply.res, options, frame.command).run(frame.params, {
       client: incoming ? incoming.headers["x-hangar-client"] : c.req.header("x-hangar-client"),
       whenPaused: incoming ? incoming.headers["x-hangar-when-paused"] : c.req.header("x-hangar-when-paused"),
       connection: incoming?.socket,
@@ -72,39 +74,61 @@ export function cmdRoutes(options: CmdRoutesOptions) {
  * false for every other request, which the caller hands on (to the Hono adapter).
  */
 export function cmdListener(options: CmdRoutesOptions & { gate: NodeGate }) {
-  const { registry, log, bodyLimitBytes, gate } = options;
-  const parsing = frameParsing((command, param) => registry.takesBytes(command, param));
-
-  async function answer(req: IncomingMessage, res: ServerResponse) {
-    let verdict = gate(req);
-    if (verdict instanceof Promise) verdict = await verdict;
-    if (!verdict.ok) {
-      dropTheRest(req);
-      return json(res, verdict.status, verdict.detail, verdict.headers);
-    }
-    const extra = verdict.headers;
-    const frame = await readFrame(req, bodyLimitBytes, parsing);
-    if ("detail" in frame) return json(res, frame.status, frame.detail, extra);
-    if (!registry.resolve(frame.command)) {
-      return json(res, 400, registry.unknownCommandMessage(frame.command), extra);
-    }
-    res.writeHead(200, extra ? { ...extra, ...EVENT_STREAM_HEADERS } : EVENT_STREAM_HEADERS);
-    await runAsEventStream(res, options, frame.command, frame.params, {
-      client: req.headers["x-hangar-client"],
-      whenPaused: req.headers["x-hangar-when-paused"],
-      connection: req.socket,
-    });
-  }
-
+  const { registry, gate } = options;
+  const route: FastRoute = {
+    ...options,
+    parsing: frameParsing((command, param) => registry.takesBytes(command, param)),
+  };
   return function cmdRequest(req: IncomingMessage, res: ServerResponse): boolean {
     if (req.method !== "POST" || !isCmdPath(req.url)) return false;
-    answer(req, res).catch((err) => {
-      log.error({ err, path: "/cmd" }, "request failed");
-      if (!res.headersSent) json(res, 500, "Internal server error");
-      else res.destroy();
-    });
+    try {
+      const verdict = gate(req);
+      if (verdict instanceof Promise) {
+        verdict.then(
+          (decided) => admitted(route, req, res, decided),
+          (err) => failed(route, res, err),
+        );
+      } else admitted(route, req, res, verdict);
+    } catch (err) {
+      failed(route, res, err);
+    }
     return true;
   };
+}
+
+type FastRoute = CmdRoutesOptions & { parsing: ParseJsonOptions };
+
+/** After the gate: the refusal, or the body read (to its limit) and the command run. */
+function admitted(route: FastRoute, req: IncomingMessage, res: ServerResponse, verdict: GateVerdict) {
+  if (!verdict.ok) {
+    dropTheRest(req);
+    json(res, verdict.status, verdict.detail, verdict.headers);
+    return;
+  }
+  const extra = verdict.headers;
+  readFrameThen(req, route.bodyLimitBytes, route.parsing, (frame) => {
+    try {
+      if ("detail" in frame) return json(res, frame.status, frame.detail, extra);
+      const { registry } = route;
+      if (!registry.resolve(frame.command)) {
+        return json(res, 400, registry.unknownCommandMessage(frame.command), extra);
+      }
+      res.writeHead(200, extra ? { ...extra, ...EVENT_STREAM_HEADERS } : EVENT_STREAM_HEADERS);
+      void new EventReply(res, route, frame.command).run(frame.params, {
+        client: req.headers["x-hangar-client"],
+        whenPaused: req.headers["x-hangar-when-paused"],
+        connection: req.socket,
+      });
+    } catch (err) {
+      failed(route, res, err);
+    }
+  });
+}
+
+function failed(route: CmdRoutesOptions, res: ServerResponse, err: unknown) {
+  route.log.error({ err, path: "/cmd" }, "request failed");
+  if (!res.headersSent) json(res, 500, "Internal server error");
+  else res.destroy();
 }
 
 /** `/cmd`, with or without a query string (as Hono's router matches it). */
@@ -134,66 +158,92 @@ interface CmdCall {
 }
 
 /**
- * Writes one `data:` event per intermediate result and one for the final outcome, on a reply whose
- * status and headers are set. A command still running after `HEADERS_ALONE_AFTER_MS` has its
- * headers sent on their own, and from then on a client that goes away cancels it (one that went
- * away before is found then). Most commands answer well within that: no timer, listener or abort
- * controller is left behind them.
+ * One command's event stream, on a reply whose status and headers are set: one `data:` event per
+ * intermediate result and one for the final outcome. A command still running after
+ * `HEADERS_ALONE_AFTER_MS` has its headers sent on their own, and from then on a client that goes
+ * away cancels it (one that went away before is found then). Most commands answer well within
+ * that: no listener or abort controller is made for them, and their timer is dropped.
  */
-async function runAsEventStream(
-  res: HandWritten,
-  { registry, spread, log }: CmdRoutesOptions,
-  command: string,
-  params: unknown,
-  call: CmdCall,
-) {
-  const gone = new Stop();
-  const onClose = () => {
-    if (!res.writableFinished) gone.stop(undefined);
-  };
-  let watching = false;
-  const slow = setTimeout(() => {
-    if (res.destroyed) return onClose();
+class EventReply {
+  /** Stopped when the client goes away. */
+  private readonly gone = new Stop();
+  private readonly slow: NodeJS.Timeout;
+  private onClose: (() => void) | undefined;
+
+  constructor(
+    private readonly res: HandWritten,
+    private readonly route: CmdRoutesOptions,
+    private readonly command: string,
+  ) {
+    this.slow = setTimeout(headersDue, HEADERS_ALONE_AFTER_MS, this);
+  }
+
+  /** The command is still running: its headers go now, and its client is watched. */
+  stillRunning() {
+    const res = this.res;
+    if (res.destroyed) return this.clientGone();
     res.flushHeaders();
-    res.on("close", onClose);
-    watching = true;
-  }, HEADERS_ALONE_AFTER_MS);
-  const write = (event: unknown) => {
+    this.onClose = () => this.clientGone();
+    res.on("close", this.onClose);
+  }
+
+  private clientGone() {
+    if (!this.res.writableFinished) this.gone.stop(undefined);
+  }
+
+  /** Runs the command and writes its events; never rejects. */
+  async run(params: unknown, call: CmdCall): Promise<void> {
+    const { res, route } = this;
+    try {
+      const outcome = await route.registry.run(this.command, params, {
+        signal: this.gone,
+        // The console page marks its own commands, so the timeline tells a person's from the agent's.
+        transport: call.client === "console" ? "console" : "http",
+        connection: call.connection,
+        // While a person holds control: queue until the hand-back (default) or fail at once with `paused`.
+        whenPaused: call.whenPaused === "fail" ? "fail" : "queue",
+        emit: (content) => this.write({ success: true, content }),
+      });
+      if (!res.destroyed) this.end(outcome);
+    } catch (err) {
+      route.log.error({ err, command: this.command }, "writing the reply failed");
+      res.destroy();
+    } finally {
+      clearTimeout(this.slow);
+      if (this.onClose) res.off("close", this.onClose);
+    }
+  }
+
+  /** An intermediate result (a streamed `run_command`'s output). */
+  private write(event: unknown) {
+    const res = this.res;
     if (res.writableEnded || res.destroyed) return;
     res.write(`data: ${JSON.stringify(event)}\n\n`);
     if (res.writableLength > STREAM_BACKLOG_LIMIT) {
-      gone.stop(new CommandError("cancelled", "Command cancelled: the client stopped reading its output"));
+      this.gone.stop(
+        new CommandError("cancelled", "Command cancelled: the client stopped reading its output"),
+      );
     }
-  };
-  try {
-    const outcome = await registry.run(command, params, {
-      signal: gone,
-      // The console page marks its own commands, so the timeline tells a person's from the agent's.
-      transport: call.client === "console" ? "console" : "http",
-      connection: call.connection,
-      // While a person holds control: queue until the hand-back (default) or fail at once with `paused`.
-      whenPaused: call.whenPaused === "fail" ? "fail" : "queue",
-      emit: (content) => write({ success: true, content }),
-    });
-    if (!res.destroyed) {
-      // Most events hold no bytes: one text, one write.
-      const text = cmdEventText(outcome, spread);
-      if (text !== undefined) res.end(text);
-      else {
-        const held: HeldEncodings = [];
-        const pieces = cmdEventBytes(outcome, spread, held);
-        res.cork();
-        for (const part of pieces) res.write(part);
-        // The event's pieces include the bytes' base64 buffers: reusable once the socket has them.
-        res.end(() => releaseEncodings(held));
-        res.uncork();
-      }
-    }
-  } catch (err) {
-    log.error({ err, command }, "writing the reply failed");
-    res.destroy();
-  } finally {
-    clearTimeout(slow);
-    if (watching) res.off("close", onClose);
   }
+
+  private end(outcome: Outcome) {
+    const res = this.res;
+    // Most events hold no bytes: one text, one write.
+    const text = cmdEventText(outcome, this.route.spread);
+    if (text !== undefined) {
+      res.end(text);
+      return;
+    }
+    const held: HeldEncodings = [];
+    const pieces = cmdEventBytes(outcome, this.route.spread, held);
+    res.cork();
+    for (const part of pieces) res.write(part);
+    // The event's pieces include the bytes' base64 buffers: reusable once the socket has them.
+    res.end(() => releaseEncodings(held));
+    res.uncork();
+  }
+}
+
+function headersDue(reply: EventReply) {
+  reply.stillRunning();
 }
