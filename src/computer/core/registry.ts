@@ -7,6 +7,7 @@ import { type BrowserProvider, noBrowser } from "../../browser/session.js";
 import { abortError, CommandStop, raceAbort, type Stop, type StopSource } from "../../common/abort.js";
 import { CommandError } from "../../common/errors.js";
 import { type Logger, silentLogger } from "../../common/logger.js";
+import { isPromise } from "../../common/settled.js";
 import { type AccessibilityProvider, noAccessibility } from "../../desktop/accessibility.js";
 import { type DesktopProvider, noDesktop } from "../../desktop/backend.js";
 import type { Recordings } from "../../desktop/recording/recordings.js";
@@ -167,13 +168,22 @@ export class CommandRegistry {
 
   /** Runs a command by name or alias with raw (unvalidated) parameters. Never throws. */
   run(name: string, rawParams: unknown, options: RunOptions = {}): Promise<Outcome> {
+    const outcome = this.runNow(name, rawParams, options);
+    return isPromise(outcome) ? outcome : Promise.resolve(outcome);
+  }
+
+  /**
+   * `run`, with the outcome given at once (not as a promise) when the command answers at once: for
+   * a transport that writes it then and there (`/cmd`). Never throws.
+   */
+  runNow(name: string, rawParams: unknown, options: RunOptions = {}): Outcome | Promise<Outcome> {
     const def = this.resolve(name);
-    if (!def) return Promise.resolve(failure("unknown_command", this.unknownCommandMessage(name)));
+    if (!def) return failure("unknown_command", this.unknownCommandMessage(name));
     const started = performance.now();
     const outcome = this.execute(def, rawParams, options);
     if (isPromise(outcome))
       return outcome.then((done) => this.finished(def, rawParams, options, started, done));
-    return Promise.resolve(this.finished(def, rawParams, options, started, outcome));
+    return this.finished(def, rawParams, options, started, outcome);
   }
 
   /** Tells the observer and the log of a finished command. */
@@ -400,10 +410,6 @@ function isEmpty(value: unknown): boolean {
   if (typeof value !== "object" || Array.isArray(value)) return false;
   for (const key in value) if (Object.hasOwn(value, key)) return false;
   return true;
-}
-
-function isPromise(value: unknown): value is Promise<unknown> {
-  return typeof (value as Promise<unknown> | null)?.then === "function";
 }
 
 /** How long a cancelled input command may go on holding the input queue. */

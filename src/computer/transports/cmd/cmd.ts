@@ -15,6 +15,7 @@ import { Hono } from "hono";
 import { Stop } from "../../../common/abort.js";
 import { CommandError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/logger.js";
+import { isPromise } from "../../../common/settled.js";
 import type { Outcome } from "../../core/outcome.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import { dropTheRest, frameParsing, readFrame, readFrameThen } from "../../http/body.js";
@@ -161,21 +162,47 @@ interface CmdCall {
  * One command's event stream, on a reply whose status and headers are set: one `data:` event per
  * intermediate result and one for the final outcome. A command still running after
  * `HEADERS_ALONE_AFTER_MS` has its headers sent on their own, and from then on a client that goes
- * away cancels it (one that went away before is found then). Most commands answer well within
- * that: no listener or abort controller is made for them, and their timer is dropped.
+ * away cancels it (one that went away before is found then). A command that answers at once (most
+ * do) is written then and there: no promise, timer, listener or abort controller is made for it.
  */
 class EventReply {
   /** Stopped when the client goes away. */
   private readonly gone = new Stop();
-  private readonly slow: NodeJS.Timeout;
+  private slow: NodeJS.Timeout | undefined;
   private onClose: (() => void) | undefined;
 
   constructor(
     private readonly res: HandWritten,
     private readonly route: CmdRoutesOptions,
     private readonly command: string,
-  ) {
+  ) {}
+
+  /** Runs the command and writes its events; what it returns settles once they are written. Never throws. */
+  run(params: unknown, call: CmdCall): Promise<void> | undefined {
+    let outcome: Outcome | Promise<Outcome>;
+    try {
+      outcome = this.route.registry.runNow(this.command, params, {
+        signal: this.gone,
+        // The console page marks its own commands, so the timeline tells a person's from the agent's.
+        transport: call.client === "console" ? "console" : "http",
+        connection: call.connection,
+        // While a person holds control: queue until the hand-back (default) or fail at once with `paused`.
+        whenPaused: call.whenPaused === "fail" ? "fail" : "queue",
+        emit: (content) => this.write({ success: true, content }),
+      });
+    } catch (err) {
+      this.failed(err);
+      return undefined;
+    }
+    if (!isPromise(outcome)) {
+      this.finish(outcome);
+      return undefined;
+    }
     this.slow = setTimeout(headersDue, HEADERS_ALONE_AFTER_MS, this);
+    return outcome.then(
+      (done) => this.finish(done),
+      (err) => this.failed(err),
+    );
   }
 
   /** The command is still running: its headers go now, and its client is watched. */
@@ -191,27 +218,24 @@ class EventReply {
     if (!this.res.writableFinished) this.gone.stop(undefined);
   }
 
-  /** Runs the command and writes its events; never rejects. */
-  async run(params: unknown, call: CmdCall): Promise<void> {
-    const { res, route } = this;
+  private finish(outcome: Outcome) {
     try {
-      const outcome = await route.registry.run(this.command, params, {
-        signal: this.gone,
-        // The console page marks its own commands, so the timeline tells a person's from the agent's.
-        transport: call.client === "console" ? "console" : "http",
-        connection: call.connection,
-        // While a person holds control: queue until the hand-back (default) or fail at once with `paused`.
-        whenPaused: call.whenPaused === "fail" ? "fail" : "queue",
-        emit: (content) => this.write({ success: true, content }),
-      });
-      if (!res.destroyed) this.end(outcome);
+      if (!this.res.destroyed) this.end(outcome);
+      this.release();
     } catch (err) {
-      route.log.error({ err, command: this.command }, "writing the reply failed");
-      res.destroy();
-    } finally {
-      clearTimeout(this.slow);
-      if (this.onClose) res.off("close", this.onClose);
+      this.failed(err);
     }
+  }
+
+  private failed(err: unknown) {
+    this.route.log.error({ err, command: this.command }, "writing the reply failed");
+    this.res.destroy();
+    this.release();
+  }
+
+  private release() {
+    clearTimeout(this.slow);
+    if (this.onClose) this.res.off("close", this.onClose);
   }
 
   /** An intermediate result (a streamed `run_command`'s output). */
