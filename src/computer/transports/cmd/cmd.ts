@@ -84,11 +84,8 @@ export function cmdListener(options: CmdRoutesOptions & { gate: NodeGate }) {
     if (req.method !== "POST" || !isCmdPath(req.url)) return false;
     try {
       const verdict = gate(req);
-      if (verdict instanceof Promise) {
-        verdict.then(
-          (decided) => admitted(route, req, res, decided),
-          (err) => failed(route, res, err),
-        );
+      if (isPromise(verdict)) {
+        verdict.then((decided) => admitted(route, req, res, decided)).catch((err) => failed(route, res, err));
       } else admitted(route, req, res, verdict);
     } catch (err) {
       failed(route, res, err);
