@@ -2,9 +2,10 @@
  * A Hono app on Node's HTTP server, with hono's Node adapter (@hono/node-server) loaded at the first
  * request that needs it. The adapter takes Node's web `Request`, `Response` and `Headers` when it is
  * loaded (it extends them), and Node then loads undici, and with it node:http2, node:tls and
- * node:zlib: about 40 ms of a quiet start and 4 MB of resident memory, before any client asked for
- * anything. Requests that `early` answers by itself (`/status`, which readiness probes and
- * warm pools poll) never load it; the first other request waits for it once.
+ * node:zlib: 40 ms and 4 MB of resident memory in a fresh Node, before any client asked for
+ * anything. Requests that the server's `front` listener answers by itself (`/status`, which
+ * readiness probes and warm pools poll, and `/cmd`) never load it; the first other request waits
+ * for it once.
  */
 import { EventEmitter } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -23,8 +24,11 @@ export interface LazyServerOptions {
   /** `node:https`' createServer and its options for TLS; node:http's by default. */
   createServer?: (options: object, listener: RequestListener) => Server;
   serverOptions?: object;
-  /** Answers a request without the adapter and returns true, or returns false to leave it to the app. */
-  early?: (req: IncomingMessage, res: ServerResponse) => boolean;
+  /**
+   * The server's listener, given the adapter's (which loads the adapter at its first request): it
+   * answers what it can by itself and passes the rest on. Default: the adapter's.
+   */
+  front?: (adapter: RequestListener) => RequestListener;
 }
 
 /** The server, not yet listening (as the adapter's `createAdaptorServer`). */
@@ -47,14 +51,17 @@ export function createLazyAdaptorServer(options: LazyServerOptions): Server {
       } as unknown as AdaptorOptions);
       return listener!;
     }));
-  const server = (options.createServer ?? createServer)(options.serverOptions ?? {}, (req, res) => {
-    if (options.early?.(req, res)) return;
+  const adapter: RequestListener = (req, res) => {
     if (listener) return listener(req, res);
     load().then(
       (loaded) => loaded(req, res),
       (err) => res.destroy(err),
     );
-  });
+  };
+  const server = (options.createServer ?? createServer)(
+    options.serverOptions ?? {},
+    options.front ? options.front(adapter) : adapter,
+  );
   // As the adapter does: an upgrade listener only with a WebSocket server.
   if (options.websocket) {
     server.on("upgrade", (req, socket, head) => {

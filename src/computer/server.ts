@@ -2,7 +2,7 @@
  * Starts the computer server: builds the registry from every command definition, the HTTP app,
  * and listens. Used by `hangar serve` and by the tests (on port 0).
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -25,7 +25,7 @@ import { atspiProvider } from "../desktop/atspi/index.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
 import { Recordings } from "../desktop/recording/recordings.js";
 import { WarmShells } from "../os/warm-shells.js";
-import { createComputerApp, DEFAULT_BODY_LIMIT, statusJson } from "./app.js";
+import { computerListener, createComputerApp, DEFAULT_BODY_LIMIT, statusJson } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
 import { ControlLease } from "./core/control.js";
@@ -200,12 +200,30 @@ export async function startComputerServer(
   };
   // With --trajectory-dir, the first command is in the trajectory.
   await trajectories.ready;
-  // The app's Node adapter is loaded at the first request other than /status (lazy-node-server.ts).
+  // `GET /status` and `POST /cmd` are answered before hono's Node adapter, with the app's origin
+  // policy and keys (app.ts); the adapter is loaded at the first other request (lazy-node-server.ts).
+  const answerStatus = statusAnswer(statusJson(features), originPolicy);
+  const front = (adapter: RequestListener): RequestListener => {
+    const listener = computerListener(
+      {
+        registry,
+        log,
+        spreadResult: options.spreadResult,
+        bodyLimitBytes: options.bodyLimitBytes,
+        originPolicy,
+        authenticator: authenticator || undefined,
+      },
+      adapter,
+    );
+    return (req, res) => {
+      if (!answerStatus(req, res)) listener(req, res);
+    };
+  };
   const server = createLazyAdaptorServer({
     fetch: app.fetch,
     hostname: host,
     websocket: { server: sockets },
-    early: statusAnswer(statusJson(features), originPolicy),
+    front,
     ...tls,
   });
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS;

@@ -1,7 +1,7 @@
 /**
- * What `hangar serve` loads before it answers: `/status` is answered without hono's Node adapter,
- * whose loading makes Node load its web Request and Response (undici, with node:http2 and node:tls),
- * and the first other request loads it (docs/performance.md, "Start of `hangar serve`").
+ * What `hangar serve` loads before it answers: `/status` and `/cmd` are answered without hono's
+ * Node adapter, whose loading makes Node load its web Request and Response (undici, with node:http2
+ * and node:tls), and the first request to another route loads it (docs/performance.md, "Start of `hangar serve`").
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -42,7 +42,7 @@ afterAll(async () => {
 });
 
 describe("hangar serve at start", () => {
-  it("answers /status without loading Node's web Request and Response, and loads them for the first command", async () => {
+  it("answers /status and /cmd without loading Node's web Request and Response, and loads them for the app's routes", async () => {
     for (let i = 0; i < 3; i++) {
       const res = await fetch(`${server.url}/status`);
       expect(res.status).toBe(200);
@@ -52,14 +52,17 @@ describe("hangar serve at start", () => {
         features: expect.arrayContaining(["ws", "mcp"]),
       });
     }
-    expect(server.log()).not.toContain("web ");
-
-    const res = await fetch(`${server.url}/cmd`, {
+    const cmd = await fetch(`${server.url}/cmd`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ command: "version", params: {} }),
     });
-    expect(await res.text()).toContain('"success":true');
+    expect(await cmd.text()).toContain('"success":true');
+    expect(server.log()).not.toContain("web ");
+
+    const commands = await fetch(`${server.url}/commands`);
+    expect(commands.status).toBe(200);
+    expect(JSON.stringify(await commands.json())).toContain("run_command");
     await expect.poll(() => server.log()).toContain("web Response taken");
   });
 
