@@ -25,6 +25,12 @@ export interface RawImage {
   height: number;
   channels: 3 | 4;
   data: Buffer;
+  /**
+   * Optional, for 4 channels: the same pixels as packed R,G,B (the fourth byte dropped), made once
+   * on the first call and valid as long as `data` is. Encoders use it instead of dropping the byte
+   * themselves.
+   */
+  rgb?(): Buffer;
 }
 
 /** `back` and `forward` are the side buttons (X buttons 8 and 9). */

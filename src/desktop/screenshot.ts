@@ -107,7 +107,9 @@ async function captureAndEncode(backend: DesktopBackend, options: ScreenshotOpti
   const origin = options.region
     ? { x: Math.max(0, Math.floor(options.region.x)), y: Math.max(0, Math.floor(options.region.y)) }
     : { x: 0, y: 0 };
-  const entry = cacheEntryFor(raw);
+  // A full-size JPEG compares its strips with the last one's anyway (jpeg-strips.ts): a second
+  // comparison of the whole frame here would only cost another pass over it.
+  const entry = cacheEntryFor(raw, !inStrips(raw, options));
   const key = JSON.stringify([
     options.format,
     options.quality,
@@ -154,8 +156,8 @@ export function toScreenshotCoordinates(point: Point, mapping: ScreenshotMapping
   };
 }
 
-function cacheEntryFor(raw: RawImage): CacheEntry {
-  if (cached && (cached.raw === raw || sameImage(cached.raw, raw))) return cached;
+function cacheEntryFor(raw: RawImage, compare: boolean): CacheEntry {
+  if (cached && (cached.raw === raw || (compare && sameImage(cached.raw, raw)))) return cached;
   cached = { raw, encoded: new Map() };
   return cached;
 }
@@ -181,13 +183,20 @@ export function targetSize(width: number, height: number, options: ScreenshotOpt
   return { width: outWidth, height: outHeight, scale: outWidth / width };
 }
 
+/** Whether a screenshot is a JPEG of the whole capture without a pointer: encoded in strips. */
+function inStrips(raw: RawImage, options: ScreenshotOptions): boolean {
+  const size = targetSize(raw.width, raw.height, options);
+  return (
+    options.format === "jpeg" && !options.cursor && size.width === raw.width && size.height === raw.height
+  );
+}
+
 async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point): Promise<Screenshot> {
   const size = targetSize(raw.width, raw.height, options);
   try {
-    const whole = size.width === raw.width && size.height === raw.height;
     const cursor = options.cursor && (await pointerOverlay(options.cursor, origin, size, raw));
     const data =
-      (options.format === "jpeg" && whole && !cursor && (await jpegInStrips(raw, options.quality))) ||
+      (inStrips(raw, options) && (await jpegInStrips(raw, options.quality))) ||
       (await (await pipelineFor(raw, size, options.format, options.quality, cursor || undefined)).toBuffer());
     return {
       data,
@@ -210,18 +219,36 @@ async function jpegInStrips(raw: RawImage, quality: number): Promise<Buffer | nu
   const sharp = await loadSharp();
   const previous = jpegStrips;
   jpegStrips = null;
+  // The R,G,B form of the capture, made at the first strip that changed (none: not at all).
+  let rgb: Buffer | null | undefined;
   const encoded = await encodeInStrips(
     raw,
     `q${quality}`,
-    (rows, height) => {
-      let strip = sharp(rows, { raw: { width: raw.width, height, channels: raw.channels } });
-      if (raw.channels === 4) strip = strip.removeAlpha();
+    (rows, height, top) => {
+      rgb ??= rgbPixels(raw);
+      const { width } = raw;
+      const strip = rgb
+        ? sharp(rgb.subarray(top * width * 3, (top + height) * width * 3), {
+            raw: { width, height, channels: 3 },
+          })
+        : withoutAlpha(sharp(rows, { raw: { width, height, channels: raw.channels } }), raw.channels);
       return strip.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
     },
     previous,
   );
   jpegStrips = encoded?.cache ?? null;
   return encoded?.data ?? null;
+}
+
+/** A capture's pixels as packed R,G,B when it has them that way or the backend makes them; else null. */
+function rgbPixels(raw: RawImage): Buffer | null {
+  if (raw.channels === 3) return raw.data;
+  return raw.rgb?.() ?? null;
+}
+
+/** A raw input's fourth byte dropped (encoders take 3 channels: screens are opaque). */
+function withoutAlpha(pipeline: Sharp, channels: 3 | 4): Sharp {
+  return channels === 4 ? pipeline.removeAlpha() : pipeline;
 }
 
 /** An image laid over a screenshot: its PNG bytes and where its top-left corner goes. */
@@ -267,16 +294,18 @@ async function pipelineFor(
 ): Promise<Sharp> {
   const sharp = await loadSharp();
   const { width, height } = raw;
-  let pipeline = sharp(raw.data, { raw: { width, height, channels: raw.channels } });
-  if (raw.channels === 4) pipeline = pipeline.removeAlpha();
+  const rgb = rgbPixels(raw);
+  let pipeline = rgb
+    ? sharp(rgb, { raw: { width, height, channels: 3 } })
+    : withoutAlpha(sharp(raw.data, { raw: { width, height, channels: raw.channels } }), raw.channels);
   if (size.width !== width || size.height !== height) {
     // libvips treats a fourth channel as alpha and resizes premultiplied, in floating point, and
     // `removeAlpha()` only applies after the resize: the fourth byte (meaningless, see `RawImage`) is
-    // dropped in a pipeline of its own first, which costs less (18 against 26-31 ms for 1920x1080 to
-    // 1280x800 under load).
-    if (raw.channels === 4) {
-      const rgb = await pipeline.raw().toBuffer();
-      pipeline = sharp(rgb, { raw: { width, height, channels: 3 } });
+    // dropped first, by the backend (`RawImage.rgb`) or else in a pipeline of its own, which costs
+    // less (18 against 26-31 ms for 1920x1080 to 1280x800 under load).
+    if (!rgb && raw.channels === 4) {
+      const dropped = await pipeline.raw().toBuffer();
+      pipeline = sharp(dropped, { raw: { width, height, channels: 3 } });
     }
     pipeline = pipeline.resize(size.width, size.height, { fit: "fill", kernel: "linear" });
   }

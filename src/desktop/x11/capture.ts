@@ -4,19 +4,24 @@
  * fallback. DAMAGE tells when the screen has not changed since the last capture, so that capture is
  * handed out again without touching the pixels.
  *
- * The X server gives 32-bit pixels as B,G,R,X bytes. One native `swap32` turns them into X,R,G,B, and
- * the same buffer seen from its second byte is R,G,B,X: RGBA order whose fourth byte is padding,
- * which the `RawImage` contract allows. No per-pixel JavaScript.
+ * The X server gives 32-bit pixels as B,G,R,X bytes. A byte swap of each pixel turns them into
+ * X,R,G,B, and the same buffer seen from its second byte is R,G,B,X: RGBA order whose fourth byte is
+ * padding, which the `RawImage` contract allows. The swap, and the packed R,G,B an encoder asks for
+ * (`RawImage.rgb`), are WebAssembly SIMD over the buffer (pixels.ts): no per-pixel JavaScript, and
+ * no libvips pipeline only to drop the fourth byte.
  *
  * Two pixel buffers are used in turn (each capture overwrites the one the previous capture did not
  * use): a fresh 8 MB buffer per 1080p capture costs more in page faults (about 10 ms) than the whole
- * copy out of the shared segment. After a few idle seconds they are let go, with the last capture.
+ * copy out of the shared segment. Each holds a capture and, after it, room for its R,G,B form (whose
+ * pages are only touched when an encoder asks for it). After a few idle seconds they are let go,
+ * with the last capture.
  */
 import { closeSync, ftruncateSync, openSync, readSync, unlinkSync } from "node:fs";
 import { CommandError } from "../../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../../common/idle.js";
 import { settled } from "../../common/settled.js";
 import type { RawImage, Rect, Size } from "../backend.js";
+import { PixelMemory } from "../pixels.js";
 import type { XConnection, XExtension } from "./connection.js";
 
 const Z_PIXMAP = 2;
@@ -78,7 +83,7 @@ export class ScreenCapture {
   private damageId: number | null = null;
   private last: { key: string; image: RawImage } | null = null;
   private queue: Promise<unknown> = Promise.resolve();
-  private readonly buffers: (Buffer | undefined)[] = [undefined, undefined];
+  private readonly buffers: (PixelMemory | undefined)[] = [undefined, undefined];
   private turn = 0;
   private readonly idle = idleTimer(IDLE_RELEASE_MS, () => this.releaseBuffers());
   /** Callers of `waitForChange`, woken by the next DamageNotify. */
@@ -178,31 +183,41 @@ export class ScreenCapture {
       this.damage.Subtract(this.damageId, 0, 0);
       this.dirty = false;
     }
-    const bytes = rect.width * rect.height * 4;
-    // Four spare bytes: the RGBA view starts one byte in.
-    const pixels = this.pixelBuffer(bytes + 4);
+    const pixels = rect.width * rect.height;
+    const bytes = pixels * 4;
+    // Four spare bytes: the RGBA view starts one byte in. The R,G,B form goes after them.
+    const rgbAt = Math.ceil((bytes + 4) / 64) * 64;
+    const memory = this.pixelMemory(rgbAt + pixels * 3);
     this.idle.touch();
-    const byteOrder = await this.grab(rect, pixels, bytes);
-    if (byteOrder === 0) pixels.subarray(0, bytes).swap32();
+    const byteOrder = await this.grab(rect, memory.bytes, bytes);
+    if (byteOrder === 0) memory.swap32(0, bytes);
+    let rgb: Buffer | undefined;
     const image: RawImage = {
       width: rect.width,
       height: rect.height,
       channels: 4,
-      data: pixels.subarray(1, bytes + 1),
+      data: memory.bytes.subarray(1, bytes + 1),
+      rgb: () => {
+        if (!rgb) {
+          memory.rgbxToRgb(1, rgbAt, pixels);
+          rgb = memory.bytes.subarray(rgbAt, rgbAt + pixels * 3);
+        }
+        return rgb;
+      },
     };
     this.last = { key, image };
     return image;
   }
 
-  /** The buffer the previous capture did not use, at least `size` bytes long (a view of exactly `size`). */
-  private pixelBuffer(size: number): Buffer {
+  /** The memory the previous capture did not use, of at least `size` bytes. */
+  private pixelMemory(size: number): PixelMemory {
     this.turn ^= 1;
-    let buffer = this.buffers[this.turn];
-    if (!buffer || buffer.length < size) {
-      buffer = Buffer.allocUnsafeSlow(size);
-      this.buffers[this.turn] = buffer;
+    let memory = this.buffers[this.turn];
+    if (!memory || memory.size < size) {
+      memory = new PixelMemory(size);
+      this.buffers[this.turn] = memory;
     }
-    return buffer.subarray(0, size);
+    return memory;
   }
 
   /** Fills `target` with X,R,G,B (MSB first) or B,G,R,X (LSB first) pixels; returns the byte order. */
