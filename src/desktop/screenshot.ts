@@ -3,7 +3,10 @@
  * per-pixel JavaScript). An unchanged screen costs no encoding: the encoded bytes are kept per raw
  * capture and options, and a capture is recognised as unchanged either because the backend hands
  * out the same `RawImage` again (X11 with DAMAGE) or because its bytes equal the previous one.
-
+ * A screen where little changed costs little: full-size JPEGs and all PNGs are encoded in strips,
+ * and only the strips whose pixels changed since the last one are encoded again (jpeg-strips.ts,
+ * png-strips.ts). The fourth byte of a capture is dropped by the backend where it can
+ * (`RawImage.rgb`, WebAssembly), not by a libvips pipeline.
  */
 import { availableParallelism } from "node:os";
 import type { Sharp, SharpOptions } from "sharp";
@@ -12,6 +15,7 @@ import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import { settled } from "../common/settled.js";
 import type { DesktopBackend, Point, RawImage, Rect, Size } from "./backend.js";
 import { encodeInStrips, type StripCache } from "./jpeg-strips.js";
+import { encodePngInStrips, type PngStripCache } from "./png-strips.js";
 
 export type ImageFormat = "png" | "jpeg" | "webp";
 
@@ -44,7 +48,8 @@ export interface Screenshot {
 
 /**
  * PNG settings chosen for speed on full-HD screens: zlib level 2 without adaptive filtering, for
- * larger files (bench/desktop.ts measures the choices; docs/desktop.md has the figures).
+ * larger files (bench/desktop.ts measures the choices; docs/desktop.md has the figures). The PNGs in
+ * strips (png-strips.ts) use the same level and filter, with Node's zlib.
  */
 export const PNG_OPTIONS = { compressionLevel: 2, adaptiveFiltering: false } as const;
 
@@ -77,6 +82,7 @@ let queue: Promise<unknown> = Promise.resolve();
 const idle = idleTimer(IDLE_RELEASE_MS, () => {
   cached = null;
   jpegStrips = null;
+  pngStrips = null;
 });
 
 /**
@@ -197,6 +203,7 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
     const cursor = options.cursor && (await pointerOverlay(options.cursor, origin, size, raw));
     const data =
       (inStrips(raw, options) && (await jpegInStrips(raw, options.quality))) ||
+      (options.format === "png" && !cursor && (await pngInStrips(raw, size))) ||
       (await (await pipelineFor(raw, size, options.format, options.quality, cursor || undefined)).toBuffer());
     return {
       data,
@@ -249,6 +256,38 @@ function rgbPixels(raw: RawImage): Buffer | null {
 /** A raw input's fourth byte dropped (encoders take 3 channels: screens are opaque). */
 function withoutAlpha(pipeline: Sharp, channels: 3 | 4): Sharp {
   return channels === 4 ? pipeline.removeAlpha() : pipeline;
+}
+
+/** The strips of the last PNG (see png-strips.ts); let go with the capture when idle. */
+let pngStrips: PngStripCache | null = null;
+
+/**
+ * A PNG of which only the strips that changed since the last one are deflated, from the capture's
+ * R,G,B (resized first when asked); null when the backend gives no R,G,B or the strips cannot be joined.
+ */
+async function pngInStrips(raw: RawImage, size: Size): Promise<Buffer | null> {
+  const rgb = rgbPixels(raw);
+  if (!rgb) return null;
+  const { width, height } = raw;
+  let pixels = rgb;
+  if (size.width !== width || size.height !== height) {
+    const sharp = await loadSharp();
+    pixels = await sharp(rgb, { raw: { width, height, channels: 3 } })
+      .resize(size.width, size.height, { fit: "fill", kernel: "linear" })
+      .raw()
+      .toBuffer();
+  }
+  const previous = pngStrips;
+  pngStrips = null;
+  const encoded = await encodePngInStrips(
+    pixels,
+    size.width,
+    size.height,
+    PNG_OPTIONS.compressionLevel,
+    previous,
+  );
+  pngStrips = encoded?.cache ?? null;
+  return encoded?.data ?? null;
 }
 
 /** An image laid over a screenshot: its PNG bytes and where its top-left corner goes. */
