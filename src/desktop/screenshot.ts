@@ -16,6 +16,7 @@ import { settled } from "../common/settled.js";
 import type { DesktopBackend, Point, RawImage, Rect, Size } from "./backend.js";
 import { encodeInStrips, type StripCache } from "./jpeg-strips.js";
 import { encodePngInStrips, type PngStripCache } from "./png-strips.js";
+import { type ResizeCache, resizeInBands } from "./resize-bands.js";
 
 export type ImageFormat = "png" | "jpeg" | "webp";
 
@@ -83,6 +84,7 @@ const idle = idleTimer(IDLE_RELEASE_MS, () => {
   cached = null;
   jpegStrips = null;
   pngStrips = null;
+  resized = null;
 });
 
 /**
@@ -260,10 +262,13 @@ function withoutAlpha(pipeline: Sharp, channels: 3 | 4): Sharp {
 
 /** The strips of the last PNG (see png-strips.ts); let go with the capture when idle. */
 let pngStrips: PngStripCache | null = null;
+/** The last downscale for a PNG, to redo only its changed bands (see resize-bands.ts). */
+let resized: ResizeCache | null = null;
 
 /**
  * A PNG of which only the strips that changed since the last one are deflated, from the capture's
- * R,G,B (resized first when asked); null when the backend gives no R,G,B or the strips cannot be joined.
+ * R,G,B (resized first when asked, only where the capture changed); null when the backend gives no
+ * R,G,B or the strips cannot be joined.
  */
 async function pngInStrips(raw: RawImage, size: Size): Promise<Buffer | null> {
   const rgb = rgbPixels(raw);
@@ -271,11 +276,11 @@ async function pngInStrips(raw: RawImage, size: Size): Promise<Buffer | null> {
   const { width, height } = raw;
   let pixels = rgb;
   if (size.width !== width || size.height !== height) {
-    const sharp = await loadSharp();
-    pixels = await sharp(rgb, { raw: { width, height, channels: 3 } })
-      .resize(size.width, size.height, { fit: "fill", kernel: "linear" })
-      .raw()
-      .toBuffer();
+    const previous = resized;
+    resized = null;
+    const done = await resizeInBands(await loadSharp(), rgb, { width, height }, size, previous);
+    resized = done.cache;
+    pixels = done.output;
   }
   const previous = pngStrips;
   pngStrips = null;
