@@ -228,13 +228,12 @@ async function jpegInStrips(raw: RawImage, quality: number): Promise<Buffer | nu
   const sharp = await loadSharp();
   const previous = jpegStrips;
   jpegStrips = null;
-  // The R,G,B form of the capture, made at the first strip that changed (none: not at all).
-  let rgb: Buffer | null | undefined;
   const encoded = await encodeInStrips(
     raw,
     `q${quality}`,
     (rows, height, top) => {
-      rgb ??= rgbPixels(raw);
+      // The R,G,B form of the strip's rows only: most strips are usually unchanged.
+      const rgb = rgbPixels(raw, top, height);
       const { width } = raw;
       const strip = rgb
         ? sharp(rgb.subarray(top * width * 3, (top + height) * width * 3), {
@@ -249,10 +248,13 @@ async function jpegInStrips(raw: RawImage, quality: number): Promise<Buffer | nu
   return encoded?.data ?? null;
 }
 
-/** A capture's pixels as packed R,G,B when it has them that way or the backend makes them; else null. */
-function rgbPixels(raw: RawImage): Buffer | null {
+/**
+ * A capture's pixels as packed R,G,B (at least rows `top` to `top + rows`) when it has them that way
+ * or the backend makes them; else null.
+ */
+function rgbPixels(raw: RawImage, top?: number, rows?: number): Buffer | null {
   if (raw.channels === 3) return raw.data;
-  return raw.rgb?.() ?? null;
+  return raw.rgb?.(top, rows) ?? null;
 }
 
 /** A raw input's fourth byte dropped (encoders take 3 channels: screens are opaque). */

@@ -223,6 +223,35 @@ describe("screenshots (X11)", () => {
     }
   });
 
+  it("gives a capture's pixels as packed R,G,B, a range of rows at a time, equal to its RGBX less the 4th byte", async () => {
+    for (const useShm of [true, false]) {
+      const backend = await X11Backend.connect(desk.display.display, { useShm });
+      try {
+        const raw = await backend.capture({ x: AT.x - 10, y: AT.y - 10, width: 333, height: 221 });
+        const expected = await sharp(raw.data, { raw: { width: 333, height: 221, channels: 4 } })
+          .removeAlpha()
+          .raw()
+          .toBuffer();
+        const rowBytes = 333 * 3;
+        // A range first: those rows are made, the rest need not be yet.
+        const part = raw.rgb?.(100, 50) as Buffer;
+        expect(
+          part
+            .subarray(100 * rowBytes, 150 * rowBytes)
+            .equals(expected.subarray(100 * rowBytes, 150 * rowBytes)),
+        ).toBe(true);
+        // Then the whole, around the range already made.
+        expect(raw.rgb?.().equals(expected)).toBe(true);
+        const shot = await sharp(raw.rgb?.() as Buffer, { raw: { width: 333, height: 221, channels: 3 } })
+          .png()
+          .toBuffer();
+        expectPattern(await decode(shot.toString("base64")), { x: AT.x - 10, y: AT.y - 10 });
+      } finally {
+        await backend.close();
+      }
+    }
+  });
+
   it("rejects an unknown format and a region off the screen, naming them", async () => {
     const format = await desk.cmd("screenshot", { format: "bmp" });
     expect(format).toMatchObject({ success: false, code: "invalid_params" });

@@ -191,16 +191,26 @@ export class ScreenCapture {
     this.idle.touch();
     const byteOrder = await this.grab(rect, memory.bytes, bytes);
     if (byteOrder === 0) memory.swap32(0, bytes);
-    let rgb: Buffer | undefined;
+    const rgb = memory.bytes.subarray(rgbAt, rgbAt + pixels * 3);
+    /** Rows already made in R,G,B. */
+    const made = new Uint8Array(rect.height);
     const image: RawImage = {
       width: rect.width,
       height: rect.height,
       channels: 4,
       data: memory.bytes.subarray(1, bytes + 1),
-      rgb: () => {
-        if (!rgb) {
-          memory.rgbxToRgb(1, rgbAt, pixels);
-          rgb = memory.bytes.subarray(rgbAt, rgbAt + pixels * 3);
+      rgb: (top = 0, rows = rect.height) => {
+        const end = Math.min(rect.height, top + rows);
+        for (let y = Math.max(0, top); y < end; ) {
+          if (made[y]) {
+            y++;
+            continue;
+          }
+          let run = y;
+          while (run < end && !made[run]) made[run++] = 1;
+          const from = y * rect.width;
+          memory.rgbxToRgb(1 + from * 4, rgbAt + from * 3, (run - y) * rect.width);
+          y = run;
         }
         return rgb;
       },
