@@ -4,6 +4,8 @@
  * targets are set:
  *
  * - cold boot: run → the computer server answers a screenshot;
+ * - the guest's computer server (the systemd unit's process) RSS, read inside the guest from
+ *   /proc/<pid>/status by another process: idle, right after bench/burst.ts's load, 60 s later;
  * - restore of a running snapshot (Mousepad open) → a screenshot from its computer server, N times;
  * - fork of F desktops from it → all F answer a screenshot; the sum of their QEMUs' PSS against
  *   F × their RAM.
@@ -21,6 +23,7 @@ import { copySparse } from "../src/host/sparse-copy.js";
 import { ensureGuestImage } from "../test/e2e/guest-image.js";
 import { killQemusUnder } from "../test/host/support.js";
 import { postCmd } from "../test/support/server.js";
+import { burst, type Call } from "./burst.js";
 import { machineLoad, median, p95, printTable, type Row } from "./lib.js";
 
 const arg = (name: string, fallback: number) => {
@@ -50,6 +53,40 @@ async function svc(method: string, path: string, body?: unknown) {
 async function screenshot(url: string) {
   const shot = await postCmd(url, { command: "screenshot", params: { format: "png" } });
   if (!shot.event?.success) throw new Error(`no screenshot from ${url}: ${JSON.stringify(shot.event)}`);
+}
+
+/** VmRSS in MB of the guest's computer server, the main process of its systemd unit. */
+async function guestServerRssMb(url: string): Promise<number> {
+  const read = await postCmd(url, {
+    command: "run_command",
+    params: {
+      command: "grep VmRSS /proc/$(systemctl show -p MainPID --value hangar-computer.service)/status",
+    },
+  });
+  const kb = Number(/(\d+)\s*kB/.exec(String(read.event?.stdout))?.[1]);
+  if (!kb) throw new Error(`no VmRSS of the guest's server: ${JSON.stringify(read.event)}`);
+  return kb / 1024;
+}
+
+/** The guest's server memory through the same burst as bench/memory.ts. */
+async function guestServerMemory(url: string): Promise<Row> {
+  const call: Call = async (command, params = {}) => {
+    const reply = await postCmd(url, { command, params });
+    if (!reply.event?.success)
+      throw new Error(`${command} failed in the guest: ${JSON.stringify(reply.event)}`);
+  };
+  const idle = await guestServerRssMb(url);
+  await burst(call, "/tmp/hangar-bench-burst.bin");
+  const after = await guestServerRssMb(url);
+  await sleep(60_000);
+  const later = await guestServerRssMb(url);
+  await call("run_command", { command: "rm -f /tmp/hangar-bench-burst.bin" });
+  return {
+    name: "full desktop: its computer server's RSS (systemd unit), idle / right after a burst / 60 s later",
+    median: `${idle.toFixed(1)} / ${after.toFixed(1)} / ${later.toFixed(1)} MB`,
+    p95: "",
+    target: "≤ 60 / — / ≤ 80 MB",
+  };
 }
 
 /** The sum of the proportional set sizes of the QEMU processes whose command line names `dir`. */
@@ -97,6 +134,7 @@ try {
     p95: "",
     target: "report",
   });
+  rows.push(await guestServerMemory(ready.computerServerUrl));
 
   await postCmd(ready.computerServerUrl, { command: "launch", params: { app: "mousepad" } });
   for (let i = 0; i < 120; i++) {

@@ -3,14 +3,20 @@
  * with the server started the ways users start it, side by side and driven alike:
  *
  * - `hangar serve` as the npm bin runs it (`npx hangar serve`, or `hangar serve` after `npm link`):
- *   the file `bin/hangar.js` executed through its `#!` line;
+ *   the file `bin/hangar.js` executed through its `#!` line, which runs the server in a child with
+ *   the memory settings (cli/launcher.ts): the server's RSS is the child's, and the launcher's own
+ *   memory (what is private to it, from smaps_rollup) is given beside it;
+ * - the same with `HANGAR_ALLOCATOR=system`: one process, the C library's allocator and Node's
+ *   defaults, as every start was before the launcher;
  * - with the settings of the systemd unit and the container (memoryEnv: jemalloc, V8's young
  *   generation), as `node bin/hangar.js serve`;
+ * - `hangar mcp` as a desktop agent starts it (the npm bin, an MCP client over stdio), driven
+ *   through MCP tool calls.
  *
  * One server at a time, each with a virtual display of 1280x800: RSS 2 s after /status answers,
  * right after a burst (screenshots of a changing screen, 1 MiB writes and reads, `version`), and
  * 60 s later. Then the time from spawning the process to /status answering (no display), median
- * and p95 over several starts.
+ * and p95 over several starts, the ways taking turns.
  *
  * Run: node --import tsx bench/memory.ts [--starts N]
  */
@@ -20,14 +26,16 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { memoryEnv } from "../src/common/memory-env.js";
+import { burst, type Call } from "./burst.js";
 import { closeClient, post } from "./client.js";
 import { median, p95, printTable, type Row } from "./lib.js";
 import { freePort } from "./support.js";
 
 const BIN = join(import.meta.dirname, "..", "bin", "hangar.js");
 const STARTS = Number(process.argv[process.argv.indexOf("--starts") + 1]) || 10;
-const MIB = 1024 * 1024;
 
 interface Way {
   name: string;
@@ -50,6 +58,12 @@ const WAYS: Way[] = [
     env: plainEnv(),
   },
   {
+    name: "`hangar serve` with HANGAR_ALLOCATOR=system (one process, no settings)",
+    command: BIN,
+    args: [],
+    env: { ...plainEnv(), HANGAR_ALLOCATOR: "system" },
+  },
+  {
     name: "with the systemd unit's and the container's settings",
     command: process.execPath,
     args: [BIN],
@@ -59,6 +73,22 @@ const WAYS: Way[] = [
 
 const rssMb = (pid: number) =>
   Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+
+/** Memory only this process holds (private pages, from smaps_rollup), in MB. */
+function privateMb(pid: number): number {
+  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(rollup)?.[1] ?? 0);
+  return (kb("Private_Clean") + kb("Private_Dirty")) / 1024;
+}
+
+/** The server's pid: the started process, or its child when it is the launcher (cli/launcher.ts). */
+function serverPid(pid: number): number {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
+  const server = children.find(
+    (child) => child && readFileSync(`/proc/${child}/cmdline`, "utf8").includes(BIN),
+  );
+  return server ? Number(server) : pid;
+}
 
 async function waitForStatus(url: string, child: ChildProcess) {
   for (;;) {
@@ -97,20 +127,37 @@ async function stop(child: ChildProcess) {
   await once(child, "exit");
 }
 
-/** Screenshots of a changing screen, 1 MiB writes and reads, and `version`. */
-async function burst(url: string, dir: string) {
-  const chunk = Buffer.alloc(MIB, 7).toString("base64");
-  const file = join(dir, "burst.bin");
-  for (let i = 0; i < 30; i++) {
-    await post(url, "run_command", {
-      command: `xsetroot -solid '#${(i * 0x050709).toString(16).padStart(6, "0").slice(-6)}'`,
-    });
-    await post(url, "screenshot", { format: i % 2 ? "png" : "jpeg" });
+/** `hangar mcp` as a desktop agent starts it (the npm bin, over stdio), through the same burst. */
+async function mcpRow(dir: string): Promise<Row> {
+  const client = new Client({ name: "bench-memory", version: "1" });
+  const transport = new StdioClientTransport({
+    command: BIN,
+    args: ["mcp"],
+    env: { ...(plainEnv() as Record<string, string>), DISPLAY: "" },
+    stderr: "ignore",
+  });
+  await client.connect(transport);
+  try {
+    const call: Call = (name, params = {}) => client.callTool({ name, arguments: params });
+    await call("version");
+    await sleep(2000);
+    const pid = serverPid(transport.pid!);
+    const idle = rssMb(pid);
+    await burst(call, join(dir, "burst.bin"));
+    const after = rssMb(pid);
+    await sleep(60_000);
+    const later = rssMb(pid);
+    const launcher =
+      pid === transport.pid ? "" : ` (+ launcher ${privateMb(transport.pid!).toFixed(1)} MB private)`;
+    return {
+      name: "RSS, `hangar mcp` (the npm bin, over stdio): idle / right after a burst / 60 s later",
+      median: `${idle.toFixed(1)} / ${after.toFixed(1)} / ${later.toFixed(1)} MB${launcher}`,
+      p95: "",
+      target: "≤ 60 / — / ≤ 80 MB",
+    };
+  } finally {
+    await client.close();
   }
-  for (let i = 0; i < 20; i++)
-    await post(url, "write_bytes", { path: file, content_b64: chunk, append: i > 0 });
-  for (let i = 0; i < 20; i++) await post(url, "read_bytes", { path: file, offset: i * MIB, length: MIB });
-  for (let i = 0; i < 500; i++) await post(url, "version");
 }
 
 const dir = mkdtempSync(join(tmpdir(), "hangar-bench-memory-"));
@@ -119,30 +166,37 @@ try {
   for (const way of WAYS) {
     const server = await start(way, true);
     await sleep(2000);
-    const idle = rssMb(server.child.pid!);
-    await burst(server.url, dir);
-    const after = rssMb(server.child.pid!);
+    const pid = serverPid(server.child.pid!);
+    const idle = rssMb(pid);
+    await burst((command, params) => post(server.url, command, params), join(dir, "burst.bin"));
+    const after = rssMb(pid);
     await sleep(60_000);
-    const later = rssMb(server.child.pid!);
+    const later = rssMb(pid);
+    const launcher =
+      pid === server.child.pid ? "" : ` (+ launcher ${privateMb(server.child.pid!).toFixed(1)} MB private)`;
     await stop(server.child);
     rows.push({
       name: `RSS, ${way.name}: idle / right after a burst / 60 s later`,
-      median: `${idle.toFixed(1)} / ${after.toFixed(1)} / ${later.toFixed(1)} MB`,
+      median: `${idle.toFixed(1)} / ${after.toFixed(1)} / ${later.toFixed(1)} MB${launcher}`,
       p95: "",
       target: "≤ 60 / — / ≤ 80 MB",
     });
   }
-  for (const way of WAYS) {
-    const times: number[] = [];
-    for (let i = 0; i < STARTS; i++) {
+  rows.push(await mcpRow(dir));
+  // Interleaved, so that every way sees the same machine.
+  const times = WAYS.map(() => [] as number[]);
+  for (let i = 0; i < STARTS; i++) {
+    for (const [index, way] of WAYS.entries()) {
       const s = await start(way, false);
-      times.push(s.startMs);
+      times[index].push(s.startMs);
       await stop(s.child);
     }
+  }
+  for (const [index, way] of WAYS.entries()) {
     rows.push({
       name: `process start → /status answers, ${way.name}`,
-      median: `${median(times).toFixed(0)} ms`,
-      p95: `${p95(times).toFixed(0)} ms`,
+      median: `${median(times[index]).toFixed(0)} ms`,
+      p95: `${p95(times[index]).toFixed(0)} ms`,
       target: "≤ 300 ms",
     });
   }

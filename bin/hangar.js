@@ -1,4 +1,9 @@
 #!/usr/bin/env node
-import { main } from "../dist/src/cli/main.js";
+// `serve` and `mcp` may run in a child started with settings only a new process can have (the memory
+// allocator, and no API keys in its environment): dist/src/cli/launcher.js, loaded before the rest.
+import { relaunch } from "../dist/src/cli/launcher.js";
 
-await main();
+if (!relaunch()) {
+  const { main } = await import("../dist/src/cli/main.js");
+  await main();
+}

@@ -1,9 +1,11 @@
 /** The `hangar` command line: one program, a module per group of commands. */
 import { Command, CommanderError } from "commander";
+import { forgetMemorySettings } from "../common/memory-env.js";
 import { PACKAGE_VERSION } from "../common/version.js";
 import { registerConfig, registerLogs } from "./config.js";
 import { registerHost } from "./host.js";
 import { registerImageCommands } from "./images.js";
+import { followLauncher } from "./launcher.js";
 import { registerMcp } from "./mcp.js";
 import { registerPool } from "./pool.js";
 import { registerServe } from "./serve.js";
@@ -29,6 +31,8 @@ export function buildProgram(): Command {
 }
 
 export async function main(argv = process.argv) {
+  followLauncher();
+  forgetMemorySettings();
   const program = buildProgram();
   try {
     await program.parseAsync(argv);

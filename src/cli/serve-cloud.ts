@@ -1,7 +1,7 @@
 /** `hangar serve`'s cloud mode and TLS: from flags and environment to server options. */
-import { spawn } from "node:child_process";
 import type { Logger } from "../common/logger.js";
-import { API_KEYS_ENV, API_KEYS_FD_ENV, resolveCloudAuth } from "../computer/auth/config.js";
+import { resolveCloudAuth } from "../computer/auth/config.js";
+import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/key-env.js";
 import type { ComputerServerOptions } from "../computer/server.js";
 import {
   certificateFingerprint,
@@ -73,47 +73,4 @@ export async function cloudServeOptions(
       "cloud mode: API keys required",
     );
   return { cloud, tls };
-}
-
-/** The descriptor on which a relaunched server reads the keys its launcher had in `HANGAR_API_KEYS`. */
-const KEYS_FD = 3;
-
-/**
- * Keeps `HANGAR_API_KEYS` out of the server's process: deleting it from `process.env` leaves it in
- * `/proc/<pid>/environ`, which every command the server runs could read. When the variable is set,
- * this runs the same command line again in a child whose environment lacks it, hands the keys over
- * a pipe, passes SIGTERM and SIGHUP on, and exits with the child's status. Resolves false when there
- * is nothing to hide (the caller serves), and never resolves otherwise.
- *
- * The launcher itself keeps the variable, as does any process above it (a container's PID 1):
- * deployments pass keys in a mounted file (`--api-key-file`) instead; see docs/deploy.md.
- */
-export function relaunchWithoutKeysInEnvironment(env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
-  const keys = env[API_KEYS_ENV];
-  if (!keys) return Promise.resolve(false);
-  const childEnv: NodeJS.ProcessEnv = { ...env, [API_KEYS_FD_ENV]: String(KEYS_FD) };
-  delete childEnv[API_KEYS_ENV];
-  const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
-    env: childEnv,
-    stdio: ["inherit", "inherit", "inherit", "pipe"],
-  });
-  const pipe = child.stdio[KEYS_FD] as NodeJS.WritableStream & { on(e: "error", l: () => void): void };
-  pipe.on("error", () => undefined);
-  pipe.end(keys);
-  const forward = (signal: NodeJS.Signals) => () => child.kill(signal);
-  process.on("SIGTERM", forward("SIGTERM"));
-  process.on("SIGHUP", forward("SIGHUP"));
-  // Ctrl-C reaches the child from the terminal already; the launcher only waits for it to stop.
-  process.on("SIGINT", () => undefined);
-  return new Promise<boolean>(() => {
-    child.on("error", (err) => {
-      process.stderr.write(`hangar: cannot start the server: ${err.message}\n`);
-      process.exit(1);
-    });
-    child.on("exit", (code, signal) => process.exit(code ?? (signal ? 128 + signalNumber(signal) : 1)));
-  });
-}
-
-function signalNumber(signal: NodeJS.Signals): number {
-  return ({ SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 } as Record<string, number>)[signal] ?? 0;
 }

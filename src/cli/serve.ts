@@ -12,7 +12,8 @@ import {
 import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
 import { type DesktopSession, parseDisplaySize, startDesktopSession } from "../desktop/session.js";
 import { DEFAULT_WARM_SHELLS } from "../os/warm-shells.js";
-import { cloudServeOptions, relaunchWithoutKeysInEnvironment } from "./serve-cloud.js";
+import { relaunch } from "./launcher.js";
+import { cloudServeOptions } from "./serve-cloud.js";
 import {
   browserAccess,
   browserAccessOptions,
@@ -115,7 +116,8 @@ export function registerServe(program: Command) {
       defaultBackend(),
     );
   browserAccessOptions(serve).action(async (opts) => {
-    if (await relaunchWithoutKeysInEnvironment()) return;
+    // bin/hangar.js has relaunched already; this is for a command line run another way with keys.
+    if (relaunch(process.argv, process.env, { memory: false })) return;
     forgetMemorySettings();
     growHeapInLargerSteps();
     const log = createLogger({ level: opts.logLevel, name: "computer" });

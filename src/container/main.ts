@@ -25,7 +25,7 @@ import { fileURLToPath } from "node:url";
 import { buildProgram } from "../cli/main.js";
 import { onShutdown } from "../cli/util.js";
 import { forgetMemorySettings, memoryEnv } from "../common/memory-env.js";
-import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/config.js";
+import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/key-env.js";
 import { defaultTlsDir, ensureSelfSignedCertificate } from "../computer/tls.js";
 import { startDesktopApps } from "../desktop/furniture.js";
 import { startVirtualDisplay } from "../desktop/virtual-display.js";

@@ -2,8 +2,14 @@
  * The memory settings `hangar serve` is started with (src/common/memory-env.ts): jemalloc and V8's
  * smaller young generation in the server's own process, and not in the commands it runs.
  */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { describe, expect, it } from "vitest";
+import { ALLOCATOR_ENV } from "../../src/cli/launcher.js";
 import {
   findJemalloc,
   forgetMemorySettings,
@@ -79,5 +85,158 @@ describe("the server's memory settings", () => {
     } finally {
       await cli.stop();
     }
+  });
+});
+
+/** The environment of a user's shell: no memory settings of anybody's. */
+function userEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of ["NODE_OPTIONS", "LD_PRELOAD", "MALLOC_CONF", PRELOADED_ENV]) delete env[name];
+  return env;
+}
+
+/** The pids of a process's children. */
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe("hangar serve started as the npm bin (bin/hangar.js through its #! line)", () => {
+  it("serves from a child started with the memory settings, whose commands see none of them", async () => {
+    const cli = await startCli(["serve", "--port", "0", "--no-virtual-display"], {
+      ...userEnv(),
+      DISPLAY: ":999",
+    });
+    try {
+      const [server] = childrenOf(cli.child.pid!);
+      expect(server).toBeGreaterThan(0);
+      expect(readFileSync(`/proc/${server}/maps`, "utf8")).toContain("libjemalloc.so.2");
+      expect(readFileSync(`/proc/${cli.child.pid}/maps`, "utf8")).not.toContain("libjemalloc.so.2");
+      const seen = await runCommand(
+        cli.url,
+        'echo "[$LD_PRELOAD][$MALLOC_CONF][$NODE_OPTIONS][$HANGAR_LAUNCHER_PID]"; echo $PPID',
+      );
+      const [settings, parent] = seen.stdout.trim().split("\n");
+      expect(settings).toBe("[][][][]");
+      // The commands are the server's, not the launcher's.
+      expect(childrenOf(cli.child.pid!)).toEqual([server]);
+      expect(Number(parent)).not.toBe(cli.child.pid);
+    } finally {
+      await cli.stop();
+    }
+    expect(cli.child.exitCode).toBe(0);
+  });
+
+  it("stops its server and the server's display when the launcher is killed with SIGKILL", async () => {
+    const cli = await startCli(["serve", "--port", "0", "--virtual-display=640x480"], {
+      ...userEnv(),
+      DISPLAY: "",
+    });
+    const [server] = childrenOf(cli.child.pid!);
+    const display = childrenOf(server).find((pid) =>
+      readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("Xvfb"),
+    );
+    expect(display).toBeGreaterThan(0);
+    cli.child.kill("SIGKILL");
+    await expect.poll(() => alive(server), { timeout: 10_000 }).toBe(false);
+    await expect.poll(() => alive(display!), { timeout: 10_000 }).toBe(false);
+    await expect(fetch(`${cli.url}/status`)).rejects.toThrow();
+  });
+
+  it("exits with its server's status and says why once", async () => {
+    const taken = createServer().listen(0, "127.0.0.1");
+    await once(taken, "listening");
+    const port = (taken.address() as { port: number }).port;
+    try {
+      const child = spawn(
+        process.execPath,
+        ["bin/hangar.js", "serve", "--port", String(port), "--no-virtual-display"],
+        {
+          env: { ...userEnv(), DISPLAY: ":999" },
+          stdio: ["ignore", "ignore", "pipe"],
+        },
+      );
+      let err = "";
+      child.stderr.on("data", (d) => {
+        err += String(d);
+      });
+      const [code] = await once(child, "exit");
+      expect(code).toBe(1);
+      expect(err.match(/EADDRINUSE|in use/g)?.length).toBeGreaterThanOrEqual(1);
+      expect(err.split("\n").filter((l) => l.startsWith("hangar:"))).toHaveLength(1);
+    } finally {
+      taken.close();
+    }
+  });
+
+  it("exits as 128 + the signal when its server is killed by one", async () => {
+    const cli = await startCli(["serve", "--port", "0", "--no-virtual-display"], {
+      ...userEnv(),
+      DISPLAY: ":999",
+    });
+    const [server] = childrenOf(cli.child.pid!);
+    const exited = once(cli.child, "exit");
+    process.kill(server, "SIGKILL");
+    expect((await exited)[0]).toBe(137);
+  });
+
+  it("is one process with HANGAR_ALLOCATOR=system", async () => {
+    const cli = await startCli(["serve", "--port", "0", "--no-virtual-display"], {
+      ...userEnv(),
+      DISPLAY: ":999",
+      [ALLOCATOR_ENV]: "system",
+    });
+    try {
+      expect(
+        childrenOf(cli.child.pid!).filter((pid) =>
+          readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("hangar.js"),
+        ),
+      ).toEqual([]);
+      expect(readFileSync(`/proc/${cli.child.pid}/maps`, "utf8")).not.toContain("libjemalloc.so.2");
+    } finally {
+      await cli.stop();
+    }
+  });
+});
+
+describe("hangar mcp started as the npm bin", () => {
+  it("serves its tools from a child with the memory settings, and ends when the client closes", async () => {
+    const client = new Client({ name: "hangar-test", version: "1.0.0" });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: ["bin/hangar.js", "mcp"],
+      env: { ...(userEnv() as Record<string, string>), DISPLAY: ":999" },
+      stderr: "pipe",
+    });
+    await client.connect(transport);
+    const launcher = transport.pid!;
+    try {
+      const [server] = childrenOf(launcher);
+      expect(readFileSync(`/proc/${server}/maps`, "utf8")).toContain("libjemalloc.so.2");
+      const reply = (await client.callTool({
+        name: "run_command",
+        arguments: { command: 'printf "[$LD_PRELOAD][$NODE_OPTIONS]"' },
+      })) as { structuredContent?: unknown };
+      expect(reply.structuredContent).toMatchObject({ stdout: "[][]", return_code: 0 });
+    } finally {
+      await client.close();
+    }
+    await expect.poll(() => alive(launcher), { timeout: 10_000 }).toBe(false);
   });
 });

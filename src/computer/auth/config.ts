@@ -6,6 +6,7 @@
 import { closeSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import type { CloudAuthOptions } from "./authenticator.js";
+import { API_KEYS_ENV, API_KEYS_FD_ENV } from "./key-env.js";
 import { KeyDigests, parseKeyLines, parseKeyList } from "./keys.js";
 import { remoteVerifier } from "./verifier.js";
 
@@ -18,11 +19,6 @@ export interface CloudSettings {
   authUrl?: string;
   env?: NodeJS.ProcessEnv;
 }
-
-/** The environment variable holding comma-separated API keys (or `sha256:` digests). */
-export const API_KEYS_ENV = "HANGAR_API_KEYS";
-/** Set by a launcher that hands `HANGAR_API_KEYS` over a pipe: the descriptor to read them from. */
-export const API_KEYS_FD_ENV = "HANGAR_API_KEYS_FD";
 
 /** Returns the cloud auth options, or undefined for local mode; throws on a half-done setup. */
 export async function resolveCloudAuth(settings: CloudSettings): Promise<CloudAuthOptions | undefined> {
