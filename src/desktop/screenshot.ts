@@ -115,9 +115,9 @@ async function captureAndEncode(backend: DesktopBackend, options: ScreenshotOpti
   const origin = options.region
     ? { x: Math.max(0, Math.floor(options.region.x)), y: Math.max(0, Math.floor(options.region.y)) }
     : { x: 0, y: 0 };
-  // A full-size JPEG compares its strips with the last one's anyway (jpeg-strips.ts): a second
+  // Strips are compared with the last encoding's anyway (jpeg-strips.ts, png-strips.ts): a second
   // comparison of the whole frame here would only cost another pass over it.
-  const entry = cacheEntryFor(raw, !inStrips(raw, options));
+  const entry = cacheEntryFor(raw, !jpegStripped(raw, options) && !pngStripped(raw, options));
   const key = JSON.stringify([
     options.format,
     options.quality,
@@ -192,11 +192,16 @@ export function targetSize(width: number, height: number, options: ScreenshotOpt
 }
 
 /** Whether a screenshot is a JPEG of the whole capture without a pointer: encoded in strips. */
-function inStrips(raw: RawImage, options: ScreenshotOptions): boolean {
+function jpegStripped(raw: RawImage, options: ScreenshotOptions): boolean {
   const size = targetSize(raw.width, raw.height, options);
   return (
     options.format === "jpeg" && !options.cursor && size.width === raw.width && size.height === raw.height
   );
+}
+
+/** Whether a screenshot is a PNG without a pointer from a capture that has R,G,B: encoded in strips. */
+function pngStripped(raw: RawImage, options: ScreenshotOptions): boolean {
+  return options.format === "png" && !options.cursor && (raw.channels === 3 || raw.rgb !== undefined);
 }
 
 async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point): Promise<Screenshot> {
@@ -204,8 +209,8 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
   try {
     const cursor = options.cursor && (await pointerOverlay(options.cursor, origin, size, raw));
     const data =
-      (inStrips(raw, options) && (await jpegInStrips(raw, options.quality))) ||
-      (options.format === "png" && !cursor && (await pngInStrips(raw, size))) ||
+      (jpegStripped(raw, options) && (await jpegInStrips(raw, options.quality))) ||
+      (pngStripped(raw, options) && (await pngInStrips(raw, size))) ||
       (await (await pipelineFor(raw, size, options.format, options.quality, cursor || undefined)).toBuffer());
     return {
       data,
