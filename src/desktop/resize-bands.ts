@@ -15,7 +15,7 @@ const MAX_BAND_ROWS = 256;
 export interface ResizeCache {
   /** Sizes; emptied once the cache is used (it then belongs to the next one). */
   key: string;
-  /** The source rows the output was made from. */
+  /** The source's pixels the output was made from, to compare with. */
   source: Buffer;
   output: Buffer;
 }
@@ -25,41 +25,53 @@ interface Size {
   height: number;
 }
 
+/** An image to resize: its pixels as compared (whole rows, any layout) and its R,G,B rows on demand. */
+export interface BandSource extends Size {
+  pixels: Buffer;
+  /** Packed R,G,B of the whole image, of which at least rows `top` to `top + rows` are made. */
+  rgb(top: number, rows: number): Buffer;
+}
+
 type SharpFactory = (input: Buffer, options: SharpOptions) => Sharp;
 
 const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
 
 function resize(sharp: SharpFactory, rows: Buffer, from: Size, to: Size): Promise<Buffer> {
-  return sharp(rows, { raw: { ...from, channels: 3 } })
+  return sharp(rows, { raw: { width: from.width, height: from.height, channels: 3 } })
     .resize(to.width, to.height, { fit: "fill", kernel: "linear" })
     .raw()
     .toBuffer();
 }
 
 /**
- * `rgb` (packed R,G,B of `from`) resized to `to`, redoing only the bands that differ from
- * `previous`'s source; returns the output (kept in the cache: read it before the next call) and
- * the cache for the next call.
+ * `from` resized to `to`, redoing only the bands whose pixels differ from `previous`'s source;
+ * returns the output (kept in the cache: read it before the next call) and the cache for the next
+ * call. Only the R,G,B rows that are resized are asked of `from`.
  */
 export async function resizeInBands(
   sharp: SharpFactory,
-  rgb: Buffer,
-  from: Size,
+  from: BandSource,
   to: Size,
   previous: ResizeCache | null,
 ): Promise<{ output: Buffer; cache: ResizeCache }> {
-  const key = `${from.width}x${from.height}>${to.width}x${to.height}`;
+  const inRow = from.pixels.length / from.height;
+  const key = `${from.width}x${from.height}x${inRow}>${to.width}x${to.height}`;
   const reuse = previous?.key === key ? previous : null;
   if (reuse) reuse.key = "";
   const g = gcd(from.height, to.height);
   const band = from.height / g;
   const outBand = to.height / g;
   if (!reuse || band > MAX_BAND_ROWS) {
-    const output = await resize(sharp, rgb, from, to);
-    return { output, cache: { key, source: Buffer.from(rgb), output } };
+    const output = await resize(
+      sharp,
+      from.rgb(0, from.height),
+      { width: from.width, height: from.height },
+      to,
+    );
+    return { output, cache: { key, source: Buffer.from(from.pixels), output } };
   }
   const { source, output } = reuse;
-  const inRow = from.width * 3;
+  const rgbRow = from.width * 3;
   const outRow = to.width * 3;
   const bands = g;
   // The kernel reaches a few source rows past a band's edges (linear: about the shrink factor plus
@@ -68,7 +80,7 @@ export async function resizeInBands(
   const reach = Math.ceil((Math.ceil(band / outBand) + 3) / band);
   const runs: [number, number][] = [];
   for (let b = 0; b < bands; b++) {
-    const rows = rgb.subarray(b * band * inRow, (b + 1) * band * inRow);
+    const rows = from.pixels.subarray(b * band * inRow, (b + 1) * band * inRow);
     const kept = source.subarray(b * band * inRow, (b + 1) * band * inRow);
     if (rows.equals(kept)) continue;
     rows.copy(kept);
@@ -83,9 +95,10 @@ export async function resizeInBands(
       const end = Math.min(bands, changedEnd + reach);
       const top = Math.max(0, first - reach);
       const bottom = Math.min(bands, end + reach);
+      const rgb = from.rgb(top * band, (bottom - top) * band);
       const part = await resize(
         sharp,
-        rgb.subarray(top * band * inRow, bottom * band * inRow),
+        rgb.subarray(top * band * rgbRow, bottom * band * rgbRow),
         { width: from.width, height: (bottom - top) * band },
         { width: to.width, height: (bottom - top) * outBand },
       );

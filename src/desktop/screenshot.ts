@@ -16,7 +16,7 @@ import { settled } from "../common/settled.js";
 import type { DesktopBackend, Point, RawImage, Rect, Size } from "./backend.js";
 import { encodeInStrips, type StripCache } from "./jpeg-strips.js";
 import { encodePngInStrips, type PngStripCache } from "./png-strips.js";
-import { type ResizeCache, resizeInBands } from "./resize-bands.js";
+import { type BandSource, type ResizeCache, resizeInBands } from "./resize-bands.js";
 
 export type ImageFormat = "png" | "jpeg" | "webp";
 
@@ -278,16 +278,22 @@ let resized: ResizeCache | null = null;
  * R,G,B or the strips cannot be joined.
  */
 async function pngInStrips(raw: RawImage, size: Size): Promise<Buffer | null> {
-  const rgb = rgbPixels(raw);
-  if (!rgb) return null;
   const { width, height } = raw;
-  let pixels = rgb;
+  let pixels: Buffer;
   if (size.width !== width || size.height !== height) {
     const previous = resized;
     resized = null;
-    const done = await resizeInBands(await loadSharp(), rgb, { width, height }, size, previous);
+    // The bands are compared on the capture's own pixels; only those resized are made R,G,B.
+    const rgbRows = raw.channels === 3 ? () => raw.data : raw.rgb?.bind(raw);
+    if (!rgbRows) return null;
+    const source: BandSource = { width, height, pixels: raw.data, rgb: rgbRows };
+    const done = await resizeInBands(await loadSharp(), source, size, previous);
     resized = done.cache;
     pixels = done.output;
+  } else {
+    const rgb = rgbPixels(raw);
+    if (!rgb) return null;
+    pixels = rgb;
   }
   const previous = pngStrips;
   pngStrips = null;
