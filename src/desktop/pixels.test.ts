@@ -18,6 +18,7 @@ describe("PixelMemory", () => {
       memory.swap32(4, words * 4);
       expect(memory.bytes.subarray(4, 4 + words * 4)).toEqual(Buffer.from(bytes).swap32());
       expect(memory.bytes.subarray(0, 4)).toEqual(Buffer.alloc(4, 0xaa));
+      expect(memory.bytes.subarray(4 + words * 4, words * 4 + 8)).toEqual(Buffer.alloc(4, 0xaa));
     }
   });
 

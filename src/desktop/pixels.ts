@@ -35,17 +35,24 @@ export class PixelMemory {
     this.bytes = Buffer.from(memory.buffer, 0, size);
   }
 
-  /** Swaps the bytes of each 32-bit word in `[at, at + length)` (length a multiple of 4), in place. */
+  /**
+   * Swaps the bytes of each 32-bit word in `[at, at + length)` (length a multiple of 4), in place;
+   * nothing outside it.
+   */
   swap32(at: number, length: number) {
     this.#check(at, length);
     if (length % 4 !== 0) throw new RangeError("swap32 needs a multiple of 4 bytes");
-    // Whole 16-byte groups: the last may swap up to 12 bytes past the end, inside the slack.
-    this.#swap(at, Math.ceil(length / 16));
+    // Whole 16-byte groups in WebAssembly, the last words (at most three) here.
+    const groups = Math.floor(length / 16);
+    this.#swap(at, groups);
+    if (groups * 16 < length) this.bytes.subarray(at + groups * 16, at + length).swap32();
   }
 
   /**
    * Writes `pixels` R,G,B,X pixels at `from` as packed R,G,B at `to` (`to` ≤ `from`, or the regions
-   * apart): the fourth byte of each is dropped.
+   * apart): the fourth byte of each is dropped. It works on groups of 16 pixels: up to 15 pixels
+   * after the last are packed too (from whatever bytes follow the input, into the 45 bytes after
+   * the output), so the memory must have room there.
    */
   rgbxToRgb(from: number, to: number, pixels: number) {
     this.#check(from, pixels * 4);

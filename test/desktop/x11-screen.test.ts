@@ -252,6 +252,42 @@ describe("screenshots (X11)", () => {
     }
   });
 
+  it("reads again only the rows DAMAGE reports changed, and its captures stay equal to fresh ones", async () => {
+    const kept = await X11Backend.connect(desk.display.display);
+    /** A whole capture by a connection of its own (nothing to reuse), as RGB. */
+    const fresh = async () => {
+      const backend = await X11Backend.connect(desk.display.display);
+      try {
+        return Buffer.from((await backend.capture()).rgb?.() as Buffer);
+      } finally {
+        await backend.close();
+      }
+    };
+    const same = async () => {
+      const raw = await kept.capture();
+      return raw.rgb?.().equals(await fresh()) === true;
+    };
+    try {
+      expect(await same()).toBe(true);
+      // Windows appearing and going in other rows, each change seen by two captures in turn
+      // (each buffer holds the capture before the last).
+      for (const [x, y] of [
+        [600, 400],
+        [20, 560],
+        [650, 20],
+      ]) {
+        const window = desk.spawn(PYTHON, [join(APPS, "pattern.py"), String(x), String(y)]);
+        const at = ((y + 5) * 1024 + x + 5) * 3;
+        await eventually(async () => near([...(await fresh()).subarray(at, at + 3)], RED, 0));
+        await eventually(same, 5_000);
+        window.kill();
+        await eventually(same, 5_000);
+      }
+    } finally {
+      await kept.close();
+    }
+  });
+
   it("rejects an unknown format and a region off the screen, naming them", async () => {
     const format = await desk.cmd("screenshot", { format: "bmp" });
     expect(format).toMatchObject({ success: false, code: "invalid_params" });
