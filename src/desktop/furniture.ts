@@ -1,12 +1,21 @@
 /**
- * A desktop's furniture, started once the X server and window manager run: a wallpaper (a gradient
- * drawn here, set with xwallpaper) and the lxpanel panel (task list, clock). The container and the
- * guest image start them (`hangar serve --panel`). Both are optional: a missing program is logged
- * and the desktop works without it. The panel ends with the X server.
+ * A desktop's furniture, started once the X server and window manager run: a wallpaper (a gradient,
+ * `wallpaper.png` beside this module, which xwallpaper scales to the screen) and the lxpanel panel
+ * (task list, clock). The container and the guest image start them (`hangar serve --panel`). Both are
+ * optional: a missing program is logged and the desktop works without it. The panel ends with the X
+ * server.
+ *
+ * The gradient is a file made once, not drawn at each start: drawing it loaded sharp (libvips) into
+ * the server at start, 13 MB of its memory for a desktop no agent has looked at yet (a warm pool's),
+ * and took about half a second of a container's start on two busy cores (docs/performance.md).
  */
 import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { findProgram } from "../os/launch.js";
-import { setX11Wallpaper } from "./wallpaper.js";
+import { showX11Wallpaper } from "./wallpaper.js";
+
+/** A 320x200 diagonal gradient from #1f3b57 to #4f7a8c (adjacent pixels differ by less than a level). */
+const GRADIENT = fileURLToPath(new URL("./wallpaper.png", import.meta.url));
 
 interface Desktop {
   width: number;
@@ -15,14 +24,7 @@ interface Desktop {
 }
 
 export async function startDesktopApps(desktop: Desktop, log: (message: string) => void): Promise<void> {
-  const svg =
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${desktop.width}" height="${desktop.height}">` +
-    `<defs><linearGradient id="g" x1="0" y1="0" x2="1" y2="1">` +
-    `<stop offset="0" stop-color="#1f3b57"/><stop offset="1" stop-color="#4f7a8c"/></linearGradient></defs>` +
-    `<rect width="100%" height="100%" fill="url(#g)"/></svg>`;
-  await setX11Wallpaper(Buffer.from(svg), desktop.env).catch((err: Error) =>
-    log(`no wallpaper: ${err.message}`),
-  );
+  await showX11Wallpaper(GRADIENT, desktop.env).catch((err: Error) => log(`no wallpaper: ${err.message}`));
   if (!findProgram("lxpanel")) return log("no panel: lxpanel is not installed");
   const panel = spawn("lxpanel", [], { env: { ...process.env, ...desktop.env }, stdio: "ignore" });
   panel.on("error", (err) => log(`the panel did not start: ${err.message}`));

@@ -36,12 +36,7 @@ export async function readImageFile(path: string): Promise<Buffer> {
 const run = promisify(execFile);
 
 export async function setX11Wallpaper(image: Buffer, env: Readonly<Record<string, string>>): Promise<void> {
-  if (!findProgram("xwallpaper")) {
-    throw new CommandError(
-      "unavailable",
-      "Setting the wallpaper needs xwallpaper (apt-get install xwallpaper)",
-    );
-  }
+  needXwallpaper();
   const { default: sharp } = await import("sharp");
   const dir = await mkdtemp(join(tmpdir(), "hangar-wallpaper-"));
   try {
@@ -51,12 +46,27 @@ export async function setX11Wallpaper(image: Buffer, env: Readonly<Record<string
     } catch (err) {
       throw new CommandError("invalid_params", `Not an image Hangar can read: ${(err as Error).message}`);
     }
-    await run("xwallpaper", ["--zoom", file], { env: { ...process.env, ...env }, timeout: 15_000 }).catch(
-      (err: Error & { stderr?: string }) => {
-        throw new CommandError("failed", `xwallpaper failed: ${(err.stderr || err.message).trim()}`);
-      },
-    );
+    await showX11Wallpaper(file, env);
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Shows a PNG or JPEG file as the wallpaper, scaled to cover the screen (no sharp: xwallpaper reads it). */
+export async function showX11Wallpaper(file: string, env: Readonly<Record<string, string>>): Promise<void> {
+  needXwallpaper();
+  await run("xwallpaper", ["--zoom", file], { env: { ...process.env, ...env }, timeout: 15_000 }).catch(
+    (err: Error & { stderr?: string }) => {
+      throw new CommandError("failed", `xwallpaper failed: ${(err.stderr || err.message).trim()}`);
+    },
+  );
+}
+
+function needXwallpaper() {
+  if (!findProgram("xwallpaper")) {
+    throw new CommandError(
+      "unavailable",
+      "Setting the wallpaper needs xwallpaper (apt-get install xwallpaper)",
+    );
   }
 }

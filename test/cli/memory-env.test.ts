@@ -196,6 +196,37 @@ describe("hangar serve started as the npm bin (bin/hangar.js through its #! line
     expect((await exited)[0]).toBe(137);
   });
 
+  it("does not load sharp for the panel's wallpaper: an idle desktop has no image library in memory", async () => {
+    const cli = await startCli(["serve", "--port", "0", "--virtual-display=640x480", "--panel"], {
+      ...userEnv(),
+      DISPLAY: "",
+      [ALLOCATOR_ENV]: "system",
+    });
+    try {
+      const pid = cli.child.pid!;
+      expect(
+        JSON.parse(
+          cli
+            .log()
+            .split("\n")
+            .find((l) => l.includes("listening")) ?? "{}",
+        ).url,
+      ).toBe(cli.url);
+      expect(cli.log()).not.toContain("no wallpaper");
+      expect(readFileSync(`/proc/${pid}/maps`, "utf8")).not.toMatch(/libvips|sharp/);
+      // The first screenshot loads it.
+      await runCommand(cli.url, "true");
+      const shot = await fetch(`${cli.url}/cmd`, {
+        method: "POST",
+        body: JSON.stringify({ command: "screenshot", params: {} }),
+      });
+      expect(await shot.text()).toContain('"success":true');
+      expect(readFileSync(`/proc/${pid}/maps`, "utf8")).toMatch(/libvips/);
+    } finally {
+      await cli.stop();
+    }
+  });
+
   it("is one process with HANGAR_ALLOCATOR=system", async () => {
     const cli = await startCli(["serve", "--port", "0", "--no-virtual-display"], {
       ...userEnv(),

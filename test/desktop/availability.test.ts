@@ -149,6 +149,19 @@ describe("desktop availability", () => {
     expect(Math.abs(r - 55)).toBeLessThan(25);
     expect(Math.abs(g - 90)).toBeLessThan(25);
     expect(Math.abs(b - 113)).toBeLessThan(25);
+    // Scaled from a small file (xwallpaper --zoom): near its corners the gradient's ends (the bottom
+    // one under the panel), and no steps between neighbouring pixels.
+    const corner = async (x: number, y: number) => [
+      ...(await (await session.manager.get()).capture({ x, y, width: 1, height: 1 })).data.subarray(0, 3),
+    ];
+    const near = (color: number[], want: number[]) => color.every((c, i) => Math.abs(c - want[i]) <= 8);
+    expect(near(await corner(2, 2), [0x1f, 0x3b, 0x57])).toBe(true);
+    expect(near(await corner(797, 560), [0x4f, 0x7a, 0x8c])).toBe(true);
+    const row = await (await session.manager.get()).capture({ x: 0, y: 300, width: 800, height: 1 });
+    for (let x = 1; x < 800; x++) {
+      const step = Math.abs(row.data[x * 4 + 2] - row.data[(x - 1) * 4 + 2]);
+      expect(step, `at x=${x}`).toBeLessThanOrEqual(2);
+    }
     const panelPid = (await execFileAsync("pgrep", ["-f", "^lxpanel$", "-n"], { env })).stdout.trim();
     await session.stop();
     await vi.waitFor(() => expect(() => process.kill(Number(panelPid), 0)).toThrow(), { timeout: 10_000 });
