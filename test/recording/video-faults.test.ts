@@ -177,7 +177,10 @@ describe("a server killed with SIGKILL while recording", () => {
     const children = descendants(cli.child.pid!);
     const encoder = children.find((p) => /(^|\/)ffmpeg /.test(p.args));
     expect(encoder).toBeDefined();
-    cli.child.kill("SIGKILL");
+    // The server process itself: where the npm bin runs it in a child (the launcher), that child;
+    // the launcher, seeing it die, exits too.
+    const server = children.find((p) => p.ppid === cli.child.pid && p.args.startsWith(process.execPath));
+    process.kill(server?.pid ?? (cli.child.pid as number), "SIGKILL");
     const killedAt = (performance.now() - t0) / 1000;
     // The encoder reads the end of its input, finishes the file and exits.
     expect(await waitUntilGone(encoder!.pid, 10_000)).toBe(true);
