@@ -13,7 +13,7 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import autocannon from "autocannon";
 import { median, printTable, type Row } from "./lib.js";
@@ -86,10 +86,18 @@ const shares = new Map<string, number[]>(servers.slice(1).map(([name]) => [name,
 const cpu = new Map<string, { ticks: number; requests: number }>(
   servers.map(([name]) => [name, { ticks: 0, requests: 0 }]),
 );
-/** User and system CPU time of a process, in clock ticks. */
-const cpuTicks = (pid: number | undefined) => {
+/**
+ * User and system CPU time of a process and of the processes it started (a launcher may run the
+ * server in a child), in clock ticks.
+ */
+const cpuTicks = (pid: number | undefined): number => {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return Number(fields[11]) + Number(fields[12]);
+  let ticks = Number(fields[11]) + Number(fields[12]);
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    const children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").split(" ").filter(Boolean);
+    for (const child of children) ticks += cpuTicks(Number(child));
+  }
+  return ticks;
 };
 try {
   for (let round = 0; round < ROUNDS; round++) {

@@ -126,8 +126,11 @@ export class OriginPolicy {
   }
 }
 
+/** The headers the policy decides on. */
+export type PolicyHeaders = { origin?: string; host?: string; fetchSite?: string; fetchMode?: string };
+
 /** The headers the policy decides on, read with `get` (a header's value by its lower-case name). */
-export function policyHeaders(get: (name: string) => string | undefined) {
+export function policyHeaders(get: (name: string) => string | undefined): PolicyHeaders {
   return {
     origin: get("origin"),
     host: get("host"),
@@ -162,10 +165,10 @@ export function originGuard(
     if (!cors) return next();
     // Set on the response being prepared: Hono carries these over to whatever the route returns.
     const set = (name: string, value: string) => c.res.headers.set(name, value);
-    set("access-control-allow-origin", cors.origin);
-    if (cors.origin !== "*") c.res.headers.append("vary", "Origin");
-    if (cors.credentials) set("access-control-allow-credentials", "true");
-    set("access-control-expose-headers", "mcp-session-id, mcp-protocol-version");
+    for (const [name, value] of Object.entries(corsHeaders(cors))) {
+      if (name === "vary") c.res.headers.append(name, value);
+      else set(name, value);
+    }
     if (c.req.method === "OPTIONS" && c.req.header("access-control-request-method")) {
       set("access-control-allow-methods", "GET, HEAD, POST, PUT, PATCH, DELETE");
       const asked = c.req.header("access-control-request-headers");
@@ -175,6 +178,15 @@ export function originGuard(
     }
     return next();
   };
+}
+
+/** The CORS headers of a reply to an allowed page (not a preflight's). */
+export function corsHeaders(cors: { origin: string; credentials: boolean }): Record<string, string> {
+  const headers: Record<string, string> = { "access-control-allow-origin": cors.origin };
+  if (cors.origin !== "*") headers.vary = "Origin";
+  if (cors.credentials) headers["access-control-allow-credentials"] = "true";
+  headers["access-control-expose-headers"] = "mcp-session-id, mcp-protocol-version";
+  return headers;
 }
 
 /** A header of a Node request by its lower-case name (the first, when it came more than once). */

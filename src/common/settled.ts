@@ -8,3 +8,8 @@ export function settled(work: Promise<unknown>): Promise<void> {
 }
 
 const nothing = () => undefined;
+
+/** Whether a value is a promise (or another thenable) rather than a value given at once. */
+export function isPromise(value: unknown): value is PromiseLike<unknown> & Promise<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === "function";
+}

@@ -2,14 +2,22 @@
  * The computer server's HTTP surface: `/status`, `/commands`, `/openapi.json` and `POST /cmd`.
  * Transports only parse, frame and write; every command goes through `registry.run()`.
  */
+import type { IncomingMessage, RequestListener } from "node:http";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { type Logger, silentLogger } from "../common/logger.js";
-import { OriginPolicy, originGuard } from "../common/origin-policy.js";
+import {
+  corsHeaders,
+  nodeHeader,
+  OriginPolicy,
+  originGuard,
+  policyHeaders,
+} from "../common/origin-policy.js";
 import { pageHtml, pageRoutes } from "../common/web-page.js";
+import { type Authenticator, headerCredentials } from "./auth/index.js";
 import { commandCatalog, openApiDocument } from "./core/catalog.js";
 import type { CommandRegistry } from "./core/registry.js";
 import type { ComputerEnv } from "./http/env.js";
-import { cmdRoutes } from "./transports/cmd/cmd.js";
+import { cmdListener, cmdRoutes, type GateVerdict, type NodeGate } from "./transports/cmd/cmd.js";
 import { type ConsoleOptions, consoleRoutes } from "./transports/console/console-routes.js";
 import { ShareLinks, sharedRoutes, shareRoutes } from "./transports/console/share.js";
 import { fileRoutes } from "./transports/files/files-http.js";
@@ -70,13 +78,7 @@ export function createComputerApp(options: ComputerAppOptions) {
 
   const app = new Hono<ComputerEnv>();
   const policy = options.originPolicy ?? new OriginPolicy({ listenHost: "127.0.0.1" });
-  app.use(
-    originGuard(
-      policy,
-      (detail) => ({ detail }),
-      (reason, headers) => log.warn({ ...headers, reason }, "request from a browser refused"),
-    ),
-  );
+  app.use(originGuard(policy, (detail) => ({ detail }), refusalLogger(log)));
   app.get("/status", (c) => c.body(status, 200, { "content-type": "application/json" }));
   if (options.websocket) app.get("/ws", options.websocket);
   // Share links (view-only, expiring): their routes are checked by their own token, before auth.
@@ -129,4 +131,62 @@ export function createComputerApp(options: ComputerAppOptions) {
     return c.json({ detail: "Internal server error" }, 500);
   });
   return app;
+}
+
+/** Logs what the origin policy refused, as both gates (Hono's and Node's) do. */
+function refusalLogger(log: Logger) {
+  return (reason: string, headers: { origin?: string; host?: string }) =>
+    log.warn({ ...headers, reason }, "request from a browser refused");
+}
+
+export interface ComputerListenerOptions
+  extends Pick<ComputerAppOptions, "registry" | "log" | "spreadResult" | "bodyLimitBytes"> {
+  originPolicy: OriginPolicy;
+  /** Cloud mode: the keys `auth` checks on the app's routes. */
+  authenticator?: Authenticator;
+}
+
+/**
+ * The computer server's Node request listener: `POST /cmd` is answered here (cmd.ts), after the
+ * same origin policy and cloud authentication the app applies to its routes; every other request
+ * goes to `next`, the Hono adapter's listener of the app.
+ */
+export function computerListener(options: ComputerListenerOptions, next: RequestListener): RequestListener {
+  const log = options.log ?? silentLogger;
+  const cmd = cmdListener({
+    registry: options.registry,
+    log,
+    spread: options.spreadResult ?? true,
+    bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+    gate: nodeGate(options.originPolicy, options.authenticator, log),
+  });
+  return (req, res) => {
+    if (!cmd(req, res)) next(req, res);
+  };
+}
+
+const LET_THROUGH: GateVerdict = { ok: true };
+
+/** `originGuard` then cloud authentication (`cloudAuth`), on Node's request. */
+function nodeGate(policy: OriginPolicy, authenticator: Authenticator | undefined, log: Logger): NodeGate {
+  const refused = refusalLogger(log);
+  return (req: IncomingMessage) => {
+    const get = (name: string) => nodeHeader(req, name);
+    const asked = policyHeaders(get);
+    const verdict = policy.check(asked);
+    if (!verdict.ok) {
+      refused(verdict.reason, asked);
+      return { ok: false, status: 403, detail: verdict.reason };
+    }
+    const headers = verdict.cors && corsHeaders(verdict.cors);
+    if (!authenticator) return headers ? { ok: true, headers } : LET_THROUGH;
+    const address = req.socket.remoteAddress ?? "unknown";
+    return authenticator.check(headerCredentials(get), address).then((result): GateVerdict => {
+      if (result.ok) return headers ? { ok: true, headers } : LET_THROUGH;
+      const retry: Record<string, string> = result.retryAfterSeconds
+        ? { "retry-after": String(result.retryAfterSeconds) }
+        : {};
+      return { ok: false, status: result.status, detail: result.detail, headers: { ...headers, ...retry } };
+    });
+  };
 }

@@ -2,7 +2,7 @@
  * Starts the computer server: builds the registry from every command definition, the HTTP app,
  * and listens. Used by `hangar serve` and by the tests (on port 0).
  */
-import type { Server as HttpServer } from "node:http";
+import { createServer as createHttpServer, type Server as HttpServer, type RequestListener } from "node:http";
 import type { AddressInfo } from "node:net";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -26,7 +26,7 @@ import { atspiProvider } from "../desktop/atspi/index.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
 import { Recordings } from "../desktop/recording/recordings.js";
 import { WarmShells } from "../os/warm-shells.js";
-import { createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
+import { computerListener, createComputerApp, DEFAULT_BODY_LIMIT } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
 import { ControlLease } from "./core/control.js";
@@ -202,12 +202,34 @@ export async function startComputerServer(
   };
   // With --trajectory-dir, the first command is in the trajectory.
   await trajectories.ready;
+  // `POST /cmd` is answered before the adapter, with the app's origin policy and keys (app.ts).
+  const listener = (adapter: RequestListener) =>
+    computerListener(
+      {
+        registry,
+        log,
+        spreadResult: options.spreadResult,
+        bodyLimitBytes: options.bodyLimitBytes,
+        originPolicy,
+        authenticator: authenticator || undefined,
+      },
+      adapter,
+    );
   const server = serve({
     fetch: app.fetch,
     hostname: host,
     port: options.port ?? (tls ? 8443 : 8000),
     websocket: { server: sockets },
-    ...tls,
+    ...(tls
+      ? {
+          serverOptions: tls.serverOptions,
+          createServer: ((serverOptions: object, adapter: RequestListener) =>
+            tls.createServer(serverOptions, listener(adapter))) as typeof tls.createServer,
+        }
+      : {
+          createServer: ((serverOptions: object, adapter: RequestListener) =>
+            createHttpServer(serverOptions, listener(adapter))) as typeof createHttpServer,
+        }),
   });
   const http1 = server as HttpServer;
   http1.keepAliveTimeout = options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS;

@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startTestServer } from "../support/server.js";
 
 let server: Awaited<ReturnType<typeof startTestServer>>;
@@ -131,5 +132,56 @@ describe("catalog", () => {
     const res = await fetch(`${server.url}/nope`);
     expect(res.status).toBe(404);
     expect(await res.json()).toEqual({ detail: "Not Found" });
+  });
+});
+
+/** The timeline's entries (GET /activity). */
+async function activity(): Promise<Array<{ command: string; code?: string; ms: number }>> {
+  return (await (await fetch(`${server.url}/activity`)).json()).entries;
+}
+
+describe("POST /cmd in Node's request listener, before the app", () => {
+  it("is answered with a query string too; other methods on /cmd and /cmd/ go on to the app", async () => {
+    const r = await fetch(`${server.url}/cmd?from=test`, { method: "POST", body: '{"command":"version"}' });
+    expect(r.status).toBe(200);
+    expect(await r.text()).toMatch(/^data: \{"success":true,"content":\{"protocol":1/);
+    const get = await fetch(`${server.url}/cmd`);
+    expect(get.status).toBe(404);
+    expect(await get.json()).toEqual({ detail: "Not Found" });
+    const slash = await fetch(`${server.url}/cmd/`, { method: "POST", body: '{"command":"version"}' });
+    expect(slash.status).toBe(404);
+  });
+
+  it("sends the headers of a command still running before its reply", async () => {
+    const res = await fetch(`${server.url}/cmd`, {
+      method: "POST",
+      body: JSON.stringify({ command: "run_command", params: { command: "sleep 0.6; echo done" } }),
+    });
+    const headersAt = Date.now();
+    expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const text = await res.text();
+    expect(Date.now() - headersAt).toBeGreaterThanOrEqual(300);
+    expect(JSON.parse(text.slice(6))).toMatchObject({ success: true, stdout: "done\n" });
+  });
+
+  it("cancels a command whose client went away at once, before its headers were due", async () => {
+    const before = (await activity()).length;
+    const body = JSON.stringify({ command: "run_command", params: { command: "sleep 30" } });
+    const { port } = new URL(server.url);
+    const socket = connect(Number(port), "127.0.0.1");
+    socket.on("error", () => {});
+    // The request and the end of the connection in one go: the server sees both before the command's
+    // headers are due.
+    socket.end(
+      `POST /cmd HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    await vi.waitFor(
+      async () => {
+        const entry = (await activity()).slice(before).find((e) => e.command === "run_command");
+        expect(entry).toMatchObject({ code: "cancelled" });
+        expect(entry?.ms).toBeLessThan(5000);
+      },
+      { timeout: 10_000, interval: 100 },
+    );
   });
 });

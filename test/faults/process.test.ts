@@ -124,14 +124,14 @@ describe("run_command under faults", () => {
             .stdout;
         // The first command starts the launcher; the next ones find shells waiting.
         await vi.waitFor(async () => expect(await shell()).toBe("/bin/sh -s "), { interval: 100 });
-        const family = descendants(serve.child.pid as number);
+        const family = descendants(serve.pid);
         expect(family.filter((p) => p.args === "/bin/sh -s").length).toBeGreaterThan(0);
         const directories = readdirSync(tmpdir()).filter((name) =>
-          name.startsWith(`hangar-shells-${serve.child.pid}-`),
+          name.startsWith(`hangar-shells-${serve.pid}-`),
         );
         expect(directories).toHaveLength(1);
         // SIGKILL: the server cannot clean up; its shells and launcher see their input end.
-        serve.child.kill(signal);
+        process.kill(serve.pid, signal);
         await vi.waitFor(() => expect(family.filter((p) => isRunning(p.pid))).toEqual([]), { timeout: 5000 });
         await vi.waitFor(() => expect(existsSync(join(tmpdir(), directories[0]))).toBe(false));
       } finally {

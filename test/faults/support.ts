@@ -11,7 +11,10 @@ const CLI = join(import.meta.dirname, "../../bin/hangar.js");
 
 export interface ServeProcess {
   readonly url: string;
+  /** The process started: the server, or the launcher whose child it is (cli/launcher.ts). */
   readonly child: ChildProcess;
+  /** The server's own process, which limits apply to and signals are sent to. */
+  readonly pid: number;
   /** What it logged so far. */
   log(): string;
   stop(): Promise<void>;
@@ -35,13 +38,15 @@ export async function serveProcess(
     });
     child.once("exit", (code) => reject(new Error(`hangar serve exited with ${code}: ${log}`)));
   });
+  const pid = serverOf(child.pid!);
   // Applied once it listens: loading the modules opens more files at once than a tight limit allows.
   if (options.nofile) {
-    execFileSync("prlimit", ["--pid", String(child.pid), `--nofile=${options.nofile}:${options.nofile}`]);
+    execFileSync("prlimit", ["--pid", String(pid), `--nofile=${options.nofile}:${options.nofile}`]);
   }
   return {
     url,
     child,
+    pid,
     log: () => log,
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
@@ -77,12 +82,15 @@ export function shmSegments(pid: number): number {
 }
 
 /**
- * The pid of the server itself: `hangar serve` started with `HANGAR_API_KEYS` runs the server in a
- * child of its own (see serve-cloud.ts), otherwise it is the process that was started (whose
- * children are then its warm shells' launcher and the programs it runs).
+ * The pid of the server itself: started as `bin/hangar.js serve`, the server runs in a child of the
+ * process started when a launcher step applies (cli/launcher.ts: the memory settings, or
+ * `HANGAR_API_KEYS` kept out of the server's environment); otherwise it is that process.
  */
 export function serverPid(serve: ServeProcess): number {
-  const pid = serve.child.pid!;
+  return serve.pid;
+}
+
+function serverOf(pid: number): number {
   const server = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
     .trim()
     .split(/\s+/)

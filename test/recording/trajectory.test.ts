@@ -46,7 +46,7 @@ describe("a scripted agent's trajectory", () => {
   it("is on disk, complete up to a SIGKILL, valid, with its screenshots and without secrets", async () => {
     const trajectories = join(dir, "trajectories");
     const cli = await serve(trajectories);
-    const children = descendants(cli.child.pid!);
+    const children = descendants(cli.pid);
     const status = (await postCommand(cli.url, "trajectory_status", {})).event;
     expect(status).toMatchObject({ success: true, always: true, dir: trajectories });
     const id: string = status.trajectory.id;
@@ -92,8 +92,8 @@ describe("a scripted agent's trajectory", () => {
     // Written as they happen: every command is on disk before the next one is sent (at most the last
     // may be on its way when the server dies).
     await vi.waitFor(() => expect(linesOf(steps).length).toBe(1 + sent.length));
-    cli.child.kill("SIGKILL");
-    await vi.waitFor(() => expect(isRunning(cli.child.pid!)).toBe(false));
+    process.kill(cli.pid, "SIGKILL");
+    await vi.waitFor(() => expect(isRunning(cli.pid)).toBe(false));
     for (const child of children) if (isRunning(child.pid)) process.kill(child.pid, "SIGKILL");
 
     const lines = linesOf(steps).map((text) => {

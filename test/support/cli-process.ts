@@ -4,12 +4,16 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 export interface RunningCli {
+  /** The process started: the command itself, or the launcher whose child runs it (cli/launcher.ts). */
   readonly child: ChildProcess;
+  /** The pid of the process that runs the command (the launcher's child when there is one). */
+  readonly pid: number;
   /** The URL from its "listening" log line. */
   readonly url: string;
   /** Everything it wrote to stderr (its JSON log) and stdout so far. */
@@ -40,6 +44,7 @@ export async function startCli(args: string[], env: NodeJS.ProcessEnv = process.
   });
   return {
     child,
+    pid: commandPid(child.pid!),
     url,
     log: () => log,
     stdout: () => stdout,
@@ -50,4 +55,13 @@ export async function startCli(args: string[], env: NodeJS.ProcessEnv = process.
       await exited;
     },
   };
+}
+
+/** `pid`, or its child running bin/hangar.js when `pid` is a launcher. */
+function commandPid(pid: number): number {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
+  const command = children.find(
+    (child) => child && readFileSync(`/proc/${child}/cmdline`, "utf8").includes("bin/hangar.js"),
+  );
+  return command ? Number(command) : pid;
 }

@@ -50,16 +50,18 @@ const QUERY_KEY_ROUTE = /^\/pty\/[^/]+\/ws$/;
  * On a WebSocket upgrade of a `QUERY_KEY_ROUTE`, also `api_key` and `container_name` in the query.
  */
 function credentialsOf(c: Context): Credentials {
-  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header("authorization") ?? "")?.[1];
-  const credentials: Credentials = {
-    containerName: c.req.header("x-container-name"),
-    apiKey: c.req.header("x-api-key") || bearer,
-  };
+  const credentials = headerCredentials((name) => c.req.header(name));
   if (c.req.header("upgrade")?.toLowerCase() === "websocket" && QUERY_KEY_ROUTE.test(c.req.path)) {
     credentials.containerName ||= c.req.query("container_name");
     credentials.apiKey ||= c.req.query("api_key");
   }
   return credentials;
+}
+
+/** The container name and the key from a request's headers (`get`: a header by its lower-case name). */
+export function headerCredentials(get: (name: string) => string | undefined): Credentials {
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(get("authorization") ?? "")?.[1];
+  return { containerName: get("x-container-name"), apiKey: get("x-api-key") || bearer };
 }
 
 /** The peer's address (proxy headers are not trusted: anyone can send them). */

@@ -88,7 +88,7 @@ export class ActivityLog {
     const { outcome } = run;
     const entry: ActivityEntry = {
       id: this.nextId++,
-      time: new Date().toISOString(),
+      time: isoNow(),
       transport: run.transport,
       command: run.command,
       params: redact(run.params),
@@ -152,6 +152,18 @@ export class ActivityLog {
     this.lastShot = shot.id;
     return shot.id;
   }
+}
+
+let lastMs = 0;
+let lastIso = "";
+/** The time as ISO 8601, made once a millisecond (a busy server finishes many commands in one). */
+function isoNow(): string {
+  const now = Date.now();
+  if (now !== lastMs) {
+    lastMs = now;
+    lastIso = new Date(now).toISOString();
+  }
+  return lastIso;
 }
 
 /** Levels of nesting kept of a parameter; deeper values are shown as `…`. */

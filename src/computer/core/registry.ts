@@ -4,9 +4,10 @@
  * `run()` and know no command by name.
  */
 import { type BrowserProvider, noBrowser } from "../../browser/session.js";
-import { abortError, raceAbort, stopSignal } from "../../common/abort.js";
+import { abortError, CommandStop, raceAbort, type Stop, type StopSource } from "../../common/abort.js";
 import { CommandError } from "../../common/errors.js";
 import { type Logger, silentLogger } from "../../common/logger.js";
+import { isPromise } from "../../common/settled.js";
 import { type AccessibilityProvider, noAccessibility } from "../../desktop/accessibility.js";
 import { type DesktopProvider, noDesktop } from "../../desktop/backend.js";
 import type { Recordings } from "../../desktop/recording/recordings.js";
@@ -49,8 +50,8 @@ export interface RegistryOptions {
 }
 
 export interface RunOptions {
-  /** Aborted when the client goes away. */
-  signal?: AbortSignal;
+  /** Stopped (or aborted) when the client goes away. */
+  signal?: StopSource;
   /** Where a streaming command sends intermediate results. */
   emit?: (content: unknown) => void;
   /** Which client ran it, for the activity timeline: "http", "ws", "mcp", "batch", … */
@@ -78,6 +79,10 @@ export class CommandRegistry {
   private readonly checkResults: boolean;
   private readonly observe?: (run: CommandRun) => void;
   private readonly control?: ControlLease;
+  /** What every command's context hands out. */
+  private readonly services: Services;
+  /** Commands whose parameters, when none are sent, are `{}` (see `parseParams`). */
+  private readonly takesNone = new Set<AnyCommand>();
 
   constructor(commands: readonly AnyCommand[], options: RegistryOptions = {}) {
     this.desktop = options.desktop ?? noDesktop;
@@ -91,6 +96,16 @@ export class CommandRegistry {
     this.checkResults = options.checkResults ?? false;
     this.observe = options.observe;
     this.control = options.control;
+    this.services = {
+      desktop: this.desktop,
+      accessibility: this.accessibility,
+      browser: this.browser,
+      shells: this.shells,
+      recordings: this.recordings,
+      trajectories: this.trajectories,
+      control: this.control,
+      log: this.log,
+    };
     for (const def of commands) {
       if (this.byName.has(def.name) || this.aliasTable.has(def.name)) {
         throw new Error(`Command defined twice: ${def.name}`);
@@ -152,11 +167,33 @@ export class CommandRegistry {
   }
 
   /** Runs a command by name or alias with raw (unvalidated) parameters. Never throws. */
-  async run(name: string, rawParams: unknown, options: RunOptions = {}): Promise<Outcome> {
+  run(name: string, rawParams: unknown, options: RunOptions = {}): Promise<Outcome> {
+    const outcome = this.runNow(name, rawParams, options);
+    return isPromise(outcome) ? outcome : Promise.resolve(outcome);
+  }
+
+  /**
+   * `run`, with the outcome given at once (not as a promise) when the command answers at once: for
+   * a transport that writes it then and there (`/cmd`). Never throws.
+   */
+  runNow(name: string, rawParams: unknown, options: RunOptions = {}): Outcome | Promise<Outcome> {
     const def = this.resolve(name);
     if (!def) return failure("unknown_command", this.unknownCommandMessage(name));
     const started = performance.now();
-    const outcome = await this.execute(def, rawParams, options);
+    const outcome = this.execute(def, rawParams, options);
+    if (isPromise(outcome))
+      return outcome.then((done) => this.finished(def, rawParams, options, started, done));
+    return this.finished(def, rawParams, options, started, outcome);
+  }
+
+  /** Tells the observer and the log of a finished command. */
+  private finished(
+    def: AnyCommand,
+    rawParams: unknown,
+    options: RunOptions,
+    started: number,
+    outcome: Outcome,
+  ) {
     const ms = performance.now() - started;
     try {
       this.observe?.({
@@ -171,59 +208,85 @@ export class CommandRegistry {
       // What watches commands never costs one its answer.
       this.log.error({ err, command: def.name }, "recording the command failed");
     }
-    this.log.info(
-      {
-        command: def.name,
-        ms: Math.round(ms * 100) / 100,
-        success: outcome.success,
-        ...(outcome.success ? {} : { code: outcome.code }),
-      },
-      "command",
-    );
+    // The line's fields are made only when it is written (the benchmarks and many servers log at warn).
+    if (this.log.isLevelEnabled("info")) {
+      this.log.info(
+        {
+          command: def.name,
+          ms: Math.round(ms * 100) / 100,
+          success: outcome.success,
+          ...(outcome.success ? {} : { code: outcome.code }),
+        },
+        "command",
+      );
+    }
     return outcome;
   }
 
-  private async execute(def: AnyCommand, rawParams: unknown, options: RunOptions): Promise<Outcome> {
-    const parsed = parseParams(def, rawParams);
+  /**
+   * The outcome, at once when the handler answers at once (no promise is made on the way), else
+   * when its work is done, cancelled or past its deadline.
+   */
+  private execute(def: AnyCommand, rawParams: unknown, options: RunOptions): Outcome | Promise<Outcome> {
+    const parsed = this.parseParams(def, rawParams);
     if (!parsed.success) return failure("invalid_params", parsed.error);
     const params = parsed.data;
 
     const deadlineMs = def.deadlineMs?.(params) ?? this.defaultDeadlineMs;
-    const stop = stopSignal(deadlineMs, options.signal);
-    const signal = stop.signal;
-    const ctx: CommandContext = {
-      signal,
-      desktop: () => this.desktop(),
-      accessibility: () => this.accessibility(),
-      browser: () => this.browser(),
-      shells: this.shells,
-      recordings: this.recordings,
-      trajectories: this.trajectories,
-      run: (name, params) =>
-        this.run(name, params, {
-          signal,
-          transport: "batch",
-          connection: options.connection,
-          holder: options.holder,
-          whenPaused: options.whenPaused,
-        }),
-      control: this.control,
-      emit: options.emit,
-      connection: options.connection,
-      log: this.log,
-    };
-
-    const work = () => Promise.resolve().then(() => def.handler(params, ctx));
+    const stop = new CommandStop(deadlineMs, options.signal);
+    if (stop.aborted) return toFailure(stop.reason, def.name, this.log);
+    const ctx = new RunContext(this, this.services, stop, options);
+    if (def.input) {
+      // Waiting in the queue counts towards the deadline.
+      stop.arm();
+      const work = () => Promise.resolve().then(() => def.handler(params, ctx));
+      return this.settle(def, stop, raceAbort(this.runInput(work, stop, options), stop));
+    }
+    let result: unknown;
     try {
-      const running = def.input ? this.runInput(work, signal, options) : work();
-      const result = await raceAbort(running, signal);
-      if (this.checkResults) this.checkResult(def, result);
-      return { success: true, result };
+      result = def.handler(params, ctx);
+    } catch (err) {
+      return toFailure(err, def.name, this.log);
+    }
+    // A handler that answers at once needs no deadline; one that has work under way gets it now.
+    if (isPromise(result)) {
+      stop.arm();
+      return this.settle(def, stop, raceAbort(result, stop));
+    }
+    return this.succeeded(def, result);
+  }
+
+  private async settle(def: AnyCommand, stop: CommandStop, running: Promise<unknown>): Promise<Outcome> {
+    try {
+      return this.succeeded(def, await running);
     } catch (err) {
       return toFailure(err, def.name, this.log);
     } finally {
       stop.release();
     }
+  }
+
+  private succeeded(def: AnyCommand, result: unknown): Outcome {
+    if (this.checkResults) {
+      try {
+        this.checkResult(def, result);
+      } catch (err) {
+        return toFailure(err, def.name, this.log);
+      }
+    }
+    return { success: true, result };
+  }
+
+  /**
+   * `parseParams`, remembering the commands that take no parameter: when one is sent none again,
+   * its answer is the same empty object, and the schema is not run.
+   */
+  private parseParams(def: AnyCommand, raw: unknown) {
+    const none = isEmpty(raw);
+    if (none && this.takesNone.has(def)) return { success: true as const, data: {} };
+    const parsed = parseParams(def, raw);
+    if (none && parsed.success && isEmpty(parsed.data)) this.takesNone.add(def);
+    return parsed;
   }
 
   /** Throws when a result is not what the command's `result` schema says it returns. */
@@ -239,14 +302,16 @@ export class CommandRegistry {
    * and looked at again when it reaches the head: if control was taken meanwhile, it leaves the
    * queue without running and is admitted again.
    */
-  private async runInput<T>(task: () => Promise<T>, signal: AbortSignal, options: RunOptions): Promise<T> {
+  private async runInput<T>(task: () => Promise<T>, stop: Stop, options: RunOptions): Promise<T> {
     const control = this.control;
-    if (!control) return this.enqueueInput(task, signal);
+    if (!control) return this.enqueueInput(task, stop);
     for (;;) {
-      await control.admit(options.holder, options.whenPaused ?? "queue", signal);
+      if (!control.allows(options.holder)) {
+        await control.admit(options.holder, options.whenPaused ?? "queue", stop.signal);
+      }
       const turn = await this.enqueueInput(
         async () => (control.allows(options.holder) ? { value: await task() } : undefined),
-        signal,
+        stop,
       );
       if (turn) return turn.value;
     }
@@ -257,30 +322,110 @@ export class CommandRegistry {
    * one has really stopped (a cancelled handler stops at its next step), not when its caller got
    * its answer; a handler that ignores its signal holds the queue at most `INPUT_STOP_GRACE_MS`.
    */
-  private enqueueInput<T>(task: () => Promise<T>, signal: AbortSignal): Promise<T> {
+  private enqueueInput<T>(task: () => Promise<T>, stop: Stop): Promise<T> {
     const next = this.inputQueue.then(() => {
-      if (signal.aborted) throw abortError(signal);
+      if (stop.aborted) throw abortError(stop);
       return task();
     });
-    this.inputQueue = stoppedOrGivenUp(next, signal);
+    this.inputQueue = stoppedOrGivenUp(next, stop);
     return next;
   }
+}
+
+type Services = Pick<
+  RegistryOptions,
+  "desktop" | "accessibility" | "browser" | "shells" | "recordings" | "trajectories" | "control"
+> & { desktop: DesktopProvider; accessibility: AccessibilityProvider; browser: BrowserProvider; log: Logger };
+
+/** A command's context: one object per command, its methods shared (made for every command). */
+class RunContext implements CommandContext {
+  constructor(
+    private readonly registry: CommandRegistry,
+    private readonly services: Services,
+    private readonly stop: CommandStop,
+    private readonly options: RunOptions,
+  ) {}
+
+  /** Made when the handler asks for it: most commands never do. */
+  get signal(): AbortSignal {
+    return this.stop.signal;
+  }
+
+  desktop() {
+    return this.services.desktop();
+  }
+
+  accessibility() {
+    return this.services.accessibility();
+  }
+
+  browser() {
+    return this.services.browser();
+  }
+
+  get shells() {
+    return this.services.shells;
+  }
+
+  get recordings() {
+    return this.services.recordings;
+  }
+
+  get trajectories() {
+    return this.services.trajectories;
+  }
+
+  get control() {
+    return this.services.control;
+  }
+
+  get log() {
+    return this.services.log;
+  }
+
+  get emit() {
+    return this.options.emit;
+  }
+
+  get connection() {
+    return this.options.connection;
+  }
+
+  run(name: string, params: unknown): Promise<Outcome> {
+    // A step of a batch: under this command's deadline, and its client's.
+    this.stop.arm();
+    return this.registry.run(name, params, {
+      signal: this.stop,
+      transport: "batch",
+      connection: this.options.connection,
+      holder: this.options.holder,
+      whenPaused: this.options.whenPaused,
+    });
+  }
+}
+
+/** `undefined`, `null` or an object without a key of its own. */
+function isEmpty(value: unknown): boolean {
+  if (value === undefined || value === null) return true;
+  if (typeof value !== "object" || Array.isArray(value)) return false;
+  for (const key in value) if (Object.hasOwn(value, key)) return false;
+  return true;
 }
 
 /** How long a cancelled input command may go on holding the input queue. */
 const INPUT_STOP_GRACE_MS = 5000;
 
-/** Settles when `work` does, or `INPUT_STOP_GRACE_MS` after `signal` aborts, whichever is first. */
-function stoppedOrGivenUp(work: Promise<unknown>, signal: AbortSignal): Promise<void> {
+/** Settles when `work` does, or `INPUT_STOP_GRACE_MS` after `stop` stops, whichever is first. */
+function stoppedOrGivenUp(work: Promise<unknown>, stop: Stop): Promise<void> {
   return new Promise((resolve) => {
     let grace: NodeJS.Timeout | undefined;
     const onAbort = () => {
       grace = setTimeout(resolve, INPUT_STOP_GRACE_MS);
     };
-    signal.addEventListener("abort", onAbort, { once: true });
-    if (signal.aborted) onAbort();
+    if (stop.aborted) onAbort();
+    else stop.listen(onAbort);
     const stopped = () => {
-      signal.removeEventListener("abort", onAbort);
+      stop.unlisten(onAbort);
       clearTimeout(grace);
       resolve();
     };

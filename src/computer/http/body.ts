@@ -2,7 +2,7 @@
  * Reads a request body straight from Node's stream (much faster than the Web stream for bodies of
  * megabytes), refusing more than `limit` bytes.
  */
-import type { IncomingMessage } from "node:http";
+import { IncomingMessage } from "node:http";
 import type { Context } from "hono";
 import { IDLE_RELEASE_MS, idleTimer } from "../../common/idle.js";
 import { formatBytes } from "../../common/sizes.js";
@@ -12,51 +12,92 @@ import { type ParseJsonOptions, parseJsonBytes } from "./json-bytes.js";
 
 export class BodyTooLargeError extends Error {}
 
+/** Told of a body read by `readBodyThen`: the error, or the body. */
+export type BodyDone = (err: Error | undefined, body: Buffer | undefined) => void;
+
+/** A body being read: kept on its request, so that the stream's listeners are the same functions for all. */
+interface Reading {
+  limit: number;
+  target: Buffer | undefined;
+  chunks: Buffer[] | undefined;
+  size: number;
+  done: BodyDone;
+}
+const READING = Symbol("body being read");
+type BeingRead = IncomingMessage & { [READING]?: Reading };
+
 /**
- * The whole body. With `into` (at least `content-length` bytes), the body is copied there as it
- * arrives instead of being gathered and joined: the caller reuses that buffer from body to body.
+ * The whole body, to `done` (a `BodyTooLargeError` beyond `limit` bytes). With `into` (at least
+ * `content-length` bytes), the body is copied there as it arrives instead of being gathered and
+ * joined: the caller reuses that buffer from body to body. No promise and no function is made per
+ * body: `/cmd` reads one for every command.
  */
-export function readBody(incoming: IncomingMessage, limit: number, into?: Buffer): Promise<Buffer> {
+export function readBodyThen(
+  incoming: IncomingMessage,
+  limit: number,
+  into: Buffer | undefined,
+  done: BodyDone,
+) {
   const declared = Number(incoming.headers["content-length"]);
   if (declared > limit) {
     dropTheRest(incoming);
-    return Promise.reject(new BodyTooLargeError());
+    done(new BodyTooLargeError(), undefined);
+    return;
   }
   const target = into && declared <= into.length ? into : undefined;
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      if (size + chunk.length > limit) {
-        cleanup();
-        dropTheRest(incoming);
-        reject(new BodyTooLargeError());
-        return;
-      }
-      if (target && size + chunk.length <= target.length) chunk.copy(target, size);
-      else chunks.push(chunk);
-      size += chunk.length;
-    };
-    const onEnd = () => {
-      cleanup();
-      if (target && chunks.length === 0) resolve(target.subarray(0, size));
-      // Node's parser keeps a body to its content-length, so this is a body that came without one.
-      else if (target) resolve(Buffer.concat([target.subarray(0, size - sum(chunks)), ...chunks], size));
-      else resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
-    };
-    const onError = (err: Error) => {
-      cleanup();
-      reject(err);
-    };
-    const cleanup = () => {
-      incoming.off("data", onData);
-      incoming.off("end", onEnd);
-      incoming.off("error", onError);
-    };
-    incoming.on("data", onData);
-    incoming.on("end", onEnd);
-    incoming.on("error", onError);
-  });
+  (incoming as BeingRead)[READING] = { limit, target, chunks: undefined, size: 0, done };
+  incoming.on("data", onBodyData);
+  incoming.on("end", onBodyEnd);
+  incoming.on("error", onBodyError);
+}
+
+/** `readBodyThen` as a promise. */
+export function readBody(incoming: IncomingMessage, limit: number, into?: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) =>
+    readBodyThen(incoming, limit, into, (err, body) => (err ? reject(err) : resolve(body as Buffer))),
+  );
+}
+
+function onBodyData(this: BeingRead, chunk: Buffer) {
+  const reading = this[READING] as Reading;
+  const size = reading.size + chunk.length;
+  if (size > reading.limit) {
+    stopReading(this);
+    dropTheRest(this);
+    reading.done(new BodyTooLargeError(), undefined);
+    return;
+  }
+  const target = reading.target;
+  if (target && size <= target.length) chunk.copy(target, reading.size);
+  else if (reading.chunks) reading.chunks.push(chunk);
+  else reading.chunks = [chunk];
+  reading.size = size;
+}
+
+function onBodyEnd(this: BeingRead) {
+  const reading = stopReading(this);
+  const { target, chunks, size } = reading;
+  let body: Buffer;
+  if (target && !chunks) body = target.subarray(0, size);
+  // Node's parser keeps a body to its content-length, so this is a body that came without one.
+  else if (target)
+    body = Buffer.concat([target.subarray(0, size - sum(chunks ?? [])), ...(chunks ?? [])], size);
+  else if (!chunks) body = Buffer.alloc(0);
+  else body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+  reading.done(undefined, body);
+}
+
+function onBodyError(this: BeingRead, err: Error) {
+  stopReading(this).done(err, undefined);
+}
+
+function stopReading(incoming: BeingRead): Reading {
+  const reading = incoming[READING] as Reading;
+  incoming[READING] = undefined;
+  incoming.off("data", onBodyData);
+  incoming.off("end", onBodyEnd);
+  incoming.off("error", onBodyError);
+  return reading;
 }
 
 /** How long a refused body is read (and dropped) for, so that the client sees the answer. */
@@ -68,11 +109,17 @@ const DROP_GRACE_MS = 2000;
  * and the client then loses the answer.
  */
 export function dropTheRest(incoming: IncomingMessage) {
+  if (incoming.readableEnded) return;
   incoming.resume();
   const socket = incoming.socket;
   const timer = setTimeout(() => socket.destroy(), DROP_GRACE_MS);
   timer.unref();
-  const done = () => clearTimeout(timer);
+  // Both listeners go once either fires: a kept-alive socket sees many refused bodies.
+  const done = () => {
+    clearTimeout(timer);
+    incoming.off("end", done);
+    socket.off("close", done);
+  };
   incoming.once("end", done);
   socket.once("close", done);
 }
@@ -83,31 +130,47 @@ export type JsonBody = { ok: true; value: unknown } | { ok: false; status: 400 |
  * Reads and parses a JSON body of at most `limit` bytes (counted while it streams in, never
  * buffered beyond). An empty body is `empty`. Failures say what was wrong and which status fits.
  */
-export async function readJsonBody(
+export function readJsonBody(
   incoming: IncomingMessage,
   limit: number,
   empty: unknown = undefined,
   parsing: ParseJsonOptions = {},
 ): Promise<JsonBody> {
-  let body: Buffer;
+  return new Promise((resolve) => readJsonBodyThen(incoming, limit, empty, parsing, resolve));
+}
+
+/** `readJsonBody`, told to `done`. */
+export function readJsonBodyThen(
+  incoming: IncomingMessage,
+  limit: number,
+  empty: unknown,
+  parsing: ParseJsonOptions,
+  done: (read: JsonBody) => void,
+) {
   const scratch = scratchFor(Number(incoming.headers["content-length"]));
-  try {
-    body = await readBody(incoming, limit, scratch?.buffer);
-  } catch (err) {
-    scratch?.giveBack();
-    if (err instanceof BodyTooLargeError) {
-      return { ok: false, status: 413, detail: `Request body too large: the limit is ${formatBytes(limit)}` };
+  readBodyThen(incoming, limit, scratch?.buffer, (err, body) => {
+    try {
+      done(err ? readFailure(err, limit) : parsedBody(body as Buffer, empty, parsing));
+    } finally {
+      // What is parsed is copied out of the body: its buffer can serve the next one.
+      scratch?.giveBack();
     }
-    return { ok: false, status: 400, detail: `Could not read the request body: ${(err as Error).message}` };
+  });
+}
+
+function readFailure(err: Error, limit: number): JsonBody {
+  if (err instanceof BodyTooLargeError) {
+    return { ok: false, status: 413, detail: `Request body too large: the limit is ${formatBytes(limit)}` };
   }
+  return { ok: false, status: 400, detail: `Could not read the request body: ${err.message}` };
+}
+
+function parsedBody(body: Buffer, empty: unknown, parsing: ParseJsonOptions): JsonBody {
   try {
     if (empty !== undefined && onlyWhitespace(body)) return { ok: true, value: empty };
-    // What is parsed is copied out of the body: its buffer can serve the next one.
     return { ok: true, value: parseJsonBytes(body, parsing) };
   } catch (err) {
     return { ok: false, status: 400, detail: `Invalid JSON body: ${(err as Error).message}` };
-  } finally {
-    scratch?.giveBack();
   }
 }
 
@@ -171,10 +234,11 @@ function onlyWhitespace(body: Buffer): boolean {
 export type TakesBytes = (command: string, param: string) => boolean;
 
 /**
- * A frame's long base64 parameters come decoded, as Buffers (`write_bytes`' chunks), where the
- * command's schema says bytes; everywhere else a string stays a string.
+ * How a frame's body is parsed: its long base64 parameters come decoded, as Buffers (`write_bytes`'
+ * chunks), where the command's schema says bytes; everywhere else a string stays a string. Made
+ * once per route.
  */
-function frameParsing(takesBytes: TakesBytes | undefined): ParseJsonOptions {
+export function frameParsing(takesBytes: TakesBytes | undefined): ParseJsonOptions {
   if (!takesBytes) return {};
   return {
     decodeBase64At: (path, root) => {
@@ -190,6 +254,46 @@ function frameParsing(takesBytes: TakesBytes | undefined): ParseJsonOptions {
   };
 }
 
+/** Why a body holds no command frame: the status and the `detail` of the 4xx reply. */
+export type FrameRefusal = { status: 400 | 413; detail: string };
+
+/**
+ * The command frame in a request's body (Node's stream, or a Web request under `app.request()`),
+ * or what is wrong with it (too large, not JSON, not a frame).
+ */
+export async function readFrame(
+  request: IncomingMessage | Request,
+  limit: number,
+  parsing: ParseJsonOptions,
+): Promise<CommandFrame | FrameRefusal> {
+  return frameIn(
+    request instanceof IncomingMessage
+      ? await readJsonBody(request, limit, undefined, parsing)
+      : await readRequestJson(request, limit, parsing),
+  );
+}
+
+/** `readFrame` on Node's request, told to `done`. */
+export function readFrameThen(
+  incoming: IncomingMessage,
+  limit: number,
+  parsing: ParseJsonOptions,
+  done: (frame: CommandFrame | FrameRefusal) => void,
+) {
+  readJsonBodyThen(incoming, limit, undefined, parsing, (read) => done(frameIn(read)));
+}
+
+function frameIn(read: JsonBody): CommandFrame | FrameRefusal {
+  if (!read.ok) {
+    return {
+      status: read.status,
+      detail: read.status === 413 ? `${read.detail} (--body-limit)` : read.detail,
+    };
+  }
+  const frame = parseCommandFrame(read.value, "body");
+  return "error" in frame ? { status: 400, detail: frame.error } : frame;
+}
+
 /**
  * The command frame in the body of `/cmd` or `/playwright_exec`, or the 4xx reply that says what is
  * wrong with it (too large, not JSON, not a frame).
@@ -199,15 +303,6 @@ export async function readCommandFrame(
   limit: number,
   takesBytes?: TakesBytes,
 ): Promise<CommandFrame | Response> {
-  const incoming = c.env?.incoming;
-  const parsing = frameParsing(takesBytes);
-  const read = incoming
-    ? await readJsonBody(incoming, limit, undefined, parsing)
-    : await readRequestJson(c.req.raw, limit, parsing);
-  if (!read.ok) {
-    if (read.status === 413) return c.json({ detail: `${read.detail} (--body-limit)` }, 413);
-    return c.json({ detail: read.detail }, 400);
-  }
-  const frame = parseCommandFrame(read.value, "body");
-  return "error" in frame ? c.json({ detail: frame.error }, 400) : frame;
+  const frame = await readFrame(c.env?.incoming ?? c.req.raw, limit, frameParsing(takesBytes));
+  return "detail" in frame ? c.json({ detail: frame.detail }, frame.status) : frame;
 }

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { Bytes } from "../../core/bytes.js";
 import { cuaReply, type Outcome } from "../../core/outcome.js";
 import { jsonBytes } from "../../http/json-pieces.js";
-import { cmdEnvelope, cmdEventBytes, eventLength } from "./cmd-event.js";
+import { cmdEnvelope, cmdEventBytes, cmdEventText, eventLength } from "./cmd-event.js";
 
 const bytes = randomBytes(3000);
 const asText = (outcome: Outcome, spread: boolean) => {
@@ -46,6 +46,28 @@ describe("the /cmd event and the /ws reply", () => {
       });
     }
   }
+
+  for (const [name, result] of Object.entries(results)) {
+    for (const spread of [true, false]) {
+      it(`is the envelope's JSON as one text, or none where bytes need pieces, for ${name} (spread ${spread ? "on" : "off"})`, () => {
+        const outcome: Outcome = { success: true, result };
+        const text = cmdEventText(outcome, spread);
+        const hasBytes = Object.values(result as object).some((value) => value instanceof Bytes);
+        if (typeof result === "object" && hasBytes) expect(text).toBeUndefined();
+        else expect(text).toBe(`data: ${JSON.stringify(cmdEnvelope(outcome, spread))}\n\n`);
+      });
+    }
+  }
+
+  it("is a failure's envelope as one text", () => {
+    const error = "Command did not finish within 1 s";
+    const outcome: Outcome = { success: false, code: "timeout", error, fields: {} };
+    expect(cmdEventText(outcome, true)).toBe(`data: ${JSON.stringify(cmdEnvelope(outcome, true))}\n\n`);
+    expect(JSON.parse((cmdEventText(outcome, true) ?? "").slice(6))).toMatchObject({
+      success: false,
+      error: outcome.error,
+    });
+  });
 
   for (const [name, result] of Object.entries(results)) {
     it(`is the JSON of the /ws reply for ${name}`, () => {

@@ -1,4 +1,5 @@
 /** The `/cmd` event: the outcome framed as cua's clients read it, written as pieces of bytes. */
+import { Bytes } from "../../core/bytes.js";
 import { failureEnvelope, isPlainObject, type Outcome } from "../../core/outcome.js";
 import { type HeldEncodings, objectJson } from "../../http/json-pieces.js";
 
@@ -41,4 +42,23 @@ export function cmdEventBytes(outcome: Outcome, spread: boolean, held?: HeldEnco
     }
   }
   return [Buffer.from(`data: ${JSON.stringify(cmdEnvelope(outcome, spread))}\n\n`)];
+}
+
+/**
+ * The `/cmd` event as one text, the same as `cmdEventBytes` joined, for an outcome without bytes
+ * fields (most are small: they leave in one write, with no buffer made on the way); undefined when
+ * the result has bytes fields, which go through `cmdEventBytes`.
+ */
+export function cmdEventText(outcome: Outcome, spread: boolean): string | undefined {
+  if (outcome.success && isPlainObject(outcome.result)) {
+    const result = outcome.result;
+    for (const key in result) if (result[key] instanceof Bytes) return undefined;
+    if (!spread) return `data: {"success":true,"content":${JSON.stringify(result)}}\n\n`;
+    if (!("success" in result) && !("content" in result)) {
+      const json = JSON.stringify(result);
+      if (json.length <= 2) return `data: {"success":true,"content":${json}}\n\n`;
+      return `data: {"success":true,"content":${json},${json.slice(1)}\n\n`;
+    }
+  }
+  return `data: ${JSON.stringify(cmdEnvelope(outcome, spread))}\n\n`;
 }
