@@ -48,6 +48,11 @@ function walkable(value: unknown): value is Record<string, unknown> | unknown[] 
   );
 }
 
+/** Whether `objectJson` finds `Bytes` in the object (at any depth it looks). */
+export function hasBytes(object: Record<string, unknown>): boolean {
+  return holdsBytes(object, 0);
+}
+
 function holdsBytes(value: unknown, depth: number): boolean {
   if (value instanceof Bytes) return true;
   if (depth >= MAX_DEPTH || !walkable(value)) return false;
