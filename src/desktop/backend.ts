@@ -25,6 +25,13 @@ export interface RawImage {
   height: number;
   channels: 3 | 4;
   data: Buffer;
+  /**
+   * Optional, for 4 channels: the same pixels as packed R,G,B (the fourth byte dropped), valid as
+   * long as `data` is. Encoders use it instead of dropping the byte themselves. With `top` and
+   * `rows`, only those rows need be made (the buffer is still the whole image's): each row is made
+   * once, at the first call that asks for it.
+   */
+  rgb?(top?: number, rows?: number): Buffer;
 }
 
 /** `back` and `forward` are the side buttons (X buttons 8 and 9). */

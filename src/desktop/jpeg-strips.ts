@@ -21,8 +21,11 @@ import type { RawImage } from "./backend.js";
 export const STRIP_ROWS = 128;
 const MCU = 16;
 
-/** Encodes rows of a frame (`rows` of its raw bytes, `height` rows) as a standalone baseline JPEG. */
-export type StripEncoder = (rows: Buffer, height: number) => Promise<Buffer>;
+/**
+ * Encodes rows of a frame (`rows` of its raw bytes, `height` rows from row `top`) as a standalone
+ * baseline JPEG.
+ */
+export type StripEncoder = (rows: Buffer, height: number, top: number) => Promise<Buffer>;
 
 interface Strip {
   /** The header segments before SOS (DQT, SOF0, DHT, …), identical in every strip but SOF's height. */
@@ -67,7 +70,7 @@ export async function encodeInStrips(
       const pixels = raw.data.subarray(top * rowBytes, (top + rows) * rowBytes);
       const kept = reference.subarray(top * rowBytes, (top + rows) * rowBytes);
       if (reuse && pixels.equals(kept)) return reuse.strips[i];
-      const strip = parseStrip(await encodeStrip(pixels, rows));
+      const strip = parseStrip(await encodeStrip(pixels, rows, top));
       // The reference takes the new pixels only once they are encoded: a failure leaves it as it was.
       if (strip) pixels.copy(kept);
       return strip;

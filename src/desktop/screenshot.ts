@@ -3,7 +3,10 @@
  * per-pixel JavaScript). An unchanged screen costs no encoding: the encoded bytes are kept per raw
  * capture and options, and a capture is recognised as unchanged either because the backend hands
  * out the same `RawImage` again (X11 with DAMAGE) or because its bytes equal the previous one.
-
+ * A screen where little changed costs little: full-size JPEGs and all PNGs are encoded in strips,
+ * and only the strips whose pixels changed since the last one are encoded again (jpeg-strips.ts,
+ * png-strips.ts). The fourth byte of a capture is dropped by the backend where it can
+ * (`RawImage.rgb`, WebAssembly), not by a libvips pipeline.
  */
 import { availableParallelism } from "node:os";
 import type { Sharp, SharpOptions } from "sharp";
@@ -12,6 +15,8 @@ import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import { settled } from "../common/settled.js";
 import type { DesktopBackend, Point, RawImage, Rect, Size } from "./backend.js";
 import { encodeInStrips, type StripCache } from "./jpeg-strips.js";
+import { encodePngInStrips, type PngStripCache } from "./png-strips.js";
+import { type BandSource, type ResizeCache, resizeInBands } from "./resize-bands.js";
 
 export type ImageFormat = "png" | "jpeg" | "webp";
 
@@ -44,7 +49,8 @@ export interface Screenshot {
 
 /**
  * PNG settings chosen for speed on full-HD screens: zlib level 2 without adaptive filtering, for
- * larger files (bench/desktop.ts measures the choices; docs/desktop.md has the figures).
+ * larger files (bench/desktop.ts measures the choices; docs/desktop.md has the figures). The PNGs in
+ * strips (png-strips.ts) use the same level and filter, with Node's zlib.
  */
 export const PNG_OPTIONS = { compressionLevel: 2, adaptiveFiltering: false } as const;
 
@@ -77,6 +83,8 @@ let queue: Promise<unknown> = Promise.resolve();
 const idle = idleTimer(IDLE_RELEASE_MS, () => {
   cached = null;
   jpegStrips = null;
+  pngStrips = null;
+  resized = null;
 });
 
 /**
@@ -107,7 +115,9 @@ async function captureAndEncode(backend: DesktopBackend, options: ScreenshotOpti
   const origin = options.region
     ? { x: Math.max(0, Math.floor(options.region.x)), y: Math.max(0, Math.floor(options.region.y)) }
     : { x: 0, y: 0 };
-  const entry = cacheEntryFor(raw);
+  // Strips are compared with the last encoding's anyway (jpeg-strips.ts, png-strips.ts): a second
+  // comparison of the whole frame here would only cost another pass over it.
+  const entry = cacheEntryFor(raw, !jpegStripped(raw, options) && !pngStripped(raw, options));
   const key = JSON.stringify([
     options.format,
     options.quality,
@@ -154,8 +164,8 @@ export function toScreenshotCoordinates(point: Point, mapping: ScreenshotMapping
   };
 }
 
-function cacheEntryFor(raw: RawImage): CacheEntry {
-  if (cached && (cached.raw === raw || sameImage(cached.raw, raw))) return cached;
+function cacheEntryFor(raw: RawImage, compare: boolean): CacheEntry {
+  if (cached && (cached.raw === raw || (compare && sameImage(cached.raw, raw)))) return cached;
   cached = { raw, encoded: new Map() };
   return cached;
 }
@@ -181,13 +191,26 @@ export function targetSize(width: number, height: number, options: ScreenshotOpt
   return { width: outWidth, height: outHeight, scale: outWidth / width };
 }
 
+/** Whether a screenshot is a JPEG of the whole capture without a pointer: encoded in strips. */
+function jpegStripped(raw: RawImage, options: ScreenshotOptions): boolean {
+  const size = targetSize(raw.width, raw.height, options);
+  return (
+    options.format === "jpeg" && !options.cursor && size.width === raw.width && size.height === raw.height
+  );
+}
+
+/** Whether a screenshot is a PNG without a pointer from a capture that has R,G,B: encoded in strips. */
+function pngStripped(raw: RawImage, options: ScreenshotOptions): boolean {
+  return options.format === "png" && !options.cursor && (raw.channels === 3 || raw.rgb !== undefined);
+}
+
 async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point): Promise<Screenshot> {
   const size = targetSize(raw.width, raw.height, options);
   try {
-    const whole = size.width === raw.width && size.height === raw.height;
     const cursor = options.cursor && (await pointerOverlay(options.cursor, origin, size, raw));
     const data =
-      (options.format === "jpeg" && whole && !cursor && (await jpegInStrips(raw, options.quality))) ||
+      (jpegStripped(raw, options) && (await jpegInStrips(raw, options.quality))) ||
+      (pngStripped(raw, options) && (await pngInStrips(raw, size))) ||
       (await (await pipelineFor(raw, size, options.format, options.quality, cursor || undefined)).toBuffer());
     return {
       data,
@@ -213,14 +236,75 @@ async function jpegInStrips(raw: RawImage, quality: number): Promise<Buffer | nu
   const encoded = await encodeInStrips(
     raw,
     `q${quality}`,
-    (rows, height) => {
-      let strip = sharp(rows, { raw: { width: raw.width, height, channels: raw.channels } });
-      if (raw.channels === 4) strip = strip.removeAlpha();
+    (rows, height, top) => {
+      // The R,G,B form of the strip's rows only: most strips are usually unchanged.
+      const rgb = rgbPixels(raw, top, height);
+      const { width } = raw;
+      const strip = rgb
+        ? sharp(rgb.subarray(top * width * 3, (top + height) * width * 3), {
+            raw: { width, height, channels: 3 },
+          })
+        : withoutAlpha(sharp(rows, { raw: { width, height, channels: raw.channels } }), raw.channels);
       return strip.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
     },
     previous,
   );
   jpegStrips = encoded?.cache ?? null;
+  return encoded?.data ?? null;
+}
+
+/**
+ * A capture's pixels as packed R,G,B (at least rows `top` to `top + rows`) when it has them that way
+ * or the backend makes them; else null.
+ */
+function rgbPixels(raw: RawImage, top?: number, rows?: number): Buffer | null {
+  if (raw.channels === 3) return raw.data;
+  return raw.rgb?.(top, rows) ?? null;
+}
+
+/** A raw input's fourth byte dropped (encoders take 3 channels: screens are opaque). */
+function withoutAlpha(pipeline: Sharp, channels: 3 | 4): Sharp {
+  return channels === 4 ? pipeline.removeAlpha() : pipeline;
+}
+
+/** The strips of the last PNG (see png-strips.ts); let go with the capture when idle. */
+let pngStrips: PngStripCache | null = null;
+/** The last downscale for a PNG, to redo only its changed bands (see resize-bands.ts). */
+let resized: ResizeCache | null = null;
+
+/**
+ * A PNG of which only the strips that changed since the last one are deflated, from the capture's
+ * R,G,B (resized first when asked, only where the capture changed); null when the backend gives no
+ * R,G,B or the strips cannot be joined.
+ */
+async function pngInStrips(raw: RawImage, size: Size): Promise<Buffer | null> {
+  const { width, height } = raw;
+  let pixels: Buffer;
+  if (size.width !== width || size.height !== height) {
+    const previous = resized;
+    resized = null;
+    // The bands are compared on the capture's own pixels; only those resized are made R,G,B.
+    const rgbRows = raw.channels === 3 ? () => raw.data : raw.rgb?.bind(raw);
+    if (!rgbRows) return null;
+    const source: BandSource = { width, height, pixels: raw.data, rgb: rgbRows };
+    const done = await resizeInBands(await loadSharp(), source, size, previous);
+    resized = done.cache;
+    pixels = done.output;
+  } else {
+    const rgb = rgbPixels(raw);
+    if (!rgb) return null;
+    pixels = rgb;
+  }
+  const previous = pngStrips;
+  pngStrips = null;
+  const encoded = await encodePngInStrips(
+    pixels,
+    size.width,
+    size.height,
+    PNG_OPTIONS.compressionLevel,
+    previous,
+  );
+  pngStrips = encoded?.cache ?? null;
   return encoded?.data ?? null;
 }
 
@@ -267,16 +351,18 @@ async function pipelineFor(
 ): Promise<Sharp> {
   const sharp = await loadSharp();
   const { width, height } = raw;
-  let pipeline = sharp(raw.data, { raw: { width, height, channels: raw.channels } });
-  if (raw.channels === 4) pipeline = pipeline.removeAlpha();
+  const rgb = rgbPixels(raw);
+  let pipeline = rgb
+    ? sharp(rgb, { raw: { width, height, channels: 3 } })
+    : withoutAlpha(sharp(raw.data, { raw: { width, height, channels: raw.channels } }), raw.channels);
   if (size.width !== width || size.height !== height) {
     // libvips treats a fourth channel as alpha and resizes premultiplied, in floating point, and
     // `removeAlpha()` only applies after the resize: the fourth byte (meaningless, see `RawImage`) is
-    // dropped in a pipeline of its own first, which costs less (18 against 26-31 ms for 1920x1080 to
-    // 1280x800 under load).
-    if (raw.channels === 4) {
-      const rgb = await pipeline.raw().toBuffer();
-      pipeline = sharp(rgb, { raw: { width, height, channels: 3 } });
+    // dropped first, by the backend (`RawImage.rgb`) or else in a pipeline of its own, which costs
+    // less (18 against 26-31 ms for 1920x1080 to 1280x800 under load).
+    if (!rgb && raw.channels === 4) {
+      const dropped = await pipeline.raw().toBuffer();
+      pipeline = sharp(dropped, { raw: { width, height, channels: 3 } });
     }
     pipeline = pipeline.resize(size.width, size.height, { fit: "fill", kernel: "linear" });
   }

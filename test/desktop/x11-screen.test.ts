@@ -223,6 +223,71 @@ describe("screenshots (X11)", () => {
     }
   });
 
+  it("gives a capture's pixels as packed R,G,B, a range of rows at a time, equal to its RGBX less the 4th byte", async () => {
+    for (const useShm of [true, false]) {
+      const backend = await X11Backend.connect(desk.display.display, { useShm });
+      try {
+        const raw = await backend.capture({ x: AT.x - 10, y: AT.y - 10, width: 333, height: 221 });
+        const expected = await sharp(raw.data, { raw: { width: 333, height: 221, channels: 4 } })
+          .removeAlpha()
+          .raw()
+          .toBuffer();
+        const rowBytes = 333 * 3;
+        // A range first: those rows are made, the rest need not be yet.
+        const part = raw.rgb?.(100, 50) as Buffer;
+        expect(
+          part
+            .subarray(100 * rowBytes, 150 * rowBytes)
+            .equals(expected.subarray(100 * rowBytes, 150 * rowBytes)),
+        ).toBe(true);
+        // Then the whole, around the range already made.
+        expect(raw.rgb?.().equals(expected)).toBe(true);
+        const shot = await sharp(raw.rgb?.() as Buffer, { raw: { width: 333, height: 221, channels: 3 } })
+          .png()
+          .toBuffer();
+        expectPattern(await decode(shot.toString("base64")), { x: AT.x - 10, y: AT.y - 10 });
+      } finally {
+        await backend.close();
+      }
+    }
+  });
+
+  it("reads again only the rows DAMAGE reports changed, and its captures stay equal to fresh ones", async () => {
+    const kept = await X11Backend.connect(desk.display.display);
+    /** A whole capture by a connection of its own (nothing to reuse), as RGB. */
+    const fresh = async () => {
+      const backend = await X11Backend.connect(desk.display.display);
+      try {
+        return Buffer.from((await backend.capture()).rgb?.() as Buffer);
+      } finally {
+        await backend.close();
+      }
+    };
+    const same = async () => {
+      const raw = await kept.capture();
+      return raw.rgb?.().equals(await fresh()) === true;
+    };
+    try {
+      expect(await same()).toBe(true);
+      // Windows appearing and going in other rows, each change seen by two captures in turn
+      // (each buffer holds the capture before the last).
+      for (const [x, y] of [
+        [600, 400],
+        [20, 560],
+        [650, 20],
+      ]) {
+        const window = desk.spawn(PYTHON, [join(APPS, "pattern.py"), String(x), String(y)]);
+        const at = ((y + 5) * 1024 + x + 5) * 3;
+        await eventually(async () => near([...(await fresh()).subarray(at, at + 3)], RED, 0));
+        await eventually(same, 5_000);
+        window.kill();
+        await eventually(same, 5_000);
+      }
+    } finally {
+      await kept.close();
+    }
+  });
+
   it("rejects an unknown format and a region off the screen, naming them", async () => {
     const format = await desk.cmd("screenshot", { format: "bmp" });
     expect(format).toMatchObject({ success: false, code: "invalid_params" });

@@ -4,24 +4,30 @@
  * fallback. DAMAGE tells when the screen has not changed since the last capture, so that capture is
  * handed out again without touching the pixels.
  *
- * The X server gives 32-bit pixels as B,G,R,X bytes. One native `swap32` turns them into X,R,G,B, and
- * the same buffer seen from its second byte is R,G,B,X: RGBA order whose fourth byte is padding,
- * which the `RawImage` contract allows. No per-pixel JavaScript.
+ * The X server gives 32-bit pixels as B,G,R,X bytes. A byte swap of each pixel turns them into
+ * X,R,G,B, and the same buffer seen from its second byte is R,G,B,X: RGBA order whose fourth byte is
+ * padding, which the `RawImage` contract allows. The swap, and the packed R,G,B an encoder asks for
+ * (`RawImage.rgb`), are WebAssembly SIMD over the buffer (pixels.ts): no per-pixel JavaScript, and
+ * no libvips pipeline only to drop the fourth byte.
  *
  * Two pixel buffers are used in turn (each capture overwrites the one the previous capture did not
  * use): a fresh 8 MB buffer per 1080p capture costs more in page faults (about 10 ms) than the whole
- * copy out of the shared segment. After a few idle seconds they are let go, with the last capture.
+ * copy out of the shared segment. Each holds a capture and, after it, room for its R,G,B form (whose
+ * pages are only touched when an encoder asks for it). After a few idle seconds they are let go,
+ * with the last capture.
  */
 import { closeSync, ftruncateSync, openSync, readSync, unlinkSync } from "node:fs";
 import { CommandError } from "../../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../../common/idle.js";
 import { settled } from "../../common/settled.js";
 import type { RawImage, Rect, Size } from "../backend.js";
+import { PixelMemory } from "../pixels.js";
 import type { XConnection, XExtension } from "./connection.js";
 
 const Z_PIXMAP = 2;
 const ALL_PLANES = 0xffffffff;
-const DAMAGE_REPORT_NON_EMPTY = 3;
+/** A DamageNotify each time the damaged area's bounding box grows, with that box. */
+const DAMAGE_REPORT_BOUNDING_BOX = 2;
 
 let segmentCounter = 0;
 
@@ -51,11 +57,11 @@ class ShmSegment {
     return new ShmSegment(xid, fd, size);
   }
 
-  /** Copies the first `length` bytes of the segment into `target`. */
-  read(target: Buffer, length: number) {
+  /** Copies the segment's `length` bytes from `at` into `target` at the same place. */
+  read(target: Buffer, at: number, length: number) {
     let done = 0;
     while (done < length) {
-      const n = readSync(this.fd, target, done, length - done, done);
+      const n = readSync(this.fd, target, at + done, length - done, at + done);
       if (n <= 0) throw new Error("short read from the shared-memory segment");
       done += n;
     }
@@ -75,10 +81,17 @@ export class ScreenCapture {
   private shmBroken = false;
   /** Set by DamageNotify: something on the screen changed since the last capture. */
   private dirty = true;
+  /** Where it changed since the last capture (the union of the DamageNotify boxes). */
+  private damaged: Rect | null = null;
+  /**
+   * For each pixel buffer: the capture region it holds and where the screen changed since (null:
+   * nowhere), so that a capture into it reads only those rows again. Unknown: read it all.
+   */
+  private readonly held: ({ key: string; stale: Rect | null } | undefined)[] = [undefined, undefined];
   private damageId: number | null = null;
   private last: { key: string; image: RawImage } | null = null;
   private queue: Promise<unknown> = Promise.resolve();
-  private readonly buffers: (Buffer | undefined)[] = [undefined, undefined];
+  private readonly buffers: (PixelMemory | undefined)[] = [undefined, undefined];
   private turn = 0;
   private readonly idle = idleTimer(IDLE_RELEASE_MS, () => this.releaseBuffers());
   /** Callers of `waitForChange`, woken by the next DamageNotify. */
@@ -93,13 +106,18 @@ export class ScreenCapture {
     conn.onClose(() => this.close());
     if (damage) {
       this.damageId = conn.X.AllocID();
-      damage.Create(this.damageId, conn.root, DAMAGE_REPORT_NON_EMPTY);
-      conn.X.on("event", (ev: { name?: string; damage?: number }) => {
-        if (ev.name !== "DamageNotify" || ev.damage !== this.damageId) return;
-        this.dirty = true;
-        for (const wake of this.changeWaiters) wake();
-        this.changeWaiters.clear();
-      });
+      damage.Create(this.damageId, conn.root, DAMAGE_REPORT_BOUNDING_BOX);
+      conn.X.on(
+        "event",
+        (ev: { name?: string; damage?: number; area?: { x: number; y: number; w: number; h: number } }) => {
+          if (ev.name !== "DamageNotify" || ev.damage !== this.damageId) return;
+          this.dirty = true;
+          const area = ev.area ? { x: ev.area.x, y: ev.area.y, width: ev.area.w, height: ev.area.h } : FULL;
+          this.damaged = union(this.damaged, area);
+          for (const wake of this.changeWaiters) wake();
+          this.changeWaiters.clear();
+        },
+      );
     }
   }
 
@@ -163,6 +181,7 @@ export class ScreenCapture {
   /** Drops the pixel buffers and the last capture (the next capture reads the screen afresh). */
   private releaseBuffers() {
     this.buffers.fill(undefined);
+    this.held.fill(undefined);
     this.last = null;
     this.dirty = true;
   }
@@ -174,50 +193,89 @@ export class ScreenCapture {
     const key = `${rect.x},${rect.y},${rect.width},${rect.height}`;
     if (this.damageId !== null && !this.dirty && this.last?.key === key) return this.last.image;
 
+    // What changed since the last capture; without DAMAGE, anything may have.
+    let changed: Rect | null = FULL;
     if (this.damageId !== null) {
       this.damage.Subtract(this.damageId, 0, 0);
       this.dirty = false;
+      changed = this.damaged;
+      this.damaged = null;
     }
-    const bytes = rect.width * rect.height * 4;
-    // Four spare bytes: the RGBA view starts one byte in.
-    const pixels = this.pixelBuffer(bytes + 4);
+    for (const held of this.held) if (held) held.stale = union(held.stale, changed);
+    const pixels = rect.width * rect.height;
+    const bytes = pixels * 4;
+    // Four spare bytes: the RGBA view starts one byte in. The R,G,B form goes after them.
+    const rgbAt = Math.ceil((bytes + 4) / 64) * 64;
+    const memory = this.pixelMemory(rgbAt + pixels * 3);
     this.idle.touch();
-    const byteOrder = await this.grab(rect, pixels, bytes);
-    if (byteOrder === 0) pixels.subarray(0, bytes).swap32();
+    // Only the rows of this buffer's last capture that changed since are read again.
+    const held = this.held[this.turn];
+    const rows = held?.key === key ? rowsWithin(held.stale, rect) : { top: 0, height: rect.height };
+    this.held[this.turn] = undefined;
+    if (rows.height > 0) {
+      const from = rows.top * rect.width * 4;
+      const length = rows.height * rect.width * 4;
+      const part = { x: rect.x, y: rect.y + rows.top, width: rect.width, height: rows.height };
+      const byteOrder = await this.grab(part, memory.bytes, from, length);
+      if (byteOrder === 0) memory.swap32(from, length);
+    }
+    this.held[this.turn] = { key, stale: null };
+    const rgb = memory.bytes.subarray(rgbAt, rgbAt + pixels * 3);
+    /** Rows already made in R,G,B. */
+    const made = new Uint8Array(rect.height);
     const image: RawImage = {
       width: rect.width,
       height: rect.height,
       channels: 4,
-      data: pixels.subarray(1, bytes + 1),
+      data: memory.bytes.subarray(1, bytes + 1),
+      rgb: (top = 0, rows = rect.height) => {
+        const end = Math.min(rect.height, top + rows);
+        for (let y = Math.max(0, top); y < end; ) {
+          if (made[y]) {
+            y++;
+            continue;
+          }
+          let run = y;
+          while (run < end && !made[run]) made[run++] = 1;
+          const from = y * rect.width;
+          memory.rgbxToRgb(1 + from * 4, rgbAt + from * 3, (run - y) * rect.width);
+          y = run;
+        }
+        return rgb;
+      },
     };
     this.last = { key, image };
     return image;
   }
 
-  /** The buffer the previous capture did not use, at least `size` bytes long (a view of exactly `size`). */
-  private pixelBuffer(size: number): Buffer {
+  /** The memory the previous capture did not use, of at least `size` bytes. */
+  private pixelMemory(size: number): PixelMemory {
     this.turn ^= 1;
-    let buffer = this.buffers[this.turn];
-    if (!buffer || buffer.length < size) {
-      buffer = Buffer.allocUnsafeSlow(size);
-      this.buffers[this.turn] = buffer;
+    let memory = this.buffers[this.turn];
+    if (!memory || memory.size < size) {
+      memory = new PixelMemory(size);
+      this.buffers[this.turn] = memory;
+      this.held[this.turn] = undefined;
     }
-    return buffer.subarray(0, size);
+    return memory;
   }
 
-  /** Fills `target` with X,R,G,B (MSB first) or B,G,R,X (LSB first) pixels; returns the byte order. */
-  private async grab(rect: Rect, target: Buffer, bytes: number): Promise<number> {
+  /**
+   * Fills `target` from byte `at` with the `bytes` bytes of `rect`'s X,R,G,B (MSB first) or B,G,R,X
+   * (LSB first) pixels; returns the byte order. The shared segment is laid out as `target` is.
+   */
+  private async grab(rect: Rect, target: Buffer, at: number, bytes: number): Promise<number> {
     const { X, root } = this.conn;
     if (this.shm && !this.shmBroken) {
       try {
-        if (!this.segment || this.segment.size < bytes) {
+        if (!this.segment || this.segment.size < at + bytes) {
           this.segment?.release(this.conn, this.shm);
           this.segment = null;
           const screen = await this.screenSize();
           this.segment = await ShmSegment.attach(
             this.conn,
             this.shm,
-            Math.max(bytes, screen.width * screen.height * 4),
+            Math.max(at + bytes, screen.width * screen.height * 4),
           );
         }
         const segment = this.segment;
@@ -231,12 +289,12 @@ export class ScreenCapture {
             ALL_PLANES,
             Z_PIXMAP,
             segment.xid,
-            0,
+            at,
             cb,
           ),
         );
         checkDepth(reply.depth);
-        segment.read(target, bytes);
+        segment.read(target, at, bytes);
         return this.conn.info.image_byte_order;
       } catch (err) {
         if (err instanceof CommandError) throw err;
@@ -250,9 +308,34 @@ export class ScreenCapture {
     );
     checkDepth(image.depth);
     if (image.data.length < bytes) throw new CommandError("failed", "The X server returned a short image");
-    image.data.copy(target, 0, 0, bytes);
+    image.data.copy(target, at, 0, bytes);
     return this.conn.info.image_byte_order;
   }
+}
+
+/** Anything: the box of a change whose place is not known. */
+const FULL: Rect = { x: -(2 ** 30), y: -(2 ** 30), width: 2 ** 31, height: 2 ** 31 };
+
+/** The smallest rectangle holding both (null: no rectangle). */
+function union(a: Rect | null, b: Rect | null): Rect | null {
+  if (!a) return b;
+  if (!b) return a;
+  const x = Math.min(a.x, b.x);
+  const y = Math.min(a.y, b.y);
+  return {
+    x,
+    y,
+    width: Math.max(a.x + a.width, b.x + b.width) - x,
+    height: Math.max(a.y + a.height, b.y + b.height) - y,
+  };
+}
+
+/** The rows of `rect` (counted from its top) that `changed` covers; a change beside it counts. */
+function rowsWithin(changed: Rect | null, rect: Rect): { top: number; height: number } {
+  if (!changed) return { top: 0, height: 0 };
+  const top = Math.max(0, changed.y - rect.y);
+  const bottom = Math.min(rect.height, changed.y + changed.height - rect.y);
+  return bottom > top ? { top, height: bottom - top } : { top: 0, height: 0 };
 }
 
 async function optionalExtension(conn: XConnection, name: string): Promise<XExtension | null> {

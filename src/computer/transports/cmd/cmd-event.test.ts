@@ -32,6 +32,10 @@ describe("the /cmd event and the /ws reply", () => {
       image_url: new Bytes(bytes, "image/png", { dataUrl: true }),
       list: [new Bytes(bytes.subarray(0, 7))],
     },
+    "an agent's tool result, its image nested": {
+      vocabulary: "anthropic",
+      tool_result: { content: [{ type: "image", source: { data: new Bytes(bytes, "image/png") } }] },
+    },
     "no bytes at all": { stdout: "hi\n", return_code: 0 },
     "an empty object": {},
     "a string": "just text",
@@ -52,8 +56,10 @@ describe("the /cmd event and the /ws reply", () => {
       it(`is the envelope's JSON as one text, or none where bytes need pieces, for ${name} (spread ${spread ? "on" : "off"})`, () => {
         const outcome: Outcome = { success: true, result };
         const text = cmdEventText(outcome, spread);
-        const hasBytes = Object.values(result as object).some((value) => value instanceof Bytes);
-        if (typeof result === "object" && hasBytes) expect(text).toBeUndefined();
+        const holds = (value: unknown): boolean =>
+          value instanceof Bytes ||
+          (typeof value === "object" && value !== null && Object.values(value).some(holds));
+        if (holds(result)) expect(text).toBeUndefined();
         else expect(text).toBe(`data: ${JSON.stringify(cmdEnvelope(outcome, spread))}\n\n`);
       });
     }

@@ -1,7 +1,6 @@
 /** The `/cmd` event: the outcome framed as cua's clients read it, written as pieces of bytes. */
-import { Bytes } from "../../core/bytes.js";
 import { failureEnvelope, isPlainObject, type Outcome } from "../../core/outcome.js";
-import { type HeldEncodings, objectJson } from "../../http/json-pieces.js";
+import { type HeldEncodings, hasBytes, objectJson } from "../../http/json-pieces.js";
 
 /**
  * The `/cmd` event: `{"success": true, "content": result, ...result}`. With `spread` off, the seed
@@ -47,12 +46,13 @@ export function cmdEventBytes(outcome: Outcome, spread: boolean, held?: HeldEnco
 /**
  * The `/cmd` event as one text, the same as `cmdEventBytes` joined, for an outcome without bytes
  * fields (most are small: they leave in one write, with no buffer made on the way); undefined when
- * the result has bytes fields, which go through `cmdEventBytes`.
+ * the result has bytes fields, top-level or nested, which go through `cmdEventBytes`.
  */
 export function cmdEventText(outcome: Outcome, spread: boolean): string | undefined {
   if (outcome.success && isPlainObject(outcome.result)) {
     const result = outcome.result;
-    for (const key in result) if (result[key] instanceof Bytes) return undefined;
+    // Bytes anywhere objectJson looks (an agent's image inside its tool result) are its to write.
+    if (hasBytes(result)) return undefined;
     if (!spread) return `data: {"success":true,"content":${JSON.stringify(result)}}\n\n`;
     if (!("success" in result) && !("content" in result)) {
       const json = JSON.stringify(result);
