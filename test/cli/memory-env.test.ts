@@ -214,11 +214,11 @@ describe("hangar serve started as the npm bin (bin/hangar.js through its #! line
       ).toBe(cli.url);
       expect(cli.log()).not.toContain("no wallpaper");
       expect(readFileSync(`/proc/${pid}/maps`, "utf8")).not.toMatch(/libvips|sharp/);
-      // The first screenshot loads it.
+      // The first JPEG screenshot loads it (PNG is deflated by zlib, docs/performance.md).
       await runCommand(cli.url, "true");
       const shot = await fetch(`${cli.url}/cmd`, {
         method: "POST",
-        body: JSON.stringify({ command: "screenshot", params: {} }),
+        body: JSON.stringify({ command: "screenshot", params: { format: "jpeg" } }),
       });
       expect(await shot.text()).toContain('"success":true');
       expect(readFileSync(`/proc/${pid}/maps`, "utf8")).toMatch(/libvips/);
