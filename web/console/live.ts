@@ -30,6 +30,8 @@ export class LiveView {
   private readonly state = element<HTMLElement>("live-state");
   private readonly markers: { x: number; y: number; at: number }[] = [];
   private control = false;
+  /** What the person asked with the box, until the server answers it: older states do not undo it. */
+  private asked?: boolean;
   private drawing = false;
   private pending?: Blob;
   /** Frames drawn so far (the tests read it). */
@@ -51,13 +53,16 @@ export class LiveView {
       void this.draw(event.data as Blob);
     };
     socket.onclose = () => {
+      // Taking control needs the connection: the box waits for the server's control state again.
+      element<HTMLInputElement>("control").disabled = true;
+      this.asked = undefined;
       this.state.textContent = "disconnected; reconnecting…";
       setTimeout(() => this.start(), 2000);
     };
     element<HTMLSelectElement>("quality").onchange = () => this.sendSettings();
     element<HTMLInputElement>("control").onchange = (event) => {
       const on = (event.target as HTMLInputElement).checked;
-      if (on) this.send({ type: "control", on });
+      if (on) this.ask(on, { type: "control", on });
       else this.handBack();
     };
     element("handback").onclick = () => this.handBack();
@@ -67,8 +72,13 @@ export class LiveView {
 
   private handBack() {
     const note = element<HTMLInputElement>("handback-note");
-    this.send({ type: "control", on: false, note: note.value });
+    this.ask(false, { type: "control", on: false, note: note.value });
     note.value = "";
+  }
+
+  /** Sends a control request; the box shows it until the server's answer (a control or an error). */
+  private ask(on: boolean, message: unknown) {
+    if (this.send(message)) this.asked = on;
   }
 
   /** Makes a view-only link for an hour, shown with a button that revokes it. */
@@ -92,7 +102,7 @@ export class LiveView {
   private showControl(state: ControlState) {
     this.controlState = state;
     this.control = state.mine;
-    element<HTMLInputElement>("control").checked = state.mine;
+    element<HTMLInputElement>("control").checked = this.asked ?? state.mine;
     element<HTMLInputElement>("control").disabled = state.held && !state.mine;
     element("control-banner").hidden = !state.mine;
     document.body.classList.toggle("control-on", state.mine);
@@ -118,8 +128,10 @@ export class LiveView {
     this.send({ type: "settings", quality, width: Math.max(160, Math.round(width)), fps: 25 });
   }
 
-  private send(message: unknown) {
-    if (this.socket?.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(message));
+  private send(message: unknown): boolean {
+    if (this.socket?.readyState !== WebSocket.OPEN) return false;
+    this.socket.send(JSON.stringify(message));
+    return true;
   }
 
   private onMessage(message: { type: string; [key: string]: unknown }) {
@@ -130,8 +142,13 @@ export class LiveView {
     } else if (message.type === "control_state") {
       this.showControl(message as unknown as ControlState);
     } else if (message.type === "control") {
+      this.asked = undefined;
       if (this.controlState) this.showControl({ ...this.controlState, mine: Boolean(message.on) });
     } else if (message.type === "error") {
+      if (this.asked !== undefined) {
+        this.asked = undefined;
+        if (this.controlState) this.showControl(this.controlState);
+      }
       this.state.textContent = String(message.error);
     }
   }
