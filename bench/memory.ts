@@ -29,6 +29,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { memoryEnv } from "../src/common/memory-env.js";
+import { commandPid } from "../test/support/cli-process.js";
 import { burst, type Call } from "./burst.js";
 import { closeClient, post } from "./client.js";
 import { median, p95, printTable, type Row } from "./lib.js";
@@ -79,15 +80,6 @@ function privateMb(pid: number): number {
   const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
   const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(rollup)?.[1] ?? 0);
   return (kb("Private_Clean") + kb("Private_Dirty")) / 1024;
-}
-
-/** The server's pid: the started process, or its child when it is the launcher (cli/launcher.ts). */
-function serverPid(pid: number): number {
-  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
-  const server = children.find(
-    (child) => child && readFileSync(`/proc/${child}/cmdline`, "utf8").includes(BIN),
-  );
-  return server ? Number(server) : pid;
 }
 
 async function waitForStatus(url: string, child: ChildProcess) {
@@ -141,7 +133,7 @@ async function mcpRow(dir: string): Promise<Row> {
     const call: Call = (name, params = {}) => client.callTool({ name, arguments: params });
     await call("version");
     await sleep(2000);
-    const pid = serverPid(transport.pid!);
+    const pid = commandPid(transport.pid!);
     const idle = rssMb(pid);
     await burst(call, join(dir, "burst.bin"));
     const after = rssMb(pid);
@@ -166,7 +158,7 @@ try {
   for (const way of WAYS) {
     const server = await start(way, true);
     await sleep(2000);
-    const pid = serverPid(server.child.pid!);
+    const pid = commandPid(server.child.pid!);
     const idle = rssMb(pid);
     await burst((command, params) => post(server.url, command, params), join(dir, "burst.bin"));
     const after = rssMb(pid);

@@ -14,6 +14,7 @@ import { readFileSync } from "node:fs";
 import { request } from "node:http";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { commandPid } from "../test/support/cli-process.js";
 import { machineLoad, median, p95, printTable, type Row } from "./lib.js";
 import { freePort } from "./support.js";
 
@@ -47,15 +48,6 @@ function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-/** The process that serves: the launcher's child when the npm bin started one (src/cli/launcher.ts). */
-function serverPid(pid: number): number {
-  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
-  const server = children.find(
-    (child) => child && readFileSync(`/proc/${child}/cmdline`, "utf8").includes("hangar.js"),
-  );
-  return server ? Number(server) : pid;
-}
-
 /** One GET /status on a fresh connection: true when it answered 200. */
 const statusOk = (port: number) =>
   new Promise<boolean>((done) => {
@@ -83,7 +75,7 @@ async function startOnce(bin: string) {
     }
     const startMs = performance.now() - started;
     // Less bent by the load than the wall-clock time: the CPU the start took, launcher included.
-    const server = serverPid(child.pid!);
+    const server = commandPid(child.pid!);
     const cpu = cpuMs(child.pid!) + (server === child.pid ? 0 : cpuMs(server));
     await sleep(2000);
     return { startMs, cpu, rss: rssMb(server) };

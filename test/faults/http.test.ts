@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { send, TestSocket, wsUrl } from "../support/clients.js";
 import { startTestServer } from "../support/server.js";
-import { rssBytes, type ServeProcess, serveProcess, serverPid } from "./support.js";
+import { rssBytes, type ServeProcess, serveProcess } from "./support.js";
 
 const MB = 1024 * 1024;
 const NAME = "vm-faults";
@@ -55,7 +55,7 @@ describe("limits before work", () => {
   afterAll(() => serve?.stop());
 
   it("refuses 300 MB on /mcp, /cmd and /pty with 413 before buffering it", async () => {
-    const pid = serverPid(serve);
+    const pid = serve.pid;
     const before = rssBytes(pid);
     for (const path of ["/mcp", "/cmd", "/pty"]) {
       const declared = await pushBody(`${serve.url}${path}`, 300 * MB, true);
@@ -78,7 +78,7 @@ describe("limits before work", () => {
     });
     expect(reply.status).toBe(400);
     expect(reply.json().detail).toMatch(/^Invalid JSON body/);
-    const pid = serverPid(serve);
+    const pid = serve.pid;
     expect(readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim()).toBe("");
   });
 
@@ -117,7 +117,7 @@ describe("cloud mode under hostile peers", () => {
   afterAll(() => serve?.stop());
 
   it("closes unauthenticated /ws peers that send 50 MiB frames without holding them", async () => {
-    const pid = serverPid(serve);
+    const pid = serve.pid;
     const before = rssBytes(pid);
     const frame = Buffer.alloc(50 * MB, 0x61);
     const peers = await Promise.all(

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postCommand } from "../support/clients.js";
-import { type ServeProcess, serveProcess, serverPid } from "./support.js";
+import { type ServeProcess, serveProcess } from "./support.js";
 
 const NAME = "vm-secrets";
 const KEY = "sk-never-readable-by-commands";
@@ -27,11 +27,11 @@ describe("API keys in cloud mode", () => {
     );
     expect(reply.event.success).toBe(true);
     const [ppid, ...environ] = reply.event.stdout.split("\n");
-    expect(Number(ppid)).toBe(serverPid(serve));
+    expect(Number(ppid)).toBe(serve.pid);
     expect(environ.length).toBeGreaterThan(3);
     expect(reply.event.stdout).not.toContain(KEY);
     expect(reply.event.stdout).not.toContain("HANGAR_API_KEYS=");
-    expect(readFileSync(`/proc/${serverPid(serve)}/environ`, "utf8")).not.toContain(KEY);
+    expect(readFileSync(`/proc/${serve.pid}/environ`, "utf8")).not.toContain(KEY);
     // Nor from its own environment.
     const env = await postCommand(serve.url, "run_command", { command: "env" }, auth);
     expect(env.event.stdout).not.toContain(KEY);
@@ -46,7 +46,7 @@ describe("API keys in cloud mode", () => {
     ).toMatchObject({
       success: true,
     });
-    const pid = serverPid(serve);
+    const pid = serve.pid;
     await serve.stop();
     expect(serve.child.exitCode).toBe(0);
     await expect

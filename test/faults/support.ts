@@ -6,6 +6,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
+import { commandPid } from "../support/cli-process.js";
 
 const CLI = join(import.meta.dirname, "../../bin/hangar.js");
 
@@ -38,7 +39,7 @@ export async function serveProcess(
     });
     child.once("exit", (code) => reject(new Error(`hangar serve exited with ${code}: ${log}`)));
   });
-  const pid = serverOf(child.pid!);
+  const pid = commandPid(child.pid!);
   // Applied once it listens: loading the modules opens more files at once than a tight limit allows.
   if (options.nofile) {
     execFileSync("prlimit", ["--pid", String(pid), `--nofile=${options.nofile}:${options.nofile}`]);
@@ -79,22 +80,4 @@ export function shmSegments(pid: number): number {
     }
   }
   return count;
-}
-
-/**
- * The pid of the server itself: started as `bin/hangar.js serve`, the server runs in a child of the
- * process started when a launcher step applies (cli/launcher.ts: the memory settings, or
- * `HANGAR_API_KEYS` kept out of the server's environment); otherwise it is that process.
- */
-export function serverPid(serve: ServeProcess): number {
-  return serve.pid;
-}
-
-function serverOf(pid: number): number {
-  const server = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
-    .trim()
-    .split(/\s+/)
-    .filter(Boolean)
-    .find((child) => readFileSync(`/proc/${child}/cmdline`, "utf8").includes(CLI));
-  return server ? Number(server) : pid;
 }

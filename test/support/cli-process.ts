@@ -57,8 +57,8 @@ export async function startCli(args: string[], env: NodeJS.ProcessEnv = process.
   };
 }
 
-/** `pid`, or its child running bin/hangar.js when `pid` is a launcher. */
-function commandPid(pid: number): number {
+/** `pid`, or its child running bin/hangar.js when `pid` is the npm bin's launcher (cli/launcher.ts). */
+export function commandPid(pid: number): number {
   const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
   const command = children.find(
     (child) => child && readFileSync(`/proc/${child}/cmdline`, "utf8").includes("bin/hangar.js"),
