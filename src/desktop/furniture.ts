@@ -18,8 +18,6 @@ import { showX11Wallpaper } from "./wallpaper.js";
 const GRADIENT = fileURLToPath(new URL("./wallpaper.png", import.meta.url));
 
 interface Desktop {
-  width: number;
-  height: number;
   env: Record<string, string>;
 }
 

@@ -73,7 +73,7 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
       });
       log.info({ display: virtualDisplay.display, ...size }, "virtual display started");
       if (options.panel) {
-        await startDesktopApps({ ...size, env: virtualDisplay.env }, (message) => log.warn(message));
+        await startDesktopApps({ env: virtualDisplay.env }, (message) => log.warn(message));
       }
     }
   }
