@@ -54,10 +54,11 @@ export interface DesktopBackend {
   screenSize(): Promise<Size>;
   capture(region?: Rect): Promise<RawImage>;
   /**
-   * Optional: resolves true once the screen may have changed since the last capture, false after
-   * `timeoutMs` without a change, so a watcher of a still screen need not capture to find out.
+   * Optional: resolves true once the screen may have changed since `since` (the watcher's own last
+   * capture) was captured, false after `timeoutMs` without a change, so a watcher of a still screen
+   * need not capture to find out. Captures others make in between hide nothing from it.
    */
-  waitForChange?(timeoutMs: number): Promise<boolean>;
+  waitForChange?(since: RawImage | undefined, timeoutMs: number): Promise<boolean>;
 
   // pointer
   cursorPosition(): Promise<Point>;

@@ -20,7 +20,7 @@ let browser: Browser;
 let page: Page;
 const problems: string[] = [];
 let trajectoryId: string;
-/** When the second click happened, in seconds into the video. */
+/** When the second click began, in seconds into the video (a step is shown where it began). */
 let secondClickAt: number;
 /** The video's length as stop_recording said it (the session's waits alone take 2.5 s). */
 let recordedSeconds: number;
@@ -53,8 +53,8 @@ beforeAll(async () => {
   await cmd("left_click", { x: 200, y: 150 });
   await cmd("run_command", { command: "xsetroot -solid '#c02020'", env: desk.display.env });
   await cmd("wait", { ms: 1500 });
-  await cmd("left_click", { x: 600, y: 450 });
   secondClickAt = (Date.now() - Date.parse(recording.started)) / 1000;
+  await cmd("left_click", { x: 600, y: 450 });
   await cmd("run_command", { command: "xsetroot -solid '#2040c0'", env: desk.display.env });
   await cmd("wait", { ms: 1000 });
   await cmd("stop_trajectory");
@@ -126,7 +126,7 @@ describe("the console's recordings", () => {
       height: (img as HTMLImageElement).naturalHeight,
     }));
     expect(image).toEqual({ width: 400, height: 300 });
-    // The frame shown is the red screen (painted before the click, blue only after it).
+    // The frame shown is the red screen (painted 1.5 s before the click, blue only after it).
     await page.waitForFunction(() => {
       const video = document.getElementById("player-video") as HTMLVideoElement;
       return !video.seeking && video.readyState >= 2;

@@ -1,6 +1,7 @@
 /**
  * The live view on a still screen: with X DAMAGE the server does not capture at all until the
- * screen changes, and a change still reaches the viewer at once.
+ * screen changes, and a change still reaches the viewer at once. Each watcher (the live view, the
+ * video recorder) is told of a change even when someone else captured the screen after it.
  */
 import { execFile } from "node:child_process";
 import { once } from "node:events";
@@ -33,9 +34,9 @@ beforeAll(async () => {
   };
   const waitForChange = backend.waitForChange?.bind(backend);
   expect(waitForChange).toBeDefined();
-  backend.waitForChange = (timeoutMs) => {
+  backend.waitForChange = (since, timeoutMs) => {
     waits++;
-    return waitForChange!(timeoutMs);
+    return waitForChange!(since, timeoutMs);
   };
 });
 afterAll(async () => {
@@ -79,5 +80,24 @@ describe("WS /live on a still screen", () => {
     } finally {
       socket.terminate();
     }
+  });
+});
+
+describe("waitForChange with more than one watcher", () => {
+  it("tells a watcher of a change that another capture has already read", async () => {
+    const mine = await backend.capture();
+    await execFileAsync("xsetroot", ["-display", `:${n}`, "-solid", "#10a040"]);
+    // Someone else (a screenshot) captures after the change: it sees the new pixels.
+    const theirs = await backend.capture();
+    expect(theirs).not.toBe(mine);
+    expect([...theirs.data.subarray(0, 4)]).not.toEqual([...mine.data.subarray(0, 4)]);
+    // The first watcher has not seen it: it is told at once, not after its timeout.
+    const asked = performance.now();
+    expect(await backend.waitForChange!(mine, 10_000)).toBe(true);
+    expect(performance.now() - asked).toBeLessThan(100);
+    // The second has seen everything there is: it waits, and its timeout says nothing changed.
+    expect(await backend.waitForChange!(theirs, 300)).toBe(false);
+    // A watcher with no capture of its own (or one from elsewhere) looks at once.
+    expect(await backend.waitForChange!(undefined, 10_000)).toBe(true);
   });
 });

@@ -52,6 +52,7 @@ describe("start_recording and stop_recording", () => {
     expect(started).toMatchObject({ success: true, path, format: "mp4", width: 640, height: 480 });
 
     await waitMs(800);
+    const redFrom = (performance.now() - t0) / 1000;
     await paint("#ff0000");
     const redAt = (performance.now() - t0) / 1000;
     await waitMs(800);
@@ -85,6 +86,9 @@ describe("start_recording and stop_recording", () => {
 
     // (Away from the pointer, which is drawn at the screen's centre.)
     expect(near(await pixelAt(path, redAt + 0.4, 500, 400), [255, 0, 0])).toBe(true);
+    // Frames keep their millisecond: the red one is not placed before the paint began (in ticks of
+    // 1/fps it could be, by up to half a tick).
+    expect(near(await pixelAt(path, redFrom - 0.002, 500, 400), [0, 0, 0])).toBe(true);
     expect(near(await pixelAt(path, greenAt + 1.5, 500, 400), [0, 255, 0])).toBe(true);
     expect(near(await pixelAt(path, wall - 0.2, 500, 400), [0, 0, 255])).toBe(true);
   }, 60_000);

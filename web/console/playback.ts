@@ -88,7 +88,9 @@ export class Playback {
     this.detail.replaceChildren();
     await this.load(recording);
     const videoStart = recording ? Date.parse(recording.started) : 0;
-    this.stepTimes = steps.map((s) => Math.max(0, (Date.parse(s.time) - videoStart) / 1000));
+    // A step is placed where it began (its time is when it finished): picking it shows the screen
+    // the command acted on, and playing on from there shows what it did.
+    this.stepTimes = steps.map((s) => Math.max(0, (Date.parse(s.time) - s.ms - videoStart) / 1000));
     this.steps.replaceChildren(
       ...steps.map((step, i) => {
         const row = make(

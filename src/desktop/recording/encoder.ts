@@ -84,6 +84,10 @@ export function encoderArguments(options: Omit<EncoderOptions, "ffmpeg" | "log">
     "-an",
     "-fps_mode",
     "vfr",
+    // Each frame keeps its millisecond: by default the time base is 1/fps, and a frame captured 40 ms
+    // after a click would be placed 60 ms earlier, before it.
+    "-enc_time_base",
+    "1:1000",
     "-vf",
     filters.join(","),
     ...codec,

@@ -221,7 +221,10 @@ export class ScreenRecorder {
     // With the pointer drawn, the pointer is looked at every frame (moving it changes no pixel).
     const wait = Math.max(0, this.cursor ? Math.min(interval, repeatIn) : repeatIn);
     const changed = this.backend.waitForChange
-      ? await Promise.race([this.backend.waitForChange(wait), this.stopRequested.then(() => false)])
+      ? await Promise.race([
+          this.backend.waitForChange(this.lastRaw, wait),
+          this.stopRequested.then(() => false),
+        ])
       : true;
     if (!this.running) return;
     const repeat = this.now() - this.lastFrameMs >= REPEAT_STILL_MS;

@@ -95,8 +95,8 @@ export class X11Backend implements DesktopBackend {
     return this.screen.screenSize();
   }
 
-  waitForChange(timeoutMs: number): Promise<boolean> {
-    return this.screen.waitForChange(timeoutMs);
+  waitForChange(since: RawImage | undefined, timeoutMs: number): Promise<boolean> {
+    return this.screen.waitForChange(since, timeoutMs);
   }
 
   async capture(region?: Rect): Promise<RawImage> {

@@ -81,6 +81,10 @@ export class ScreenCapture {
   private shmBroken = false;
   /** Set by DamageNotify: something on the screen changed since the last capture. */
   private dirty = true;
+  /** How many DamageNotify events have come; a capture remembers the count it saw (see `seen`). */
+  private changes = 0;
+  /** For each capture handed out: `changes` when its pixels were read. */
+  private readonly seen = new WeakMap<RawImage, number>();
   /** Where it changed since the last capture (the union of the DamageNotify boxes). */
   private damaged: Rect | null = null;
   /**
@@ -112,6 +116,7 @@ export class ScreenCapture {
         (ev: { name?: string; damage?: number; area?: { x: number; y: number; w: number; h: number } }) => {
           if (ev.name !== "DamageNotify" || ev.damage !== this.damageId) return;
           this.dirty = true;
+          this.changes++;
           const area = ev.area ? { x: ev.area.x, y: ev.area.y, width: ev.area.w, height: ev.area.h } : FULL;
           this.damaged = union(this.damaged, area);
           for (const wake of this.changeWaiters) wake();
@@ -144,11 +149,16 @@ export class ScreenCapture {
   }
 
   /**
-   * Resolves true as soon as the screen may have changed since the last capture (at once if it
-   * has), false after `timeoutMs` without a change. Without DAMAGE it cannot tell: true at once.
+   * Resolves true as soon as the screen may have changed since `since` was captured (at once if it
+   * has, or if `since` is not one of this capture's images), false after `timeoutMs` without a
+   * change. Each watcher passes its own last image: a capture made by someone else in between does
+   * not hide a change from it. Without DAMAGE it cannot tell: true at once.
    */
-  waitForChange(timeoutMs: number): Promise<boolean> {
-    if (this.damageId === null || this.dirty || !this.conn.alive) return Promise.resolve(true);
+  waitForChange(since: RawImage | undefined, timeoutMs: number): Promise<boolean> {
+    const seen = since && this.seen.get(since);
+    if (this.damageId === null || seen === undefined || seen !== this.changes || !this.conn.alive) {
+      return Promise.resolve(true);
+    }
     return new Promise((resolve) => {
       const wake = () => {
         clearTimeout(timer);
@@ -195,6 +205,7 @@ export class ScreenCapture {
 
     // What changed since the last capture; without DAMAGE, anything may have.
     let changed: Rect | null = FULL;
+    const seen = this.changes;
     if (this.damageId !== null) {
       this.damage.Subtract(this.damageId, 0, 0);
       this.dirty = false;
@@ -244,6 +255,7 @@ export class ScreenCapture {
         return rgb;
       },
     };
+    this.seen.set(image, seen);
     this.last = { key, image };
     return image;
   }

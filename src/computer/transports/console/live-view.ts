@@ -218,7 +218,7 @@ class Viewer {
     const backend = still ? await this.options.desktop().catch(() => undefined) : undefined;
     if (!backend?.waitForChange) return this.schedule(wait);
     // A still screen the backend watches (X DAMAGE): no capture until something changes.
-    await backend.waitForChange(STILL_WAKE_MS);
+    await backend.waitForChange(this.lastRaw, STILL_WAKE_MS);
     this.schedule(Math.max(0, 1000 / this.settings.fps - (performance.now() - started)));
   }
 
