@@ -63,5 +63,5 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
 # runs the server in its own process and takes them out of the environment of everything it starts.
 ENTRYPOINT ["/usr/bin/tini", "--", "env", "LD_PRELOAD=libjemalloc.so.2", "HANGAR_PRELOADED_ALLOCATOR=libjemalloc.so.2", \
   "MALLOC_CONF=narenas:1,tcache:false,dirty_decay_ms:500,muzzy_decay_ms:0", \
-  "node", "--max-semi-space-size=8", "/opt/hangar/dist/src/container/main.js"]
+  "node", "--max-semi-space-size=8", "/opt/hangar/dist/cli/container.js"]
 CMD []

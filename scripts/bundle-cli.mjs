@@ -28,6 +28,9 @@ rmSync(out, { recursive: true, force: true });
 await build({
   entryPoints: {
     main: join(root, "dist", "src", "cli", "main.js"),
+    // The desktop container's entry point, which runs the server in its own process: with the
+    // command line's chunks, so that both share one copy of each module (one shutdown registry).
+    container: join(root, "dist", "src", "container", "main.js"),
     worker: join(root, "dist", "src", "desktop", "nut", "worker.js"),
   },
   outdir: out,

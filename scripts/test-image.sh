@@ -230,7 +230,7 @@ docker() {
     mount -t tmpfs -o mode=1777 tmpfs '$ROOT/dev/shm'
     $mounts
     exec chroot --userspec=10001:10001 --groups=$groups '$ROOT' /usr/bin/env -i $(printf "'%s' " "${IMAGE_ENV[@]}" "${envs[@]}") \
-      /usr/bin/tini -- node /opt/hangar/dist/src/container/main.js $quoted
+      /usr/bin/tini -- node /opt/hangar/dist/cli/container.js $quoted
   " >"$LOGS/run-$RUN.log" 2>&1 &
   RUNNER=$!
   # timeout → unshare → (forked) PID 1 of the new namespace, which becomes tini.

@@ -323,7 +323,7 @@ describe("the Dockerfile", () => {
       `MALLOC_CONF=${JEMALLOC_CONF}`,
       "node",
       SERVER_NODE_OPTIONS,
-      "/opt/hangar/dist/src/container/main.js",
+      "/opt/hangar/dist/cli/container.js",
     ]);
     expect(existsSync(join(REPO, "src", "container", "main.ts"))).toBe(true);
     const [user] = get("USER");

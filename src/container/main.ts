@@ -15,7 +15,7 @@
  * (HANGAR_API_KEYS_FD) and so lacks them in /proc/<pid>/environ; this process and tini (PID 1) keep
  * them there: the mounted key file is the way that leaves no copy (docs/deploy.md).
  *
- *   node dist/src/container/main.js [hangar serve flags…]
+ *   node dist/cli/container.js [hangar serve flags…]   (bundled by scripts/bundle-cli.mjs)
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
@@ -24,6 +24,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { onShutdown } from "../cli/util.js";
 import { forgetMemorySettings, memoryEnv } from "../common/memory-env.js";
+import { PACKAGE_ROOT } from "../common/version.js";
 import { holdYoungGeneration, releaseYoungGeneration } from "../common/young-generation.js";
 import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/key-env.js";
 import { defaultTlsDir, ensureSelfSignedCertificate } from "../computer/tls.js";
@@ -34,7 +35,8 @@ import { CONTAINER_SECRET_VARS, containerSettings, SERVER_SECRET_VARS } from "./
 import { startVnc, type VncServers } from "./vnc.js";
 
 const log = (message: string) => process.stdout.write(`hangar container: ${message}\n`);
-const HANGAR_BIN = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "bin", "hangar.js");
+/** The command line, where the package is (this module runs from the bundle, dist/cli/container.js). */
+const HANGAR_BIN = join(PACKAGE_ROOT, "bin", "hangar.js");
 
 /**
  * Runs the container; resolves with the exit code once everything has stopped, or undefined while

@@ -98,6 +98,12 @@ describe("snapshots of the guest desktop", () => {
       );
       expect(ready.status, JSON.stringify(ready.body)).toBe(200);
       const url = ready.body.computerServerUrl;
+      // The image's kernel gives huge pages only where asked (its server's memory; build-guest-image.sh).
+      const thp = await postCmd(url, {
+        command: "run_command",
+        params: { command: "cat /sys/kernel/mm/transparent_hugepage/enabled" },
+      });
+      expect(thp.event?.stdout).toContain("[madvise]");
 
       const launched = await postCmd(url, { command: "launch", params: { app: "mousepad" } });
       expect(launched.event?.success).toBe(true);
