@@ -8,14 +8,8 @@
 import { readFileSync } from "node:fs";
 import { get as httpGet } from "node:http";
 import { get as httpsGet } from "node:https";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-
-/** Where the entrypoint writes the server's origin (`http(s)://127.0.0.1:<port>`) for the check. */
-export function healthOriginFile(env: NodeJS.ProcessEnv = process.env): string {
-  return join(env.TMPDIR || tmpdir(), "hangar", "health-origin");
-}
+import { healthOriginFile } from "./health-origin.js";
 
 export function checkHealth(url: string, timeoutMs = 3000): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -30,7 +30,7 @@ import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/key-env.js";
 import { defaultTlsDir, ensureSelfSignedCertificate } from "../computer/tls.js";
 import { startDesktopApps } from "../desktop/furniture.js";
 import { startVirtualDisplay } from "../desktop/virtual-display.js";
-import { healthOriginFile } from "./health.js";
+import { healthOriginFile } from "./health-origin.js";
 import { CONTAINER_SECRET_VARS, containerSettings, SERVER_SECRET_VARS } from "./settings.js";
 import { startVnc, type VncServers } from "./vnc.js";
 
