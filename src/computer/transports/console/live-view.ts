@@ -265,7 +265,8 @@ let loadedSharp: Promise<(input: Buffer, options: SharpOptions) => Sharp> | unde
 
 /**
  * JPEG of a capture at `size`. A 4-channel capture's fourth byte is padding, which libvips would
- * take as alpha when resizing, so it is dropped first (the capture itself is never written to).
+ * take as alpha when resizing: the capture's own R,G,B form is used where the backend makes one (as
+ * screenshots do), else the byte is dropped by sharp first (the capture itself is never written to).
  */
 async function encodeJpeg(raw: RawImage, size: { width: number; height: number }, quality: number) {
   loadedSharp ??= import("sharp").then((m) => {
@@ -273,16 +274,14 @@ async function encodeJpeg(raw: RawImage, size: { width: number; height: number }
     return m.default;
   });
   const sharp = await loadedSharp;
-  const input = { raw: { width: raw.width, height: raw.height, channels: raw.channels } };
-  let pixels = raw.data;
-  let channels: 3 | 4 = raw.channels;
-  const resize = size.width !== raw.width || size.height !== raw.height;
-  if (resize && channels === 4) {
-    pixels = await sharp(raw.data, input).removeAlpha().raw().toBuffer();
-    channels = 3;
+  const { width, height } = raw;
+  let pixels = raw.channels === 3 ? raw.data : raw.rgb?.();
+  const resize = size.width !== width || size.height !== height;
+  if (!pixels) {
+    const alpha = sharp(raw.data, { raw: { width, height, channels: raw.channels } }).removeAlpha();
+    pixels = await alpha.raw().toBuffer();
   }
-  let pipeline = sharp(pixels, { raw: { width: raw.width, height: raw.height, channels } });
-  if (channels === 4) pipeline = pipeline.removeAlpha();
+  let pipeline = sharp(pixels, { raw: { width, height, channels: 3 } });
   if (resize) pipeline = pipeline.resize(size.width, size.height, { fit: "fill", kernel: "linear" });
   return pipeline.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
 }
