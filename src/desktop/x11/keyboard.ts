@@ -78,13 +78,17 @@ export class Keyboard {
       for (const kc of modifiers) this.fake(KEY_PRESS, kc);
       this.fake(KEY_PRESS, place.keycode);
       this.held.set(name, [place.keycode, ...modifiers]);
+      this.touchSpares([keysym]);
     } else {
+      const keysym = keysymOf(name);
       const pressed = this.held.get(name);
-      const keycodes = pressed ?? [(await this.placesFor([keysymOf(name)]))[0].keycode];
+      const keycodes = pressed ?? [(await this.placesFor([keysym]))[0].keycode];
       this.held.delete(name);
       const [keycode, ...modifiers] = keycodes;
       this.fake(KEY_RELEASE, keycode);
       for (const kc of modifiers.reverse()) this.fake(KEY_RELEASE, kc);
+      // A spare keycode just released is not remapped before clients have read its events.
+      this.touchSpares([keysym]);
     }
     await this.conn.sync();
   }
@@ -177,7 +181,9 @@ export class Keyboard {
   }
 
   private async assignSpares(keysyms: number[], keep: Set<number>, signal?: AbortSignal) {
-    const free = this.spares.filter((s) => !keep.has(s.keysym)).sort((a, b) => a.lastUsed - b.lastUsed);
+    const free = this.unheldSpares()
+      .filter((s) => !keep.has(s.keysym))
+      .sort((a, b) => a.lastUsed - b.lastUsed);
     if (free.length < keysyms.length) {
       throw new CommandError("failed", "The keymap has no spare keycodes left to type these characters");
     }
@@ -196,14 +202,24 @@ export class Keyboard {
     this.stale = false;
   }
 
-  /** The end of a run of keysyms that needs no more spare keycodes than there are. */
+  /**
+   * The spare keycodes that may be remapped: a key held down keeps its keycode until it is
+   * released (remapped, its release would be another key's).
+   */
+  private unheldSpares(): SpareKey[] {
+    const held = new Set([...this.held.values()].map(([keycode]) => keycode));
+    return this.spares.filter((s) => !held.has(s.keycode));
+  }
+
+  /** The end of a run of keysyms that needs no more spare keycodes than there are to remap. */
   private chunkEnd(keysyms: readonly number[], start: number): number {
+    const available = this.unheldSpares().length;
     const needed = new Set<number>();
     for (let i = start; i < keysyms.length; i++) {
       const sym = keysyms[i];
       if (this.usablePlace(sym)) continue;
       needed.add(sym);
-      if (needed.size > this.spares.length) return Math.max(i, start + 1);
+      if (needed.size > available) return Math.max(i, start + 1);
     }
     return keysyms.length;
   }
