@@ -123,12 +123,17 @@ describe("the trajectory directory's bound", () => {
       // every 6 KB.
       const command = `true # ${"x".repeat(300)}`;
       for (let i = 0; i < 80; i++) await cmd(server, "run_command", { command });
-      await vi.waitFor(() => expect(readdirSync(root).length).toBeGreaterThan(2));
-      const ids = readdirSync(root).sort();
-      expect(ids).not.toContain(first);
-      expect(directorySize(root)).toBeLessThanOrEqual(maxBytes + 6 * 1024);
-      const oldest = lines(root, ids[0]);
-      expect(oldest.at(-1)).toMatchObject({ type: "end", reason: "rotated", continued_in: ids[1] });
+      // Rotating and deleting go on beside the commands: the directory is looked at until they are
+      // done (a trajectory half deleted is one being deleted; one left so would fail here).
+      const ids = await vi.waitFor(() => {
+        const listed = readdirSync(root).sort();
+        expect(listed.length).toBeGreaterThan(2);
+        expect(listed).not.toContain(first);
+        expect(directorySize(root)).toBeLessThanOrEqual(maxBytes + 6 * 1024);
+        const oldest = lines(root, listed[0]);
+        expect(oldest.at(-1)).toMatchObject({ type: "end", reason: "rotated", continued_in: listed[1] });
+        return listed;
+      });
       const current = (await cmd(server, "trajectory_status")).trajectory.id as string;
       expect(current).toBe(ids.at(-1));
     } finally {
