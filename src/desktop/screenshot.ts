@@ -342,6 +342,14 @@ async function pointerOverlay(at: Point, origin: Point, size: Size, raw: RawImag
 }
 
 /** The sharp pipeline from a capture to an image of `size` in `format`, with `overlay` drawn on it. */
+/**
+ * A capture encoded whole at `size`, with nothing cached (for another reader: the live view), as
+ * screenshots without strips are.
+ */
+export async function encodeCapture(raw: RawImage, size: Size, format: ImageFormat, quality: number) {
+  return (await pipelineFor(raw, size, format, quality)).toBuffer();
+}
+
 async function pipelineFor(
   raw: RawImage,
   size: Size,

@@ -13,14 +13,13 @@
  * at the start and at each change. A view-only viewer (a share link) can do neither.
  */
 import type { Context, MiddlewareHandler } from "hono";
-import type { Sharp, SharpOptions } from "sharp";
 import type { WebSocket } from "ws";
 import { z } from "zod";
 import type { CommandError } from "../../../common/errors.js";
 import { upgradeWebSocket } from "../../../common/lazy-node-server.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import type { DesktopProvider, RawImage } from "../../../desktop/backend.js";
-import { JPEG_OPTIONS, targetSize, withCapture } from "../../../desktop/screenshot.js";
+import { encodeCapture, targetSize, withCapture } from "../../../desktop/screenshot.js";
 import type { ControlLease, Lease } from "../../core/control.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
@@ -235,7 +234,7 @@ class Viewer {
         quality: this.settings.quality,
         maxWidth: width !== undefined && width < raw.width * NATIVE_ABOVE ? width : undefined,
       });
-      return { raw, size, jpeg: await encodeJpeg(raw, size, this.settings.quality) };
+      return { raw, size, jpeg: await encodeCapture(raw, size, "jpeg", this.settings.quality) };
     });
     if (!frame) return;
     const { raw, size, jpeg } = frame;
@@ -259,29 +258,4 @@ class Viewer {
   private reply(message: Record<string, unknown>) {
     if (this.socket.readyState === this.socket.OPEN) this.socket.send(JSON.stringify(message));
   }
-}
-
-let loadedSharp: Promise<(input: Buffer, options: SharpOptions) => Sharp> | undefined;
-
-/**
- * JPEG of a capture at `size`. A 4-channel capture's fourth byte is padding, which libvips would
- * take as alpha when resizing: the capture's own R,G,B form is used where the backend makes one (as
- * screenshots do), else the byte is dropped by sharp first (the capture itself is never written to).
- */
-async function encodeJpeg(raw: RawImage, size: { width: number; height: number }, quality: number) {
-  loadedSharp ??= import("sharp").then((m) => {
-    m.default.cache(false); // as screenshot.ts: every capture is new
-    return m.default;
-  });
-  const sharp = await loadedSharp;
-  const { width, height } = raw;
-  let pixels = raw.channels === 3 ? raw.data : raw.rgb?.();
-  const resize = size.width !== width || size.height !== height;
-  if (!pixels) {
-    const alpha = sharp(raw.data, { raw: { width, height, channels: raw.channels } }).removeAlpha();
-    pixels = await alpha.raw().toBuffer();
-  }
-  let pipeline = sharp(pixels, { raw: { width, height, channels: 3 } });
-  if (resize) pipeline = pipeline.resize(size.width, size.height, { fit: "fill", kernel: "linear" });
-  return pipeline.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
 }
