@@ -79,8 +79,6 @@ class ShmSegment {
 export class ScreenCapture {
   private segment: ShmSegment | null = null;
   private shmBroken = false;
-  /** Set by DamageNotify: something on the screen changed since the last capture. */
-  private dirty = true;
   /** How many DamageNotify events have come; a capture remembers the count it saw (see `seen`). */
   private changes = 0;
   /** For each capture handed out: `changes` when its pixels were read. */
@@ -115,7 +113,6 @@ export class ScreenCapture {
         "event",
         (ev: { name?: string; damage?: number; area?: { x: number; y: number; w: number; h: number } }) => {
           if (ev.name !== "DamageNotify" || ev.damage !== this.damageId) return;
-          this.dirty = true;
           this.changes++;
           const area = ev.area ? { x: ev.area.x, y: ev.area.y, width: ev.area.w, height: ev.area.h } : FULL;
           this.damaged = union(this.damaged, area);
@@ -193,7 +190,6 @@ export class ScreenCapture {
     this.buffers.fill(undefined);
     this.held.fill(undefined);
     this.last = null;
-    this.dirty = true;
   }
 
   private async captureNow(region?: Rect): Promise<RawImage> {
@@ -201,14 +197,17 @@ export class ScreenCapture {
     const screen = await this.screenSize();
     const rect = clampRegion(region, screen);
     const key = `${rect.x},${rect.y},${rect.width},${rect.height}`;
-    if (this.damageId !== null && !this.dirty && this.last?.key === key) return this.last.image;
+    // Nothing changed since the last capture of this region: it is handed out again.
+    const last = this.last;
+    if (this.damageId !== null && last?.key === key && this.seen.get(last.image) === this.changes) {
+      return last.image;
+    }
 
     // What changed since the last capture; without DAMAGE, anything may have.
     let changed: Rect | null = FULL;
     const seen = this.changes;
     if (this.damageId !== null) {
       this.damage.Subtract(this.damageId, 0, 0);
-      this.dirty = false;
       changed = this.damaged;
       this.damaged = null;
     }
