@@ -78,7 +78,6 @@ export class Keyboard {
       for (const kc of modifiers) this.fake(KEY_PRESS, kc);
       this.fake(KEY_PRESS, place.keycode);
       this.held.set(name, [place.keycode, ...modifiers]);
-      this.touchSpares([keysym]);
     } else {
       const keysym = keysymOf(name);
       const pressed = this.held.get(name);
