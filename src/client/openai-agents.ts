@@ -5,8 +5,8 @@
  * the screenshot too. It imports `@openai/agents` for its types only.
  *
  * @example
- * const agent = new Agent({ name: "desktop", model: "computer-use-preview",
- *   tools: [computerTool({ computer: new HangarComputer("http://127.0.0.1:8000") })] });
+ * const computer = new HangarComputer("http://127.0.0.1:8000"); // GA `computer` tool (gpt-5.4 …)
+ * const agent = new Agent({ name: "desktop", model: "gpt-5.4", tools: [computerTool({ computer })] });
  */
 import type { Computer } from "@openai/agents";
 import { clientOf, type HangarTarget } from "./connect.js";
@@ -46,7 +46,17 @@ export class HangarComputer implements Computer {
     this.dimensions = options.display ? [options.display.width, options.display.height] : undefined;
   }
 
-  /** Called by the runner before a run: reads the screen's size when no display size was given. */
+  /**
+   * A computer whose `dimensions` are known from the start (the screen's size when no display is
+   * given), as the preview tool (`computer-use-preview`) needs them.
+   */
+  static async connect(target: HangarTarget, options: HangarComputerOptions = {}): Promise<HangarComputer> {
+    const computer = new HangarComputer(target, options);
+    await computer.initRun();
+    return computer;
+  }
+
+  /** Reads the screen's size when no display size was given. */
   async initRun(): Promise<void> {
     if (this.dimensions) return;
     const { size } = await this.hangar.getScreenSize();
