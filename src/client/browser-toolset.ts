@@ -127,36 +127,17 @@ export class HangarBrowserToolset extends BetaAbstractBrowserToolset20260801 {
     return this.click(ctx, input, "left", 3);
   }
 
-  protected override async hover(ctx: Ctx, input: Beta.BetaBrowserHoverInput): Promise<void> {
-    await this.command(ctx, "browser_mouse", {
-      action: "move",
-      ...targetOf(input.target),
-      tab_id: input.tab_id,
-    });
+  protected override hover(ctx: Ctx, input: Beta.BetaBrowserHoverInput) {
+    return this.mouse(ctx, "move", targetOf(input.target), input.tab_id);
   }
-  protected override async mouse_move(ctx: Ctx, input: Beta.BetaBrowserMouseMoveInput): Promise<void> {
-    await this.command(ctx, "browser_mouse", {
-      action: "move",
-      ...pointOf(input.target),
-      tab_id: input.tab_id,
-    });
+  protected override mouse_move(ctx: Ctx, input: Beta.BetaBrowserMouseMoveInput) {
+    return this.mouse(ctx, "move", pointOf(input.target), input.tab_id);
   }
-  protected override async left_mouse_down(
-    ctx: Ctx,
-    input: Beta.BetaBrowserLeftMouseDownInput,
-  ): Promise<void> {
-    await this.command(ctx, "browser_mouse", {
-      action: "down",
-      ...pointOf(input.target),
-      tab_id: input.tab_id,
-    });
+  protected override left_mouse_down(ctx: Ctx, input: Beta.BetaBrowserLeftMouseDownInput) {
+    return this.mouse(ctx, "down", pointOf(input.target), input.tab_id);
   }
-  protected override async left_mouse_up(ctx: Ctx, input: Beta.BetaBrowserLeftMouseUpInput): Promise<void> {
-    await this.command(ctx, "browser_mouse", {
-      action: "up",
-      ...pointOf(input.target),
-      tab_id: input.tab_id,
-    });
+  protected override left_mouse_up(ctx: Ctx, input: Beta.BetaBrowserLeftMouseUpInput) {
+    return this.mouse(ctx, "up", pointOf(input.target), input.tab_id);
   }
   protected override async left_click_drag(
     ctx: Ctx,
@@ -303,6 +284,15 @@ export class HangarBrowserToolset extends BetaAbstractBrowserToolset20260801 {
 
   protected override async close_tab(ctx: Ctx, input: Beta.BetaBrowserCloseTabInput): Promise<void> {
     await this.command(ctx, "browser_close_tab", { tab_id: input.tab_id });
+  }
+
+  private async mouse(
+    ctx: Ctx,
+    action: "move" | "down" | "up",
+    at: { x: number; y: number } | { ref: string },
+    tabId: string | null | undefined,
+  ): Promise<void> {
+    await this.command(ctx, "browser_mouse", { action, ...at, tab_id: tabId });
   }
 
   private async click(

@@ -5,8 +5,6 @@
  * recorded API replies served on loopback; no API is reachable), with the effects read back from
  * the desktop (an xterm's bytes, a button's file).
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import type * as Beta from "@anthropic-ai/sdk/resources/beta";
@@ -23,6 +21,7 @@ import {
   startDesktopServer,
   startRecorderTerminal,
 } from "../support/desktop.js";
+import { type RecordedApi, startRecordedApi } from "../support/recorded-api.js";
 
 const display = { width: 1024, height: 640 };
 /** Model pixels per screen pixel. */
@@ -229,28 +228,15 @@ describe("HangarComputerToolset.toolResult on a real desktop", () => {
 });
 
 describe("the SDK's tool runner with a HangarComputerToolset (recorded replies on loopback)", () => {
-  let api: Server;
-  const requests: { url: string; body: any }[] = [];
-  const replies: unknown[] = [];
+  let api: RecordedApi;
 
   beforeAll(async () => {
-    api = createServer((req, res) => {
-      let body = "";
-      req.setEncoding("utf8");
-      req.on("data", (chunk) => {
-        body += chunk;
-      });
-      req.on("end", () => {
-        requests.push({ url: req.url ?? "", body: JSON.parse(body) });
-        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(replies.shift()));
-      });
-    });
-    await new Promise<void>((resolve) => api.listen(0, "127.0.0.1", resolve));
+    api = await startRecordedApi();
   });
-  afterAll(() => new Promise((resolve) => api?.close(resolve)));
+  afterAll(() => api?.close());
 
   const message = (content: unknown[], stop_reason: string) => ({
-    id: `msg_${requests.length}`,
+    id: `msg_${api.requests.length}`,
     type: "message",
     role: "assistant",
     model: "claude-sonnet-5-5",
@@ -268,13 +254,13 @@ describe("the SDK's tool runner with a HangarComputerToolset (recorded replies o
       use<Beta.BetaResponseComputerLeftClickToolUseBlock>("left_click", { coordinate: [2000, 2000] }),
       use<Beta.BetaResponseComputerLeftClickToolUseBlock>("left_click", { coordinate: button }),
     ];
-    replies.push(
+    api.replies.push(
       message([{ type: "text", text: "Clicking twice, with a mistake between." }, ...turn], "tool_use"),
       message([{ type: "text", text: "Done." }], "end_turn"),
     );
     const client = new Anthropic({
       apiKey: "sk-test",
-      baseURL: `http://127.0.0.1:${(api.address() as AddressInfo).port}`,
+      baseURL: api.url,
     });
     const runner = client.beta.messages.toolRunner({
       model: "claude-sonnet-5-5",
@@ -284,6 +270,7 @@ describe("the SDK's tool runner with a HangarComputerToolset (recorded replies o
     });
     const final = await runner.runUntilDone();
     expect(final.content).toEqual([{ type: "text", text: "Done." }]);
+    const requests = api.requests;
     expect(requests.map((r) => r.url)).toEqual(["/v1/messages", "/v1/messages"]);
     expect(requests[0].body.tools).toEqual([{ type: "computer_toolset_20260801" }]);
     // The runner continues the thread: the second request holds the tool results only.
