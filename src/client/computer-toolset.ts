@@ -66,15 +66,30 @@ export class HangarComputerToolset extends BetaAbstractComputerToolset20260801 {
 
   /**
    * The member as `computer_action` takes it: an action of Anthropic's computer tool, whose action
-   * names and fields the toolset's members share; only the model's pictures are asked for.
+   * names and fields the toolset's members share (`key`'s `repeat` as a sequence of the key), with
+   * only the pictures the model asks for.
    */
   private request(
     ctx: BetaToolsetCallContext,
     name: BetaComputerMemberName,
     input: BetaComputerMemberInput,
   ): CommandParams<"computer_action"> {
+    const action: Record<string, unknown> = { ...input, action: name };
+    if (name === "key" && "repeat" in input && input.repeat != null) {
+      const { repeat, text } = input as { repeat: unknown; text: unknown };
+      if (!Number.isInteger(repeat) || (repeat as number) < 1 || (repeat as number) > 100) {
+        throw new ToolError("repeat: expected a whole number from 1 to 100");
+      }
+      if (typeof text === "string")
+        action.text = Array(repeat as number)
+          .fill(text)
+          .join(" ");
+    }
+    if (name === "left_click_drag" && "text" in input && input.text) {
+      throw new ToolError("left_click_drag: holding keys during a drag is not supported here");
+    }
     return {
-      action: { ...input, action: name },
+      action,
       vocabulary: "anthropic",
       display: this.display,
       screenshot: false,

@@ -130,9 +130,16 @@ describe("HangarComputerToolset.toolResult on a real desktop", () => {
     }, "\r");
     expect(enter).toBe("\r");
     expect(texts(result?.content)).toEqual(["Pressed Return."]);
+    const thrice = await typedInto(
+      () =>
+        toolset.toolResult(use<Beta.BetaResponseComputerKeyToolUseBlock>("key", { text: "x", repeat: 3 })),
+      "xxx",
+    );
+    expect(thrice).toBe("xxx");
     expect(confirmed).toEqual([
       { member: "type", input: { text: "hello toolset" } },
       { member: "key", input: { text: "Return" } },
+      { member: "key", input: { text: "x", repeat: 3 } },
     ]);
   });
 
