@@ -177,6 +177,8 @@ export class PageRefs {
       .filter((word) => word && !STOP_WORDS.has(word));
     if (words.length === 0)
       throw new CommandError("invalid_params", "Invalid params: query: give some words to look for");
+    // A word that begins a word of the name counts double.
+    const starts = words.map((word) => new RegExp(`(^|[^\\p{L}\\p{N}])${escapeRegExp(word)}`, "u"));
     const tree = await this.tree(true);
     const found: { node: AxNode; score: number; order: number }[] = [];
     let order = 0;
@@ -188,10 +190,10 @@ export class PageRefs {
       const name = `${text(node.name)} ${text(node.value)} ${text(node.description)}`.toLowerCase();
       const kind = `${role.toLowerCase()} ${ROLE_WORDS[role] ?? ""}`;
       let score = 0;
-      for (const word of words) {
-        if (new RegExp(`(^|[^\\p{L}\\p{N}])${escapeRegExp(word)}`, "u").test(name)) score += 2;
+      words.forEach((word, i) => {
+        if (starts[i].test(name)) score += 2;
         else if (name.includes(word) || kind.includes(word)) score += 1;
-      }
+      });
       if (score > 0) found.push({ node, score, order });
     }
     found.sort((a, b) => b.score - a.score || a.order - b.order);
