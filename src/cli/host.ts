@@ -4,6 +4,7 @@ import { createLogger } from "../common/logger.js";
 import type { Ulimit } from "../host/container/container-runtime.js";
 import { parseUlimit } from "../host/container/ulimits.js";
 import { DEFAULT_HOST_PORT } from "../host/port.js";
+import { webhookUrl } from "../host/webhooks.js";
 import { HOST_TOKEN_ENV, readTokenFile } from "./host-client.js";
 import { browserAccess, browserAccessOptions, logLevelOption, onShutdown, parsePort } from "./util.js";
 
@@ -17,6 +18,14 @@ function runtimeKind(value: string) {
 function reachMode(value: string) {
   if (value !== "relay" && value !== "pod-ip") throw new InvalidArgumentError("expected relay or pod-ip");
   return value;
+}
+
+function collectWebhook(value: string, previous: string[] = []) {
+  try {
+    return [...previous, webhookUrl(value)];
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message.replace(/^--webhook: /, ""));
+  }
 }
 
 function collectUlimit(value: string, previous: Ulimit[] = []) {
@@ -84,6 +93,16 @@ export function registerHost(program: Command) {
     .option(
       "--desktop-keys",
       "give every container desktop an API key of its own (its computer server in cloud mode)",
+    )
+    .option(
+      "--webhook <url>",
+      "POST every lifecycle event (create, ready, claim, release, hibernate, resume, delete, failure) " +
+        "to this URL as JSON, retried with backoff; repeatable (GET /svc/events streams the same)",
+      collectWebhook,
+    )
+    .option(
+      "--webhook-secret-file <file>",
+      "sign webhook posts: X-Hangar-Signature: sha256=<HMAC-SHA256 of the body with this file's secret>",
     );
   browserAccessOptions(serve).action(async (opts) => {
     const log = createLogger({ level: opts.logLevel, name: "host" });
@@ -117,6 +136,12 @@ export function registerHost(program: Command) {
           reach: opts.kubernetesReach,
           poolsInCluster: opts.poolsInCluster,
           leaseDurationSeconds: leaseSeconds,
+        },
+      }),
+      ...(opts.webhook && {
+        webhooks: {
+          urls: opts.webhook,
+          secret: opts.webhookSecretFile ? readTokenFile(opts.webhookSecretFile) : undefined,
         },
       }),
       ...browserAccess(opts),

@@ -8,12 +8,15 @@ import { Hono, type MiddlewareHandler } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
+import type { Registry } from "prom-client";
 import { describeOsError } from "../common/errors.js";
 import type { Logger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
 import { PACKAGE_VERSION } from "../common/version.js";
 import { pageRoutes } from "../common/web-page.js";
 import { HostError, HTTP_STATUS } from "./errors.js";
+import { eventRoutes } from "./events.js";
+import { metricsRoutes } from "./metrics.js";
 import { acceleratorStatus } from "./qemu/accel.js";
 import { configRoutes } from "./routes/config.js";
 import { imageRoutes } from "./routes/images.js";
@@ -31,6 +34,8 @@ export interface HostAppOptions {
   originPolicy?: OriginPolicy;
   /** When set, every route needs `Authorization: Bearer <token>`. */
   token?: string;
+  /** Served at `GET /metrics` when given (metrics.ts). */
+  metrics?: Registry;
 }
 
 export function createHostApp(services: HostServices, options: HostAppOptions = {}) {
@@ -75,6 +80,8 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
   configRoutes(app, services);
   logRoutes(app, services);
   ipswRoutes(app, services);
+  eventRoutes(app, services.events);
+  if (options.metrics) metricsRoutes(app, options.metrics);
 
   app.notFound((c) => c.json({ message: `Not found: ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

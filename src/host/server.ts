@@ -14,11 +14,13 @@ import { createHostApp } from "./app.js";
 import { ContainerRuntime, type Ulimit } from "./container/container-runtime.js";
 import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
 import { parseUlimit } from "./container/ulimits.js";
+import { LifecycleEvents } from "./events.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
 import { ConfigMapPoolStore } from "./kubernetes/configmap-pool-store.js";
 import { KubernetesRuntime, type KubernetesRuntimeOptions } from "./kubernetes/kubernetes-runtime.js";
 import { LeaderLease } from "./kubernetes/leader-lease.js";
+import { hostMetrics } from "./metrics.js";
 import { FilePoolStore } from "./pools/file-pool-store.js";
 import { PoolManager, type PoolManagerOptions } from "./pools/pool-manager.js";
 import type { PoolStore } from "./pools/pool-store.js";
@@ -30,6 +32,7 @@ import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
 import { VmService } from "./vm-service.js";
 import { VmStore } from "./vm-store.js";
+import { type WebhookOptions, Webhooks } from "./webhooks.js";
 
 export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions {
   host?: string;
@@ -67,6 +70,8 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
     /** How long the leader Lease lasts unless renewed (default 15 s; `--lease-duration`). */
     leaseDurationSeconds?: number;
   };
+  /** Lifecycle events are posted to these URLs (`--webhook`, `--webhook-secret-file`). */
+  webhooks?: WebhookOptions;
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
@@ -130,28 +135,31 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     );
     runtimes.push(kubernetes);
   }
-  const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log);
+  const events = new LifecycleEvents();
+  const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log, events);
   const shared = kubernetes && options.kubernetes?.poolsInCluster && !options.poolStore;
   const poolStore =
     options.poolStore ??
     (shared && kubernetes
       ? new ConfigMapPoolStore(kubernetes.cluster)
       : new FilePoolStore(join(await settings.homeDirectory(), ".pools", "pools.json")));
-  const pools = new PoolManager(vms, poolStore, log, { ...options.pools, shared: Boolean(shared) });
+  const pools = new PoolManager(vms, poolStore, log, { ...options.pools, shared: Boolean(shared) }, events);
   const lease =
     shared && kubernetes
       ? new LeaderLease(kubernetes.cluster, pools, log, {
           durationSeconds: options.kubernetes?.leaseDurationSeconds,
         })
       : undefined;
-  const services: HostServices = { settings, vms, pools, images, log };
+  const services: HostServices = { settings, vms, pools, images, log, events };
+  const metrics = hostMetrics(services, events);
+  const webhooks = options.webhooks?.urls.length ? new Webhooks(events, options.webhooks, log) : undefined;
   await vms.recover();
   await images.recover();
   await pools.start();
   await lease?.start();
   void detectAccelerator(); // probe once now, so the first run does not wait for it
 
-  const app = createHostApp(services, { log: logger, originPolicy, token });
+  const app = createHostApp(services, { log: logger, originPolicy, token, metrics: metrics.registry });
   // The page's VNC view (`WS /vnc/{name}`); its frames are small, the VNC protocol's own.
   const sockets = new LazyWebSocketServer(1024 * 1024);
   const server = serve({
@@ -181,6 +189,8 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
       });
       await lease?.close();
       await pools.close();
+      webhooks?.close();
+      metrics.close();
       await vms.close();
       await images.settled();
       await acceleratorSettled();

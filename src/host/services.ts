@@ -1,4 +1,8 @@
-/** What every group of /svc routes is handed: the settings, the VMs, the pools, the images and the log. */
+/**
+ * What every group of /svc routes is handed: the settings, the VMs, the pools, the images, the log
+ * and the lifecycle events.
+ */
+import type { LifecycleEvents } from "./events.js";
 import type { HostLog } from "./host-log.js";
 import type { ImageService } from "./image-service.js";
 import type { PoolManager } from "./pools/pool-manager.js";
@@ -11,4 +15,5 @@ export interface HostServices {
   pools: PoolManager;
   images: ImageService;
   log: HostLog;
+  events: LifecycleEvents;
 }

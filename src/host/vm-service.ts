@@ -6,6 +6,7 @@
  */
 import type { Readable } from "node:stream";
 import { HostError } from "./errors.js";
+import type { LifecycleEvents } from "./events.js";
 import type { HostLog } from "./host-log.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { vmName } from "./names.js";
@@ -49,12 +50,17 @@ export class VmService {
     readonly defaultRuntime: RuntimeKind,
     private readonly activity: Pick<VmActivity, "pulling" | "pullFailure">,
     private readonly log: HostLog,
+    private readonly events?: LifecycleEvents,
   ) {
     this.byKind = new Map(runtimes.map((runtime) => [runtime.kind, runtime]));
     if (!this.byKind.has(defaultRuntime)) {
       throw new Error(`the default runtime '${defaultRuntime}' is not available`);
     }
-    this.readiness = new ReadinessTracker((record) => this.runtime(record.runtime).find(record.name));
+    this.readiness = new ReadinessTracker(
+      (record) => this.runtime(record.runtime).find(record.name),
+      undefined,
+      (record, ms) => this.events?.emit("ready", { desktop: record.name, runtime: record.runtime, ms }),
+    );
     for (const runtime of runtimes) {
       runtime.onChange?.((name) => {
         this.readiness.notify();
@@ -170,6 +176,7 @@ export class VmService {
       await runtime.create({ ...request, name });
     });
     this.readiness.notify();
+    this.events?.emit("create", { desktop: name, runtime: runtime.kind });
     return { name, runtime: runtime.kind };
   }
 
@@ -177,6 +184,7 @@ export class VmService {
     const { runtime, record } = await this.locateOrFail(name, storage);
     await runtime.remove(record.name, storage);
     this.readiness.notify();
+    this.events?.emit("delete", { desktop: record.name, runtime: runtime.kind });
   }
 
   async clone(request: CloneRequest) {
@@ -201,6 +209,7 @@ export class VmService {
     const { runtime, record } = await this.locateOrFail(name, request.storage);
     await runtime.run(record.name, request);
     this.readiness.notify();
+    this.events?.emit("run", { desktop: record.name, runtime: runtime.kind });
     return record;
   }
 
@@ -208,6 +217,7 @@ export class VmService {
     const { runtime, record } = await this.locateOrFail(name, request.storage);
     const outcome = await runtime.stop(record.name, request);
     this.readiness.notify();
+    this.events?.emit("stop", { desktop: record.name, runtime: runtime.kind });
     return outcome;
   }
 

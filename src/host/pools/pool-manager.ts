@@ -15,6 +15,7 @@
 import { randomBytes } from "node:crypto";
 import { settled } from "../../common/settled.js";
 import { HostError } from "../errors.js";
+import type { LifecycleEvents } from "../events.js";
 import type { HostLog } from "../host-log.js";
 import { poolName } from "../names.js";
 import type { ClaimRequest, PoolCreateRequest, PoolUpdateRequest } from "../requests.js";
@@ -119,6 +120,7 @@ export class PoolManager {
     store: PoolStore,
     private readonly log: HostLog,
     private readonly options: PoolManagerOptions = {},
+    private readonly events?: LifecycleEvents,
   ) {
     this.leading = !options.shared;
     this.store = this.counted(store);
@@ -346,7 +348,8 @@ export class PoolManager {
     if (this.options.shared && !this.pools.has(name)) await this.sync(); // made by another service
     const state = this.state(name);
     const waitMs = request.wait === false ? 0 : (request.timeout ?? DEFAULT_CLAIM_WAIT_S) * 1000;
-    const deadline = Date.now() + waitMs;
+    const started = Date.now();
+    const deadline = started + waitMs;
     for (;;) {
       let candidate = state.ready.shift();
       if (candidate === undefined) {
@@ -359,7 +362,15 @@ export class PoolManager {
         }
       }
       const claimed = await this.tryClaim(state, candidate, request);
-      if (claimed) return claimed;
+      if (claimed) {
+        this.events?.emit("claim", {
+          desktop: claimed.name,
+          runtime: claimed.runtime,
+          pool: name,
+          ms: Date.now() - started,
+        });
+        return claimed;
+      }
     }
   }
 
@@ -378,6 +389,8 @@ export class PoolManager {
         `${name} is not claimed: it waits in pool ${state.def.name} (claim it first)`,
       );
     }
+    // The claim ends here; removing the desktop (its `delete` event) follows.
+    this.events?.emit("release", { desktop: name, runtime: state.def.runtime, pool: state.def.name });
     await this.destroy(state, name);
     await this.log.info("Pool desktop released", { pool: state.def.name, vm: name });
     this.refill(state);
@@ -654,6 +667,12 @@ export class PoolManager {
         state.failures++;
         state.lastError = (err as Error).message;
         state.retryAt = Date.now() + Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (state.failures - 1));
+        this.events?.emit("failure", {
+          desktop: name,
+          runtime: def.runtime,
+          pool: def.name,
+          error: `pool desktop failed to start: ${state.lastError}`,
+        });
         await this.log.error("Pool desktop failed to start", {
           pool: def.name,
           vm: name,
