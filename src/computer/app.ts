@@ -22,6 +22,7 @@ import { type ConsoleOptions, consoleRoutes } from "./transports/console/console
 import { ShareLinks, sharedRoutes, shareRoutes } from "./transports/console/share.js";
 import { fileRoutes } from "./transports/files/files-http.js";
 import { mcpOpenApiPaths } from "./transports/mcp/mcp-openapi.js";
+import type { CommandMetrics } from "./transports/metrics/metrics.js";
 import { playwrightRoutes } from "./transports/playwright/playwright.js";
 import { ptyRoutes } from "./transports/pty/pty.js";
 import { ptyOpenApiPaths } from "./transports/pty/pty-openapi.js";
@@ -52,6 +53,8 @@ export interface ComputerAppOptions {
   console?: Omit<ConsoleOptions, "registry" | "features">;
   /** Video recordings and trajectories (`GET /recordings`, …); see recording-routes.ts. */
   recordings?: RecordingRoutesOptions;
+  /** Prometheus metrics at `GET /metrics`, behind the same keys as `/cmd`. */
+  metrics?: CommandMetrics;
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
@@ -101,6 +104,13 @@ export function createComputerApp(options: ComputerAppOptions) {
   if (options.recordings) app.route("/", recordingRoutes(options.recordings));
 
   app.get("/commands", (c) => c.json(commandCatalog(registry)));
+  const { metrics } = options;
+  if (metrics) {
+    app.get("/metrics", async (c) => {
+      const { contentType, text } = await metrics.scrape();
+      return c.body(text, 200, { "content-type": contentType });
+    });
+  }
   const extraPaths = { ...(options.pty ? ptyOpenApiPaths : {}), ...mcpOpenApiPaths };
   app.get("/openapi.json", (c) => c.json(openApiDocument(registry, extraPaths)));
 

@@ -32,6 +32,7 @@ import { ControlLease } from "./core/control.js";
 import { CommandRegistry } from "./core/registry.js";
 import { Trajectories } from "./core/trajectories/trajectories.js";
 import type { TlsFiles } from "./tls.js";
+import { CommandMetrics } from "./transports/metrics/metrics.js";
 import { PtySessions, type PtySessionsOptions } from "./transports/pty/pty-sessions.js";
 import { wsTransport } from "./transports/ws/ws.js";
 
@@ -162,6 +163,7 @@ export async function startComputerServer(
       outcome: { success: true, result: {} },
     }),
   );
+  const metrics = new CommandMetrics();
   const registry = new CommandRegistry(allCommands, {
     control,
     desktop: options.desktop,
@@ -172,7 +174,10 @@ export async function startComputerServer(
     trajectories,
     log,
     checkResults: options.checkResults ?? resultsCheckedByEnv(),
-    observe: (run) => activity.record(run),
+    observe: (run) => {
+      activity.record(run);
+      metrics.observe(run);
+    },
   });
   const pty = new PtySessions(options.pty);
   const authenticator =
@@ -192,6 +197,7 @@ export async function startComputerServer(
     auth: authenticator && cloudAuth(authenticator),
     console: { activity, desktop: options.desktop ?? noDesktop, control },
     recordings: { recordings, trajectories },
+    metrics,
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
   const tls = options.tls && {
