@@ -25,7 +25,7 @@ import { atspiProvider } from "../desktop/atspi/index.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
 import { Recordings } from "../desktop/recording/recordings.js";
 import { WarmShells } from "../os/warm-shells.js";
-import { computerListener, createComputerApp, DEFAULT_BODY_LIMIT, statusJson } from "./app.js";
+import { computerListener, createComputerApp, DEFAULT_BODY_LIMIT, statusBody } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
 import { ControlLease } from "./core/control.js";
@@ -47,6 +47,8 @@ export interface ComputerServerOptions {
    */
   accessibility?: AccessibilityProvider;
   spreadResult?: boolean;
+  /** Where `/status` reads this launch's id (a guest's restore or fork; default `BOOT_ID_FILE`). */
+  bootIdFile?: string;
   /**
    * Check every result against its command's result schema (see `RegistryOptions.checkResults`);
    * default: when `HANGAR_CHECK_RESULTS=1`, as the tests set it.
@@ -192,6 +194,7 @@ export async function startComputerServer(
     spreadResult: options.spreadResult,
     bodyLimitBytes: options.bodyLimitBytes,
     features,
+    bootIdFile: options.bootIdFile,
     pty,
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
@@ -208,7 +211,7 @@ export async function startComputerServer(
   await trajectories.ready;
   // `GET /status` and `POST /cmd` are answered before hono's Node adapter, with the app's origin
   // policy and keys (app.ts); the adapter is loaded at the first other request (lazy-node-server.ts).
-  const answerStatus = statusAnswer(statusJson(features), originPolicy);
+  const answerStatus = statusAnswer(statusBody(features, options.bootIdFile), originPolicy);
   const front = (adapter: RequestListener): RequestListener => {
     const listener = computerListener(
       {
@@ -314,13 +317,15 @@ export async function startComputerServer(
  * policy lets through without CORS headers (probes, clients, the host service). Any other (refused,
  * or from a page that is allowed) goes to the app, which answers it with the same body.
  */
-function statusAnswer(json: string, policy: OriginPolicy) {
-  const body = Buffer.from(json);
+function statusAnswer(json: () => string, policy: OriginPolicy) {
   return (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== "GET" || !(req.url === "/status" || req.url?.startsWith("/status?"))) return false;
     const verdict = policy.check(policyHeaders((name) => nodeHeader(req, name)));
     if (!verdict.ok || verdict.cors) return false;
-    res.writeHead(200, { "content-type": "application/json", "content-length": body.length }).end(body);
+    const body = json();
+    res
+      .writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+      .end(body);
     return true;
   };
 }

@@ -146,6 +146,18 @@ describe("snapshots of the guest desktop", () => {
         expect(seen.title).toMatch(/Mousepad/);
       }
       timings["fork of 2 → both screenshots"] = Date.now() - started;
+      // Each fork answers as itself: its /status carries the launch id of its record (the guest's
+      // agent writes it within half a second of the resume), and the two differ.
+      const ids = forked.body.forks.map((fork: { bootId: string }) => fork.bootId);
+      expect(new Set(ids).size).toBe(2);
+      for (const fork of forked.body.forks) {
+        await expect
+          .poll(async () => (await (await fetch(`${fork.computerServerUrl}/status`)).json()).boot_id, {
+            timeout: 10_000,
+            interval: 200,
+          })
+          .toBe(fork.bootId);
+      }
       // Long after the snapshot, the forks' clocks are the host's (hangar-snapshot-clock in the guest).
       expect(Date.now() - Date.parse(snap.body.createdAt)).toBeGreaterThan(CLOCK_GAP_MS);
       for (const fork of forked.body.forks) {
