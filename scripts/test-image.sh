@@ -2,7 +2,10 @@
 # Builds the desktop container from the Dockerfile and tries it from outside as a user would
 # (test/image/check.ts says what is checked). CI runs it on every run (.ci/run).
 #
-#   sudo ./scripts/test-image.sh [--cache DIR] [--no-build]
+#   sudo ./scripts/test-image.sh [--cache DIR] [--no-build] [--if-missing]
+#
+# `npm test` runs it with --if-missing when the image is not there (test/support/project-image.ts):
+# then an image already built is left as it is. One run at a time uses a cache: a second waits.
 #
 # With a Docker daemon: `docker build`, then `docker run`. Without one: buildah (`--isolation
 # chroot`, overlay storage, or vfs where the kernel cannot mount overlay, Docker format so the
@@ -23,10 +26,12 @@ cd "$(dirname "$0")/.."
 
 CACHE=${HANGAR_IMAGE_CACHE:-/var/cache/hangar-image}
 BUILD=1
+IF_MISSING=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --cache) CACHE=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
+    --if-missing) IF_MISSING=1; shift ;;
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "test-image.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -35,6 +40,9 @@ done
 CACHE=$(realpath -m "$CACHE")
 REPO_DIR=$PWD
 mkdir -p "$CACHE"
+# The storage, its layers and the runs' names are this script's own: one run at a time.
+exec 9>"$CACHE/.lock"
+flock -n 9 || { echo "test-image.sh: another run is using $CACHE; waiting for it to end"; flock 9; }
 IMAGE=localhost/hangar:test
 BASE=docker.io/library/node:20-bookworm-slim
 
@@ -78,9 +86,18 @@ else
   rm -rf "$probe"
   STORAGE=$CACHE/storage-$DRIVER
   BUILDAH=(buildah --root "$STORAGE" --runroot "$CACHE/run" --storage-driver "$DRIVER")
-  # Working containers an interrupted run left behind (the storage is this script's own).
-  "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
 fi
+if [ "$IF_MISSING" -eq 1 ]; then
+  if [ "$ENGINE" = docker ]; then built() { docker image inspect "$IMAGE" >/dev/null 2>&1; }; else
+    built() { "${BUILDAH[@]}" inspect --type image "$IMAGE" >/dev/null 2>&1; }
+  fi
+  if built; then
+    echo "test-image.sh: $IMAGE is built already (--if-missing: left as it is)"
+    exit 0
+  fi
+fi
+# Working containers an interrupted run left behind (the storage is this script's own).
+[ "$ENGINE" = docker ] || "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
 LOGS="$CACHE/logs"
 mkdir -p "$LOGS"
 echo "test-image.sh: engine $ENGINE${DRIVER:+ ($DRIVER storage)}, cache $CACHE, logs $LOGS"

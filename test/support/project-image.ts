@@ -1,0 +1,61 @@
+/**
+ * The project's container image for the tests that run desktops from it (podman's, test/host/podman.ts,
+ * and the Kubernetes cluster's): where scripts/test-image.sh keeps it, and, as the global set-up of
+ * the projects that hold those tests, its build when it is missing. The first `npm test` on a machine
+ * builds it (minutes, as root; the script prints each phase) into /var/cache/hangar-image
+ * ($HANGAR_IMAGE_CACHE), outside the checkout; later runs find it there at once. The tests use the
+ * image they find: `sudo ./scripts/test-image.sh` builds and checks it again after a change.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+export const TEST_IMAGE = process.env.HANGAR_TEST_IMAGE ?? "localhost/hangar:test";
+export const IMAGE_CACHE = process.env.HANGAR_IMAGE_CACHE ?? "/var/cache/hangar-image";
+const SCRIPT = resolve(import.meta.dirname, "..", "..", "scripts", "test-image.sh");
+
+/** The image store test-image.sh built into and its storage driver, or undefined when it lacks the image. */
+export function findImageStore(): { path: string; driver: string } | undefined {
+  for (const driver of ["overlay", "vfs"]) {
+    const path = join(IMAGE_CACHE, `storage-${driver}`);
+    const index = join(path, `${driver}-images`, "images.json");
+    if (!existsSync(index)) continue;
+    const images = JSON.parse(readFileSync(index, "utf8")) as { names?: string[] }[];
+    if (images.some((image) => image.names?.includes(TEST_IMAGE))) return { path, driver };
+  }
+  return undefined;
+}
+
+/** The image store, or an error that says how to make it. */
+export function imageStore(): { path: string; driver: string } {
+  const store = findImageStore();
+  if (store) return store;
+  throw new Error(
+    `The project's image ${TEST_IMAGE} is not built in ${IMAGE_CACHE} (npm test builds it when it is missing; ` +
+      "sudo ./scripts/test-image.sh does too)",
+  );
+}
+
+/** Vitest global set-up: builds the image when it is missing, before any test file of the project starts. */
+export default async function setup() {
+  if (findImageStore()) return;
+  const root = process.getuid?.() === 0;
+  process.stderr.write(
+    `\nThe project's image ${TEST_IMAGE} is not built yet: building it with scripts/test-image.sh into ` +
+      `${IMAGE_CACHE} (once per machine; a few minutes)${root ? "" : " through sudo"}\n`,
+  );
+  // --if-missing: another run that built it meanwhile (the script holds a lock on the cache) is enough.
+  const command = root ? SCRIPT : "sudo";
+  const args = root ? ["--if-missing"] : ["-n", "--preserve-env=HANGAR_IMAGE_CACHE", SCRIPT, "--if-missing"];
+  const code = await new Promise<number | null>((done, fail) => {
+    const child = spawn(command, args, { stdio: ["ignore", process.stderr, process.stderr] });
+    child.once("error", fail);
+    child.once("exit", done);
+  });
+  if (code !== 0 || !findImageStore()) {
+    throw new Error(
+      `scripts/test-image.sh did not build ${TEST_IMAGE} (exit ${code}; its logs are in ${IMAGE_CACHE}/logs)` +
+        (root ? "" : ": it needs root, run sudo ./scripts/test-image.sh once"),
+    );
+  }
+}
