@@ -2,7 +2,7 @@
 # Builds the desktop container from the Dockerfile and tries it from outside as a user would
 # (test/image/check.ts says what is checked). CI runs it on every run (.ci/run).
 #
-#   sudo ./scripts/test-image.sh [--cache DIR] [--no-build] [--if-missing]
+#   ./scripts/test-image.sh [--cache DIR] [--no-build] [--if-missing]     (as root: through sudo otherwise)
 #
 # `npm test` runs it with --if-missing when the image is not there (test/support/project-image.ts):
 # then an image already built is left as it is. One run at a time uses a cache: a second waits.
@@ -36,7 +36,11 @@ while [ $# -gt 0 ]; do
     *) echo "test-image.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
-[ "$(id -u)" -eq 0 ] || { echo "test-image.sh: run as root (buildah's chroot builds and namespaces need it)" >&2; exit 1; }
+# As root (buildah's chroot builds and the runs' namespaces need it): through sudo otherwise.
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "test-image.sh: run it as root (buildah's chroot builds and the runs' namespaces need it)" >&2; exit 1; }
+  exec sudo --preserve-env=HANGAR_IMAGE_CACHE,HANGAR_IMAGE_CACHE_GB,DEBOOTSTRAP_MIRROR "$PWD/scripts/test-image.sh" "$@"
+fi
 CACHE=$(realpath -m "$CACHE")
 REPO_DIR=$PWD
 mkdir -p "$CACHE"

@@ -6,13 +6,12 @@
  * ($HANGAR_IMAGE_CACHE), outside the checkout; later runs find it there at once. The tests use the
  * image they find: `sudo ./scripts/test-image.sh` builds and checks it again after a change.
  */
-import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { runScript } from "./run-script.js";
 
 export const TEST_IMAGE = process.env.HANGAR_TEST_IMAGE ?? "localhost/hangar:test";
 export const IMAGE_CACHE = process.env.HANGAR_IMAGE_CACHE ?? "/var/cache/hangar-image";
-const SCRIPT = resolve(import.meta.dirname, "..", "..", "scripts", "test-image.sh");
 
 /** The image store test-image.sh built into and its storage driver, or undefined when it lacks the image. */
 export function findImageStore(): { path: string; driver: string } | undefined {
@@ -39,23 +38,15 @@ export function imageStore(): { path: string; driver: string } {
 /** Vitest global set-up: builds the image when it is missing, before any test file of the project starts. */
 export default async function setup() {
   if (findImageStore()) return;
-  const root = process.getuid?.() === 0;
   process.stderr.write(
-    `\nThe project's image ${TEST_IMAGE} is not built yet: building it with scripts/test-image.sh into ` +
-      `${IMAGE_CACHE} (once per machine; a few minutes)${root ? "" : " through sudo"}\n`,
+    `\nThe project's image ${TEST_IMAGE} is not built yet: scripts/test-image.sh builds it into ${IMAGE_CACHE} ` +
+      "(once per machine, a few minutes; as root, through sudo otherwise)\n",
   );
-  // --if-missing: another run that built it meanwhile (the script holds a lock on the cache) is enough.
-  const command = root ? SCRIPT : "sudo";
-  const args = root ? ["--if-missing"] : ["-n", "--preserve-env=HANGAR_IMAGE_CACHE", SCRIPT, "--if-missing"];
-  const code = await new Promise<number | null>((done, fail) => {
-    const child = spawn(command, args, { stdio: ["ignore", process.stderr, process.stderr] });
-    child.once("error", fail);
-    child.once("exit", done);
-  });
+  // --if-missing: another run that built it meanwhile is enough (the script holds a lock on its cache).
+  const code = await runScript("test-image.sh", ["--if-missing"]);
   if (code !== 0 || !findImageStore()) {
     throw new Error(
-      `scripts/test-image.sh did not build ${TEST_IMAGE} (exit ${code}; its logs are in ${IMAGE_CACHE}/logs)` +
-        (root ? "" : ": it needs root, run sudo ./scripts/test-image.sh once"),
+      `scripts/test-image.sh did not build ${TEST_IMAGE} (exit ${code}; its output is above, its logs in ${IMAGE_CACHE}/logs)`,
     );
   }
 }
