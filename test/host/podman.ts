@@ -16,6 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import type { Ulimit } from "../../src/host/container/container-runtime.js";
+import { withParentDeathSignal } from "../../src/os/parent-death.js";
 import { imageStore, TEST_IMAGE } from "../support/project-image.js";
 
 const run = promisify(execFile);
@@ -83,11 +84,14 @@ export async function startPodman(): Promise<TestEngine> {
     podman,
     async start() {
       // runc, not crun: crun fails on this machine's hybrid cgroup hierarchy.
-      service = spawn("podman", ["--runtime", "runc", "system", "service", "--time=0", `unix://${socket}`], {
-        env,
-        stdio: ["ignore", "ignore", "pipe"],
-        detached: true,
-      });
+      service = spawn(
+        ...withParentDeathSignal(
+          "podman",
+          ["--runtime", "runc", "system", "service", "--time=0", `unix://${socket}`],
+          "TERM",
+        ),
+        { env, stdio: ["ignore", "ignore", "pipe"], detached: true },
+      );
       let stderr = "";
       service.stderr?.setEncoding("utf8").on("data", (c: string) => {
         stderr = (stderr + c).slice(-2000);

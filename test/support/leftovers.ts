@@ -13,6 +13,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 export const RUN_ENV = "HANGAR_TEST_RUN";
+/**
+ * Left without failing the run, and killed: a daemon that a test's program starts for the whole
+ * display and that ends by itself (lxpanel's menu starts menu-cached, which exits a minute after its
+ * last client), and tsx's compile cache in the temporary directory.
+ */
+const LINGERING = /(^|\/)menu-cached /;
+const CACHES = /^tsx-\d+$/;
 
 interface Run {
   id: string;
@@ -86,7 +93,9 @@ function leftovers(run: Run): string[] {
       // gone meanwhile
     }
   }
-  const files = readdirSync(run.dir, { recursive: true }).map(String);
+  const files = readdirSync(run.dir, { recursive: true })
+    .map(String)
+    .filter((file) => !CACHES.test(file.split("/")[0]));
   // The top level only, with how much lies below it: a podman storage holds thousands of files.
   const tops = new Map<string, number>();
   for (const file of files) {
@@ -94,7 +103,9 @@ function leftovers(run: Run): string[] {
     tops.set(top, (tops.get(top) ?? 0) + 1);
   }
   return [
-    ...found.map((p) => `  process ${p.pid} (parent ${p.ppid}): ${p.args.slice(0, 300)}`),
+    ...found
+      .filter((p) => !LINGERING.test(p.args))
+      .map((p) => `  process ${p.pid} (parent ${p.ppid}): ${p.args.slice(0, 300)}`),
     ...[...tops].map(([top, count]) => `  ${join(run.dir, top)}${count > 1 ? ` (${count} entries)` : ""}`),
   ];
 }
