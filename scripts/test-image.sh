@@ -174,7 +174,20 @@ elif ! "${BUILDAH[@]}" inspect --type image "$BASE" >/dev/null 2>&1; then
   fi
 fi
 
-# 2. The image, with the layer cache.
+# 2. The image, with the layer cache. A build whose checks do not all pass is not left under the name
+# the tests use (--if-missing would take it for a good one); its layers stay cached.
+UNCHECKED=0
+drop_unchecked() {
+  [ "$UNCHECKED" -eq 1 ] || return 0
+  echo "test-image.sh: the image did not pass its checks: $IMAGE removed (its layers stay cached)" >&2
+  if [ "$ENGINE" = docker ]; then
+    command docker rmi -f "$IMAGE" hangar >/dev/null 2>&1
+  else
+    "${BUILDAH[@]}" rmi -f "$IMAGE" localhost/hangar >/dev/null 2>&1
+  fi
+  return 0
+}
+trap drop_unchecked EXIT
 
 phase "build the Dockerfile"
 if [ "$BUILD" -eq 0 ]; then
@@ -186,6 +199,7 @@ else
   step 60m "$LOGS/build.log" "${BUILDAH[@]}" bud --isolation chroot --format docker --layers --pull=false \
     -v "$CACHE/npm:/root/.npm" -t "$IMAGE" .
 fi
+[ "$BUILD" -eq 0 ] || UNCHECKED=1
 
 # 3. Run the image as a user would and check it from outside (test/image/check.ts).
 if [ "$ENGINE" = docker ]; then
@@ -193,7 +207,8 @@ if [ "$ENGINE" = docker ]; then
   SIZE="$(($(docker image inspect -f '{{.Size}}' "$IMAGE") / 1000000)) MB"
 else
   "${BUILDAH[@]}" tag "$IMAGE" localhost/hangar
-  SIZE=$("${BUILDAH[@]}" images --format '{{.Size}}' "$IMAGE" | head -1)
+  # sed, not head: head's early exit would kill the writer with SIGPIPE, which pipefail makes fatal.
+  SIZE=$("${BUILDAH[@]}" images --format '{{.Size}}' "$IMAGE" | sed -n 1p)
   mapfile -t IMAGE_ENV < <("${BUILDAH[@]}" inspect --type image --format '{{range .OCIv1.Config.Env}}{{println .}}{{end}}' "$IMAGE" | grep .)
 fi
 CHECK=(node --import tsx test/image/check.ts)
@@ -255,7 +270,7 @@ docker() {
   " >"$LOGS/run-$RUN.log" 2>&1 &
   RUNNER=$!
   # timeout → unshare → (forked) PID 1 of the new namespace, which becomes tini.
-  PID1=$(timeout 10 bash -c "until u=\$(pgrep -P $RUNNER) && pgrep -P \$u; do sleep 0.1; done" | head -1) ||
+  PID1=$(timeout 10 bash -c "until u=\$(pgrep -P $RUNNER) && pgrep -P \$u; do sleep 0.1; done" | sed -n 1p) ||
     fail "the container did not start (log: $LOGS/run-$RUN.log)"
   STARTED_MS=$(date +%s%3N)
 }
@@ -307,7 +322,7 @@ container_pids_in() {
 in_container() { nsenter -t "$PID1" --net --mount --pid chroot --userspec=10001:10001 "$ROOT" /usr/bin/env -i "${IMAGE_ENV[@]}" "$@"; }
 
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+trap 'rm -rf "$WORK"; drop_unchecked' EXIT
 cd "$WORK"
 REPO=$OLDPWD
 CHECK=(node --import "$REPO/node_modules/tsx/dist/loader.mjs" "$REPO/test/image/check.ts")
@@ -367,6 +382,7 @@ check vnc
 stop_container
 [ "$STOP_CODE" -eq 0 ] || fail "SIGTERM: exit $STOP_CODE"
 
+UNCHECKED=0
 phase "done: image $IMAGE, $SIZE uncompressed"
 exit 0
 }
