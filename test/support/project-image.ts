@@ -6,7 +6,7 @@
  * ($HANGAR_IMAGE_CACHE), outside the checkout; later runs find it there at once. The tests use the
  * image they find: `sudo ./scripts/test-image.sh` builds and checks it again after a change.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { runScript } from "./run-script.js";
 
@@ -18,8 +18,12 @@ export function findImageStore(): { path: string; driver: string } | undefined {
   for (const driver of ["overlay", "vfs"]) {
     const path = join(IMAGE_CACHE, `storage-${driver}`);
     const index = join(path, `${driver}-images`, "images.json");
-    if (!existsSync(index)) continue;
-    const images = JSON.parse(readFileSync(index, "utf8")) as { names?: string[] }[];
+    let images: { names?: string[] }[];
+    try {
+      images = JSON.parse(readFileSync(index, "utf8"));
+    } catch {
+      continue; // not built there, or being written by a build under way (the set-up waits for it)
+    }
     if (images.some((image) => image.names?.includes(TEST_IMAGE))) return { path, driver };
   }
   return undefined;
