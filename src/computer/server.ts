@@ -3,7 +3,6 @@
  * and listens. Used by `hangar serve` and by the tests (on port 0).
  */
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { allCommands } from "../../commands/index.js";
@@ -17,6 +16,7 @@ import {
   QUIET_COLLECT_MS,
 } from "../common/idle.js";
 import { createLazyAdaptorServer } from "../common/lazy-node-server.js";
+import { closeServer, listening } from "../common/listen.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
 import { LazyWebSocketServer } from "../common/ws-server.js";
@@ -239,11 +239,12 @@ export async function startComputerServer(
   // The time to receive a request's headers must exceed it, or Node cuts reused connections short.
   server.headersTimeout = server.keepAliveTimeout + 5000;
   void sweepInterruptedWrites();
-  await new Promise<void>((resolve, reject) => {
-    server.once("listening", resolve);
-    server.once("error", reject);
-    server.listen(options.port ?? (tls ? 8443 : 8000), host);
+  const { port, url } = await listening(server, {
+    host,
+    tls: Boolean(tls),
+    listen: () => server.listen(options.port ?? (tls ? 8443 : 8000), host),
   });
+  listeningPort = port;
   const idle = idleTimer(IDLE_COLLECT_MS, () => {
     collectGarbage();
     const mb = (bytes: number) => Math.round(bytes / 1e5) / 10;
@@ -270,10 +271,6 @@ export async function startComputerServer(
     // Not on "upgrade": a second listener there stops @hono/node-server from answering upgrade
     // requests to routes that are not WebSockets (they would hang).
   }
-  const { port } = server.address() as AddressInfo;
-  listeningPort = port;
-  const shownHost = host.includes(":") ? `[${host}]` : host;
-  const url = `${tls ? "https" : "http"}://${shownHost}:${port}`;
   const osworld = options.osworld
     ? await startOsworld(options.osworld, {
         url,
@@ -305,9 +302,7 @@ export async function startComputerServer(
       pty.close();
       sockets.terminateAll();
       sockets.close();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      if ("closeAllConnections" in server) server.closeAllConnections();
-      await Promise.all([closed, browser.close(), recordings.close(), trajectories.close()]);
+      await Promise.all([closeServer(server), browser.close(), recordings.close(), trajectories.close()]);
     },
   };
 }
@@ -379,23 +374,14 @@ async function startOsworld(
     port: options.port ?? DEFAULT_OSWORLD_PORT,
     ...(server.tls as object),
   });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      listener.once("listening", resolve);
-      listener.once("error", reject);
-    });
-  } catch (err) {
+  const { url } = await listening(listener, { host: server.host, tls: Boolean(server.tls) }).catch((err) => {
     python.close();
     throw err;
-  }
-  const { port } = listener.address() as AddressInfo;
-  const shownHost = server.host.includes(":") ? `[${server.host}]` : server.host;
+  });
   return {
-    url: `${server.tls ? "https" : "http"}://${shownHost}:${port}`,
+    url,
     close: async () => {
-      const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
-      if ("closeAllConnections" in listener) listener.closeAllConnections();
-      await closed;
+      await closeServer(listener);
       python.close();
     },
   };

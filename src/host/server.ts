@@ -4,9 +4,9 @@
  * Closing it leaves the VMs running; a new service finds them again.
  */
 import { existsSync } from "node:fs";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
+import { closeServer, listening } from "../common/listen.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { isLoopbackName, OriginPolicy } from "../common/origin-policy.js";
 import { LazyWebSocketServer } from "../common/ws-server.js";
@@ -168,13 +168,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     port: options.port ?? DEFAULT_HOST_PORT,
     websocket: { server: sockets },
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("listening", resolve);
-    server.once("error", reject);
-  });
-  const { port } = server.address() as AddressInfo;
-  const shownHost = host.includes(":") ? `[${host}]` : host;
-  const url = `http://${shownHost}:${port}`;
+  const { port, url } = await listening(server, { host, tls: false });
   await log.info("Host service started", { url, settings: settings.file });
   return {
     url,
@@ -183,10 +177,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     close: async () => {
       sockets.terminateAll();
       sockets.close();
-      await new Promise<void>((resolve) => {
-        if ("closeAllConnections" in server) server.closeAllConnections();
-        server.close(() => resolve());
-      });
+      await closeServer(server);
       await lease?.close();
       await pools.close();
       webhooks?.close();

@@ -4,18 +4,17 @@
  * a screenshot with that app's window still the active one, the forks with the host's clock.
  * Prints its timings.
  *
- * Slow (minutes): only `npm run test:e2e` (or `.ci/run` with HANGAR_E2E=1) runs it.
+ * Slow (minutes): only `npm run test:e2e` runs it.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { type RunningHostService, startHostService } from "../../src/host/server.js";
 import { copySparse } from "../../src/host/sparse-copy.js";
 import { killQemusUnder } from "../host/support.js";
 import { postCmd } from "../support/server.js";
-import { ensureGuestImage } from "./guest-image.js";
 
 const VM = "snap-guest";
 /** How old the snapshot is when forked: a fork keeping its clock would be this far behind. */
@@ -55,7 +54,7 @@ async function look(url: string) {
 }
 
 beforeAll(async () => {
-  const built = await timed("image ready", ensureGuestImage);
+  const built = inject("guestImage");
   dir = await mkdtemp(join(tmpdir(), "hangar-e2e-snap-"));
   host = await startHostService({
     port: 0,

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import type { TestProject } from "vitest/node";
+import { imageStore, TEST_IMAGE } from "../support/project-image.js";
 
 const run = promisify(execFile);
 
@@ -90,31 +91,25 @@ export async function startTestCluster(
 
 /**
  * Pushes the project's desktop image from the image cache scripts/test-image.sh builds (used as a
- * read-only additional store) into the cluster's registry, uncompressed (the registry is local);
+ * read-only additional store; test/support/project-image.ts builds it when it is missing) into the cluster's registry, uncompressed (the registry is local);
  * resolves to its reference there.
  */
 export async function pushDesktopImage(registry: string, workDir: string): Promise<string> {
-  const cache = process.env.HANGAR_IMAGE_CACHE ?? "/var/cache/hangar-image";
-  const store = join(cache, "storage-overlay");
-  if (!existsSync(join(store, "overlay-images", "images.json"))) {
-    throw new Error(
-      `The project's image is not built: no image store at ${store}. Build it first with sudo ./scripts/test-image.sh`,
-    );
-  }
+  const store = imageStore();
   const conf = join(workDir, "storage.conf");
   writeFileSync(
     conf,
     [
       "[storage]",
-      'driver = "overlay"',
+      `driver = "${store.driver}"`,
       `graphroot = "${join(workDir, "storage")}"`,
       `runroot = "${join(workDir, "run")}"`,
       "[storage.options]",
-      `additionalimagestores = ["${store}"]`,
+      `additionalimagestores = ["${store.path}"]`,
       "",
     ].join("\n"),
   );
-  const image = process.env.HANGAR_TEST_IMAGE ?? "localhost/hangar:test";
+  const image = TEST_IMAGE;
   const target = `${registry}/hangar:test`;
   await run(
     "buildah",
