@@ -3,6 +3,7 @@
  * the services take the types derived from them (one definition, never written twice).
  */
 import { z } from "zod";
+import { HIBERNATION_MODES } from "./runtimes/hibernation.js";
 import { RUNTIME_KINDS } from "./runtimes/kinds.js";
 
 /** Which runtime backs a desktop: `qemu`, `container` or `kubernetes`. */
@@ -58,6 +59,15 @@ export const runSchema = z.object({
 });
 
 export const snapshotSchema = z.object({ name: z.string() });
+/** What a hibernating desktop keeps (runtimes/hibernation.ts); its runtime's default when left out. */
+export const hibernateSchema = z.object({
+  mode: z
+    .enum(HIBERNATION_MODES, {
+      error: (issue) =>
+        `Unknown hibernation mode '${String(issue.input)}' (expected ${HIBERNATION_MODES.join(", ")})`,
+    })
+    .optional(),
+});
 export const restoreSchema = z.object({ snapshot: z.string() });
 
 /** The most forks one request makes. */
