@@ -185,7 +185,11 @@ function sizing<T extends { size?: number; min?: number; max?: number; target?: 
 ) {
   const parts = [pool.min, pool.max, pool.target].filter((v) => v !== undefined).length;
   if (pool.size !== undefined && parts > 0) {
-    ctx.addIssue({ code: "custom", message: "give either size, or min, max and target, not both", path: ["size"] });
+    ctx.addIssue({
+      code: "custom",
+      message: "give either size, or min, max and target, not both",
+      path: ["size"],
+    });
   } else if (required && pool.size === undefined && pool.max === undefined) {
     ctx.addIssue({
       code: "custom",

@@ -148,11 +148,14 @@ export class SleepControl {
       const started = Date.now();
       const { runtime, record } = await this.host.locate(name);
       const sleeping = capable(runtime);
-      await this.lock.run(record.name, async () => {
-        if ((await this.host.find(record.name)).status === "hibernated")
-          await this.resumeNow(sleeping, record);
+      const resumed = await this.lock.run(record.name, async () => {
+        if ((await this.host.find(record.name)).status !== "hibernated") return false;
+        await this.resumeNow(sleeping, record);
+        return true;
       });
       const ready = await this.host.waitReady(record.name, WAKE_TIMEOUT_MS);
+      // Awake already (another wake, a resume, or a start under way): nothing woke it here.
+      if (!resumed) return ready;
       const ms = Date.now() - started;
       await this.log.info("Desktop woke on a request", { vm: record.name, runtime: runtime.kind, why, ms });
       this.lifecycle.emit({ type: "woke", name: record.name, runtime: runtime.kind, ms, why });
