@@ -1,11 +1,12 @@
 /**
  * `hangar vm ls|get|create|rm|clone|set|run|wait|logs|stop`: the VM routes of the host service;
- * `snapshot|snapshots|restore|fork` are in vm-snapshots.ts.
+ * `snapshot|snapshots|restore|fork` are in vm-snapshots.ts, `hibernate|resume` in vm-sleep.ts.
  */
 import { type Command, InvalidArgumentError } from "commander";
 import { formatBytes } from "../common/sizes.js";
 import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
 import { UsageError } from "./util.js";
+import { registerVmSleep } from "./vm-sleep.js";
 import { registerVmSnapshots } from "./vm-snapshots.js";
 
 type Vm = Json;
@@ -36,7 +37,7 @@ function describeVm(vm: Vm): string {
   const row = vmRow(vm);
   const lines: [string, unknown][] = [
     ["name", vm.name],
-    ["status", vm.status],
+    ["status", vm.hibernation ? `${vm.status} (${vm.hibernation})` : vm.status],
     ["os", vm.os],
     ["cpu", vm.cpuCount],
     ["memory", row.memory],
@@ -247,6 +248,7 @@ export function registerVm(program: Command) {
     });
 
   registerVmSnapshots(vm, { withProgress, waitSeconds });
+  registerVmSleep(vm, { withProgress, waitSeconds });
 }
 
 function seconds(value: string): number {

@@ -23,6 +23,7 @@ import { imageRoutes } from "./routes/images.js";
 import { ipswRoutes } from "./routes/ipsw.js";
 import { logRoutes } from "./routes/logs.js";
 import { poolRoutes } from "./routes/pools.js";
+import { sleepRoutes } from "./routes/sleep.js";
 import { snapshotRoutes } from "./routes/snapshots.js";
 import { vmRoutes } from "./routes/vms.js";
 import type { HostServices } from "./services.js";
@@ -75,6 +76,7 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
   app.get("/vnc/:name", vncRelay(services.vms, log));
   vmRoutes(app, services);
   snapshotRoutes(app, services);
+  sleepRoutes(app, services);
   poolRoutes(app, services);
   imageRoutes(app, services);
   configRoutes(app, services);

@@ -33,6 +33,10 @@ export interface LifecycleFields {
   ms?: number;
   /** What went wrong, for `failure`. */
   error?: string;
+  /** For `hibernate`: what was kept (`memory`, `paused` or `disk`, runtimes/hibernation.ts). */
+  mode?: string;
+  /** For a `resume` that traffic caused: what woke it. */
+  woke?: string;
 }
 
 export interface LifecycleEvent extends LifecycleFields {

@@ -30,6 +30,7 @@ import { QemuRuntime, type QemuRuntimeOptions } from "./qemu/qemu-runtime.js";
 import type { DesktopRuntime, RuntimeKind } from "./runtimes/runtime.js";
 import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
+import type { LifecycleEvent } from "./sleep/lifecycle.js";
 import { VmService } from "./vm-service.js";
 import { VmStore } from "./vm-store.js";
 import { type WebhookOptions, Webhooks } from "./webhooks.js";
@@ -135,8 +136,9 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     );
     runtimes.push(kubernetes);
   }
+  const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log);
   const events = new LifecycleEvents();
-  const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log, events);
+  vms.lifecycle.on((transition) => events.emit(...operatorEvent(transition)));
   const shared = kubernetes && options.kubernetes?.poolsInCluster && !options.poolStore;
   const poolStore =
     options.poolStore ??
@@ -188,6 +190,31 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
       await log.flush();
     },
   };
+}
+
+/** A desktop's transition as the operator's event stream names it (events.ts). */
+function operatorEvent(transition: LifecycleEvent): Parameters<LifecycleEvents["emit"]> {
+  const fields = { desktop: transition.name, runtime: transition.runtime };
+  switch (transition.type) {
+    case "created":
+      return ["create", fields];
+    case "started":
+      return ["run", fields];
+    case "stopped":
+      return ["stop", fields];
+    case "deleted":
+      return ["delete", fields];
+    case "ready":
+      return ["ready", { ...fields, ms: transition.ms }];
+    case "hibernated":
+      return ["hibernate", { ...fields, ms: transition.ms, mode: transition.mode }];
+    case "resumed":
+      return ["resume", { ...fields, ms: transition.ms }];
+    case "woke":
+      return ["resume", { ...fields, ms: transition.ms, woke: transition.why }];
+    case "failed":
+      return ["failure", { ...fields, error: `${transition.operation} failed: ${transition.error}` }];
+  }
 }
 
 /**

@@ -11,7 +11,7 @@ import { EventSource } from "eventsource";
 import parsePrometheus from "parse-prometheus-text-format";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { makeLightImage, startPodman, type TestEngine, testUlimits } from "./podman.js";
-import { startTestHost, type TestHost } from "./support.js";
+import { LINUX_VM, startTestHost, type TestHost } from "./support.js";
 
 let engine: TestEngine;
 let host: TestHost;
@@ -76,7 +76,18 @@ function watch(query = "", lastEventId?: string) {
     source.onopen = () => resolve();
     source.onerror = (e) => reject(new Error(`event stream failed: ${e.message ?? e.code}`));
   });
-  for (const type of ["create", "ready", "run", "stop", "claim", "release", "delete", "failure"]) {
+  for (const type of [
+    "create",
+    "ready",
+    "run",
+    "stop",
+    "claim",
+    "release",
+    "hibernate",
+    "resume",
+    "delete",
+    "failure",
+  ]) {
     source.addEventListener(type, (message) => received.push(JSON.parse(message.data)));
   }
   return { source, received, opened };
@@ -183,6 +194,32 @@ describe("lifecycle events and metrics", () => {
 
     expect((await host.api("DELETE", "/svc/pools/watched")).status).toBe(200);
   }, 180_000);
+
+  it("streams a desktop's hibernation and resume, and times the resume in /metrics", async () => {
+    const live = watch("?desktop=sleeper");
+    await live.opened;
+    expect((await host.api("POST", "/svc/vms", { name: "sleeper", ...LINUX_VM, runtime: "container" })).status).toBe(200);
+    expect((await host.api("POST", "/svc/vms/sleeper/run", {})).status).toBe(202);
+    await vi.waitFor(() => expect(live.received.map((e) => e.type)).toContain("ready"), { timeout: 60_000 });
+    const slept = await host.api("POST", "/svc/vms/sleeper/hibernate", {});
+    expect(slept.status, JSON.stringify(slept.body)).toBe(200);
+    const woke = await host.api("POST", "/svc/vms/sleeper/resume", {});
+    expect(woke.status, JSON.stringify(woke.body)).toBe(200);
+    await vi.waitFor(() => expect(live.received.map((e) => e.type)).toContain("resume"), { timeout: 30_000 });
+    const hibernated = live.received.find((e) => e.type === "hibernate") as Event & { mode?: string };
+    expect(hibernated).toMatchObject({ desktop: "sleeper", runtime: "container" });
+    expect(hibernated.mode).toBe("paused"); // a container's default: the engine's freezer
+    const resumed = live.received.find((e) => e.type === "resume") as Event;
+    expect(resumed.id).toBeGreaterThan(hibernated.id);
+    expect(resumed.ms).toBeGreaterThanOrEqual(0);
+    live.source.close();
+
+    const families = metrics(await (await fetch(`${host.url}/metrics`)).text());
+    const resumes = families.get("hangar_resume_duration_seconds");
+    expect(resumes?.type).toBe("HISTOGRAM");
+    expect(Number(resumes?.metrics[0]?.buckets?.["+Inf"])).toBe(1);
+    expect((await host.api("DELETE", "/svc/vms/sleeper")).status).toBe(200);
+  }, 120_000);
 
   it("refuses a bad filter with a clear 400 and a foreign page on /svc/events and /metrics", async () => {
     const bad = await host.api("GET", "/svc/events?type=claim,explode");

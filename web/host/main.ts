@@ -22,6 +22,8 @@ interface Vm {
   downloadProgress?: number;
   push?: { status: string; progress: number; error: string | null };
   lastError?: string | null;
+  /** While hibernated: what was kept (memory, paused, disk). */
+  hibernation?: string;
 }
 
 class Unauthorized extends Error {}
@@ -184,12 +186,13 @@ function statusOf(vm: Vm): Node {
   if (vm.status === "pulling") return progress(vm.downloadProgress ?? 0, "pulling");
   if (vm.push?.status === "pushing") return progress(vm.push.progress, "pushing");
   const span = document.createElement("span");
-  span.className = vm.status === "running" ? "running" : "";
+  span.className = vm.status === "running" ? "running" : vm.status === "hibernated" ? "asleep" : "";
   const push =
     vm.push && vm.push.status !== "pushing"
       ? `, push ${vm.push.status}${vm.push.error ? `: ${vm.push.error}` : ""}`
       : "";
-  span.textContent = vm.status + (vm.lastError ? ` (${vm.lastError})` : "") + push;
+  const kept = vm.hibernation ? ` (${vm.hibernation})` : "";
+  span.textContent = vm.status + kept + (vm.lastError ? ` (${vm.lastError})` : "") + push;
   return span;
 }
 
@@ -206,6 +209,15 @@ function vmRow(vm: Vm): HTMLTableRowElement {
     // A QEMU VM's VNC is relayed here; a container's viewer is its own noVNC page, on loopback.
     if (vm.vncUrl?.startsWith("vnc:")) actions.append(button("Screen", () => showScreen(vm)));
     else if (vm.vncUrl) actions.append(link("Viewer", vm.vncUrl));
+    actions.append(
+      button("Hibernate", () => act(`Hibernate ${vm.name}`, () => post(`/svc/vms/${name}/hibernate`))),
+    );
+  }
+  if (vm.status === "hibernated") {
+    actions.append(
+      button("Resume", () => act(`Resume ${vm.name}`, () => post(`/svc/vms/${name}/resume`))),
+      button("Stop", () => act(`Stop ${vm.name}`, () => post(`/svc/vms/${name}/stop`))),
+    );
   }
   if (vm.runtime === "qemu" && (vm.status === "running" || vm.status === "stopped")) {
     actions.append(

@@ -25,6 +25,8 @@ export interface QemuLaunch {
   forwardedPorts: Record<string, number>;
   /** VNC on loopback (a password is set over QMP before anyone can connect), or none. */
   vnc: boolean;
+  /** The VNC port to try first (a resumed VM's own); the first free one from 5900 otherwise. */
+  vncPort?: number;
   sharedDirectories: SharedDirectory[];
   display: { width: number; height: number };
   /**
@@ -103,7 +105,8 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
       `virtio-9p-pci,fsdev=share${index},mount_tag=${share.tag}`,
     );
   });
-  if (launch.vnc) args.push("-vnc", "127.0.0.1:0,to=4000,password=on");
+  const display = launch.vncPort && launch.vncPort >= 5900 ? launch.vncPort - 5900 : 0;
+  if (launch.vnc) args.push("-vnc", `127.0.0.1:${display},to=4000,password=on`);
   else args.push("-display", "none");
   args.push(
     "-fw_cfg",
