@@ -198,7 +198,9 @@ describe("lifecycle events and metrics", () => {
   it("streams a desktop's hibernation and resume, and times the resume in /metrics", async () => {
     const live = watch("?desktop=sleeper");
     await live.opened;
-    expect((await host.api("POST", "/svc/vms", { name: "sleeper", ...LINUX_VM, runtime: "container" })).status).toBe(200);
+    expect(
+      (await host.api("POST", "/svc/vms", { name: "sleeper", ...LINUX_VM, runtime: "container" })).status,
+    ).toBe(200);
     expect((await host.api("POST", "/svc/vms/sleeper/run", {})).status).toBe(202);
     await vi.waitFor(() => expect(live.received.map((e) => e.type)).toContain("ready"), { timeout: 60_000 });
     const slept = await host.api("POST", "/svc/vms/sleeper/hibernate", {});
