@@ -89,11 +89,12 @@ export async function withEffect<T extends object>(
 }
 
 /**
- * The line a model reads about an effect, or nothing when it says nothing (an unverifiable effect
- * that was not asked to be verified).
+ * The line a model reads about an effect, when it was asked to be verified (without `verify` a tool
+ * result is what it always was: what is known at once depends on timing, and is in the reply's
+ * `effect` for the author).
  */
 export function effectLine(report: EffectReport | undefined, verified: boolean): string | undefined {
-  if (!report || (report.effect === "unverifiable" && !verified)) return undefined;
+  if (!report || !verified) return undefined;
   const name = report.effect === "suspected_noop" ? "suspected no-op" : report.effect;
   return `Effect: ${name} (${report.evidence.reason}).`;
 }

@@ -72,8 +72,9 @@ export async function beginEffectCheck(
   desktop: DesktopBackend,
   options: EffectOptions = {},
 ): Promise<EffectCheck> {
-  const watch = desktop.watchChanges?.();
+  // The focus is read first: what its round trips let arrive is from before the action.
   const before = options.verify ? await focusOf(desktop, options.accessibility) : undefined;
+  const watch = desktop.watchChanges?.();
   return {
     finish: async (aim) => {
       try {

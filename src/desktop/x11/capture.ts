@@ -121,7 +121,8 @@ export class ScreenCapture {
           for (const wake of this.changeWaiters) wake();
           this.changeWaiters.clear();
           if (this.watches.size > 0) {
-            for (const watch of this.watches) watch.add(area);
+            // Degenerate boxes (no pixel) are reported too; they change nothing.
+            if (area.width > 0 && area.height > 0) for (const watch of this.watches) watch.add(area);
             // The server reports a change only when the damaged box grows: emptied, the next is reported too.
             damage.Subtract(this.damageId, 0, 0);
           }
