@@ -54,7 +54,17 @@ export const computerActionResult = z.discriminatedUnion("vocabulary", [
 ]);
 export type ComputerActionResult = z.infer<typeof computerActionResult>;
 
-const actionObject = z.record(z.string(), z.unknown());
+/**
+ * A call as the model emitted it: any JSON object (each vocabulary checks its own), typed `object` so
+ * that an SDK's block (an interface, without an index signature) is taken as it is.
+ */
+const actionObject = z
+  .custom<object>(
+    (value) => typeof value === "object" && value !== null && !Array.isArray(value),
+    "expected an object",
+  )
+  .meta({ type: "object" });
+type Call = Record<string, unknown>;
 /** The most calls one request may carry. */
 const MAX_BATCH = 100;
 const actionsParam = z.array(actionObject).min(1).max(MAX_BATCH);
@@ -94,8 +104,8 @@ function vocabularyOf(action: Record<string, unknown>, given?: Vocabulary | null
 
 /** What to run, from exactly one of `action`, `actions` and `computer_call`. */
 function requestOf(params: {
-  action?: Record<string, unknown> | null;
-  actions?: Record<string, unknown>[] | null;
+  action?: object | null;
+  actions?: object[] | null;
   computer_call?: z.infer<typeof computerCall> | null;
   vocabulary?: Vocabulary | null;
   call_id?: string | null;
@@ -117,11 +127,12 @@ function requestOf(params: {
   const callId = params.call_id ?? call?.call_id;
   if (call) {
     return call.actions
-      ? { vocabulary: "openai", actions: call.actions, batch: true, callId }
-      : { vocabulary: "openai", actions: [call.action as Record<string, unknown>], batch: false, callId };
+      ? { vocabulary: "openai", actions: call.actions as Call[], batch: true, callId }
+      : { vocabulary: "openai", actions: [call.action as Call], batch: false, callId };
   }
   if (params.actions) {
-    const vocabulary = params.vocabulary ?? batchVocabulary(params.actions);
+    const actions = params.actions as Call[];
+    const vocabulary = params.vocabulary ?? batchVocabulary(actions);
     if (vocabulary === "anthropic") {
       throw new CommandError(
         "invalid_params",
@@ -129,9 +140,9 @@ function requestOf(params: {
           "Anthropic's computer tool takes one action",
       );
     }
-    return { vocabulary, actions: params.actions, batch: true, callId };
+    return { vocabulary, actions, batch: true, callId };
   }
-  const action = params.action as Record<string, unknown>;
+  const action = params.action as Call;
   return { vocabulary: vocabularyOf(action, params.vocabulary), actions: [action], batch: false, callId };
 }
 
@@ -261,7 +272,9 @@ export const computerAction = defineCommand({
   }),
   result: computerActionResult,
   deadlineMs: ({ action, actions, computer_call, confirm_timeout, verify, verify_ms }) => {
-    const list = action ? [action] : (actions ?? computer_call?.actions ?? [computer_call?.action ?? {}]);
+    const list = (
+      action ? [action] : (actions ?? computer_call?.actions ?? [computer_call?.action ?? {}])
+    ) as Call[];
     const perAction = verify ? verify_ms + 2000 : 0;
     const confirming = asksConfirmation(list) ? confirm_timeout * 1000 : 0;
     return 30_000 + confirming + list.reduce((sum: number, one) => sum + actionCost(one) + perAction, 0);
