@@ -69,18 +69,18 @@ export function checkEffect(
   });
 }
 
-/** Runs `action` inside a check of its effect; `aim` says, from its result, where it aimed. */
+/** Runs `action` on the desktop inside a check of its effect; `aim` says, from its result, where it aimed. */
 export async function withEffect<T extends object>(
   ctx: CommandContext,
-  desktop: DesktopBackend,
   params: VerifyParams,
-  action: () => Promise<T>,
+  action: (desktop: DesktopBackend) => Promise<T>,
   aim: (result: T) => Aim,
 ): Promise<T & EffectReport> {
+  const desktop = await ctx.desktop();
   const check = await checkEffect(ctx, desktop, params);
   let result: T;
   try {
-    result = await action();
+    result = await action(desktop);
   } catch (err) {
     check.cancel();
     throw err;

@@ -91,18 +91,16 @@ const aimedAt =
   ({ position }: { position: Point }): Aim => ({ kind: "pointer", points: [...from, position] });
 
 /** Runs a pointer action inside a check of its effect; the answer is where the pointer ended. */
-async function pointerAction(
+function pointerAction(
   ctx: CommandContext,
   params: VerifyParams,
   action: (desktop: DesktopBackend) => Promise<unknown>,
   from: Point[] = [],
 ) {
-  const desktop = await ctx.desktop();
   return withEffect(
     ctx,
-    desktop,
     params,
-    async () => {
+    async (desktop) => {
       await action(desktop);
       return pointerEnded(desktop);
     },
@@ -111,22 +109,18 @@ async function pointerAction(
 }
 
 /** Runs a keyboard action inside a check of its effect (`typed`: the text it types). */
-async function keyAction(
+function keyAction(
   ctx: CommandContext,
   params: VerifyParams,
   action: (desktop: DesktopBackend) => Promise<unknown>,
   typed?: string,
 ) {
-  const desktop = await ctx.desktop();
+  const aim: Aim = { kind: "keyboard", typed };
   return withEffect(
     ctx,
-    desktop,
     params,
-    async () => {
-      await action(desktop);
-      return {};
-    },
-    (): Aim => ({ kind: "keyboard", typed }),
+    (desktop) => action(desktop).then(() => ({})),
+    () => aim,
   );
 }
 

@@ -13,16 +13,19 @@ import { z } from "zod";
 import { CommandError } from "../../src/common/errors.js";
 import { Bytes, bytesField } from "../../src/computer/core/bytes.js";
 import type { Point } from "../../src/desktop/backend.js";
-import type { EffectReport } from "../../src/desktop/effect.js";
 import { browserGetCurrentUrl, browserGoBack, browserGoForward, browserVisitUrl } from "../browser.js";
 import { requestHelp } from "../control.js";
 import { effectLine, effectReport, optionalEffect, type VerifyParams } from "../effect.js";
 import { drag, hotkey, leftClick, moveCursor, pressKey, scrollDirection, typeText } from "../input.js";
 import { GRID, gridToScreen, sizeSchema } from "./display.js";
 import {
+  type Answer,
+  answerFields,
+  answerInTurn,
   describeForModel,
   type ModelDesk,
   ModelError,
+  NOT_EXECUTED,
   notches,
   pathOf,
   pointerAim,
@@ -236,15 +239,8 @@ function geminiStep(desk: ModelDesk, name: GeminiFunction, args: Record<string, 
   }
 }
 
-const NOT_EXECUTED = "Not executed: an earlier computer action in this turn failed.";
 /** What a person writes to allow an action Gemini's safety service asked about. */
 const YES = /^\s*(y|yes|ok|okay|approve|approved|allow|allowed|confirm|confirmed|go ahead|proceed)\b/i;
-
-interface Answer {
-  response: FunctionResponse;
-  error: boolean;
-  effect: EffectReport | null;
-}
 
 export interface GeminiOptions {
   verify: VerifyParams;
@@ -254,31 +250,29 @@ export interface GeminiOptions {
 }
 
 /** Answers the calls in order; after the first that fails, the rest are answered without running. */
-export async function runGemini(
+export function runGemini(
   desk: ModelDesk,
   calls: readonly (FunctionCall & { name: GeminiFunction })[],
   options: GeminiOptions,
-): Promise<Answer[]> {
-  const answers: Answer[] = [];
-  for (const call of calls) {
-    const failed = answers.some((a) => a.error);
-    answers.push(
-      failed
-        ? { response: await respond(desk, call, { error: NOT_EXECUTED }, options), error: true, effect: null }
-        : await runCall(desk, call, options),
-    );
-  }
-  return answers;
+): Promise<Answer<FunctionResponse>[]> {
+  return answerInTurn(
+    calls,
+    (call) => runCall(desk, call, options),
+    (call) => respond(desk, call, { error: NOT_EXECUTED }, options),
+  );
 }
 
 async function runCall(
   desk: ModelDesk,
   call: FunctionCall & { name: GeminiFunction },
   options: GeminiOptions,
-): Promise<Answer> {
+): Promise<Answer<FunctionResponse>> {
   const args = call.args ?? {};
-  const failure = async (error: string, extra: Record<string, unknown> = {}): Promise<Answer> => ({
-    response: await respond(desk, call, { error, ...extra }, options),
+  const failure = async (
+    error: string,
+    extra: Record<string, unknown> = {},
+  ): Promise<Answer<FunctionResponse>> => ({
+    result: await respond(desk, call, { error, ...extra }, options),
     error: true,
     effect: null,
   });
@@ -314,7 +308,7 @@ async function runCall(
     },
     options,
   );
-  return { response, error: false, effect: done.effect ?? null };
+  return { result: response, error: false, effect: done.effect ?? null };
 }
 
 /**
@@ -391,19 +385,8 @@ async function currentUrl(desk: ModelDesk): Promise<string | undefined> {
 /** The reply of `computer_action` for one call (`single`) or several. */
 export function geminiReplyOf(
   display: GeminiReply["display"],
-  answers: Answer[],
+  answers: Answer<FunctionResponse>[],
   single: boolean,
 ): GeminiReply {
-  const isError = answers.some((a) => a.error);
-  if (single) {
-    const [{ response, effect }] = answers;
-    return { vocabulary: "gemini", display, is_error: isError, tool_result: response, ...(effect ?? {}) };
-  }
-  return {
-    vocabulary: "gemini",
-    display,
-    is_error: isError,
-    tool_results: answers.map((a) => a.response),
-    effects: answers.map((a) => a.effect),
-  };
+  return { vocabulary: "gemini", display, ...answerFields(answers, single) };
 }

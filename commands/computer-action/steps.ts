@@ -150,6 +150,43 @@ export async function runStep(desk: ModelDesk, step: Step, verify: VerifyParams)
   return { ...output, effect: await check.finish(step.aim) };
 }
 
+/** What a call that was not run answers, after one that failed in the same turn (the SDK's words). */
+export const NOT_EXECUTED = "Not executed: an earlier computer action in this turn failed.";
+
+/** One call's answer: the tool result to send back, whether it reports a failure, and its effect. */
+export interface Answer<R> {
+  result: R;
+  error: boolean;
+  effect: EffectReport | null;
+}
+
+/**
+ * Answers the calls of a turn in order; after the first that fails, each later one is answered by
+ * `skipped` and not run.
+ */
+export async function answerInTurn<C, R>(
+  calls: readonly C[],
+  run: (call: C) => Promise<Answer<R>>,
+  skipped: (call: C) => R | Promise<R>,
+): Promise<Answer<R>[]> {
+  const answers: Answer<R>[] = [];
+  for (const call of calls) {
+    const failed = answers.some((a) => a.error);
+    answers.push(failed ? { result: await skipped(call), error: true, effect: null } : await run(call));
+  }
+  return answers;
+}
+
+/** The fields of a reply answering one call (`single`: `tool_result`) or a list (`tool_results`). */
+export function answerFields<R>(answers: Answer<R>[], single: boolean) {
+  const is_error = answers.some((a) => a.error);
+  if (single) {
+    const [{ result, effect }] = answers;
+    return { is_error, tool_result: result, ...(effect ?? {}) };
+  }
+  return { is_error, tool_results: answers.map((a) => a.result), effects: answers.map((a) => a.effect) };
+}
+
 /** `ctrl+shift` or `ctrl shift` (Anthropic's modifier `text`) as key names. */
 export function splitKeys(text: string | null | undefined): string[] {
   return text ? text.split(/[+\s]+/).filter(Boolean) : [];

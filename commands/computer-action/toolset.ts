@@ -14,7 +14,6 @@ import { z } from "zod";
 import { CommandError } from "../../src/common/errors.js";
 import type { Bytes } from "../../src/computer/core/bytes.js";
 import type { CommandTool } from "../../src/computer/core/command.js";
-import type { EffectReport } from "../../src/desktop/effect.js";
 import { effectLine, effectReport, optionalEffect, type VerifyParams, verifyParams } from "../effect.js";
 import {
   type AnthropicAction,
@@ -26,7 +25,16 @@ import {
   textBlock,
 } from "./anthropic.js";
 import { sizeSchema } from "./display.js";
-import { describeForModel, type ModelDesk, ModelError, runStep } from "./steps.js";
+import {
+  type Answer,
+  answerFields,
+  answerInTurn,
+  describeForModel,
+  type ModelDesk,
+  ModelError,
+  NOT_EXECUTED,
+  runStep,
+} from "./steps.js";
 
 export const TOOLSET_NAME = "computer";
 
@@ -57,9 +65,6 @@ const MEMBERS = {
 export type MemberName = keyof typeof MEMBERS;
 export const MEMBER_NAMES = Object.keys(MEMBERS) as MemberName[];
 const isMember = (name: string): name is MemberName => Object.hasOwn(MEMBERS, name);
-
-/** The SDK's text for the calls of a turn after one that failed. */
-export const NOT_EXECUTED = "Not executed: an earlier computer action in this turn failed.";
 
 /** A member `tool_use` block as the API returns it (`BetaToolUseBlock`); other fields are kept out. */
 export const toolUseBlock = z.object({
@@ -141,11 +146,6 @@ export function memberCall(block: Record<string, unknown>, where: string): ToolU
   return checked.data;
 }
 
-interface Answer {
-  result: ToolResult;
-  effect: EffectReport | null;
-}
-
 /**
  * Answers a turn's member calls in order; after the first that fails, the rest are answered with
  * NOT_EXECUTED and not run. `screenshot`: the last result that ran gets a screenshot too.
@@ -154,16 +154,13 @@ export async function runToolset(
   desk: ModelDesk,
   calls: readonly ToolUse[],
   options: { configs?: Configs; verify: VerifyParams; screenshot: boolean },
-): Promise<Answer[]> {
-  const answers: Answer[] = [];
-  for (const call of calls) {
-    if (answers.some((a) => a.result.is_error)) {
-      answers.push({ result: result(call, [{ type: "text", text: NOT_EXECUTED }], true), effect: null });
-      continue;
-    }
-    answers.push(await runMember(desk, call, options));
-  }
-  const last = answers.filter((a) => !a.result.is_error).at(-1);
+): Promise<Answer<ToolResult>[]> {
+  const answers = await answerInTurn(
+    calls,
+    (call) => runMember(desk, call, options),
+    (call) => result(call, [{ type: "text", text: NOT_EXECUTED }], true),
+  );
+  const last = answers.filter((a) => !a.error).at(-1);
   if (options.screenshot && last && !last.result.content.some((block) => block.type === "image")) {
     last.result.content.push(pngBlock(await desk.screenshot()));
   }
@@ -174,9 +171,10 @@ async function runMember(
   desk: ModelDesk,
   call: ToolUse,
   options: { configs?: Configs; verify: VerifyParams },
-): Promise<Answer> {
-  const refuse = (text: string): Answer => ({
+): Promise<Answer<ToolResult>> {
+  const refuse = (text: string): Answer<ToolResult> => ({
     result: result(call, [{ type: "text", text }], true),
+    error: true,
     effect: null,
   });
   if (!isMember(call.name)) {
@@ -209,7 +207,7 @@ async function runMember(
   if (done.image !== undefined) content.push(pngBlock(done.image));
   const line = effectLine(done.effect, options.verify.verify);
   if (line) content.push({ type: "text", text: line });
-  return { result: result(call, content), effect: done.effect ?? null };
+  return { result: result(call, content), error: false, effect: done.effect ?? null };
 }
 
 function result(call: ToolUse, content: ContentBlock[], isError = false): ToolResult {
@@ -234,21 +232,10 @@ function oneLine(text: string): string {
 /** The reply of `computer_action` for one call (`single`) or a turn's calls. */
 export function toolsetReplyOf(
   display: ToolsetReply["display"],
-  answers: Answer[],
+  answers: Answer<ToolResult>[],
   single: boolean,
 ): ToolsetReply {
-  const isError = answers.some((a) => a.result.is_error);
-  if (single) {
-    const [{ result: one, effect }] = answers;
-    return { vocabulary: "toolset", display, is_error: isError, tool_result: one, ...(effect ?? {}) };
-  }
-  return {
-    vocabulary: "toolset",
-    display,
-    is_error: isError,
-    tool_results: answers.map((a) => a.result),
-    effects: answers.map((a) => a.effect),
-  };
+  return { vocabulary: "toolset", display, ...answerFields(answers, single) };
 }
 
 /** What each member does, for the MCP tools (the SDK's input types say the same). */

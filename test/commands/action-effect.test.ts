@@ -12,6 +12,7 @@ import {
   eventually,
   focusWindow,
   PYTHON,
+  placeWindow,
   startDesktopServer,
 } from "../support/desktop.js";
 
@@ -27,12 +28,7 @@ const centre = (box: { x: number; y: number; width: number; height: number }) =>
 async function place(app: string, out: string, title: string, x: number, y: number) {
   desk.spawn(PYTHON, [join(APPS, app), join(desk.dir, out), title]);
   const id = await desk.waitForWindow(title);
-  await desk.run("xdotool", ["windowmove", "--sync", String(id), String(x), String(y)]);
-  const box = await eventually(async () => {
-    const g = await desk.geometry(id);
-    return Math.abs(g.x - x) < 50 && Math.abs(g.y - y) < 50 ? g : null;
-  });
-  return { id, box };
+  return { id, box: await placeWindow(desk, id, x, y) };
 }
 
 /**

@@ -20,6 +20,7 @@ import {
   eventually,
   focusWindow,
   PYTHON,
+  placeWindow,
   startDesktopServer,
 } from "../support/desktop.js";
 
@@ -42,12 +43,7 @@ const toGrid = (v: number, size: number) => Math.ceil((v * 1000) / size);
 async function place(args: string[], title: string, x: number, y: number) {
   desk.spawn("env", ["GDK_CORE_DEVICE_EVENTS=1", PYTHON, ...args]);
   const id = await desk.waitForWindow(title);
-  await desk.run("xdotool", ["windowmove", "--sync", String(id), String(x), String(y)]);
-  const box = await eventually(async () => {
-    const g = await desk.geometry(id);
-    return Math.abs(g.x - x) < 50 && Math.abs(g.y - y) < 50 ? g : null;
-  });
-  return { id, box };
+  return { id, box: await placeWindow(desk, id, x, y) };
 }
 
 beforeAll(async () => {

@@ -25,6 +25,7 @@ import {
   eventually,
   focusWindow,
   PYTHON,
+  placeWindow,
   startDesktopServer,
   startRecorderTerminal,
 } from "../support/desktop.js";
@@ -57,12 +58,7 @@ let xtermId: number;
 beforeAll(async () => {
   desk = await startDesktopServer({ width: 1280, height: 800 });
   desk.spawn(PYTHON, [join(APPS, "button.py"), join(desk.dir, "clicks.txt"), "toolsetbutton"]);
-  const buttonId = await desk.waitForWindow("toolsetbutton");
-  await desk.run("xdotool", ["windowmove", "--sync", String(buttonId), "100", "100"]);
-  const box = await eventually(async () => {
-    const g = await desk.geometry(buttonId);
-    return g.x < 150 && g.y < 150 ? g : null;
-  });
+  const box = await placeWindow(desk, await desk.waitForWindow("toolsetbutton"), 100, 100);
   buttonAt = [Math.floor((box.x + box.width / 2) / 2), Math.floor((box.y + box.height / 2) / 2)];
   xtermId = await startRecorderTerminal(desk);
   await desk.run("xdotool", ["windowmove", "--sync", String(xtermId), "700", "400"]);
