@@ -43,9 +43,6 @@ import {
   toolsetTools,
 } from "./toolset.js";
 
-export { autoDisplay, DisplayMapping } from "./display.js";
-export { PIXELS_PER_NOTCH } from "./steps.js";
-
 export const computerActionResult = z.discriminatedUnion("vocabulary", [
   anthropicReply,
   openaiReply,
