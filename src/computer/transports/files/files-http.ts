@@ -11,13 +11,12 @@
  * `/files/~/notes.txt` is in the home directory. Mounted after the app's `auth` middleware, so it
  * has the same authentication and origin rules as `/cmd`. Failures are JSON `{"detail": ...}`.
  */
-import { randomBytes } from "node:crypto";
-import { createWriteStream, type Stats } from "node:fs";
-import { type FileHandle, open, rename, stat, unlink } from "node:fs/promises";
+import { createWriteStream } from "node:fs";
+import { type FileHandle, open, stat } from "node:fs/promises";
 import type { IncomingMessage } from "node:http";
-import { basename, dirname, join } from "node:path";
 import { type Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { beginAtomicWrite } from "../../../common/atomic-write.js";
 import { CommandError, describeOsError } from "../../../common/errors.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { formatBytes } from "../../../common/sizes.js";
@@ -210,25 +209,25 @@ async function receiveFile(c: Context<ComputerEnv>, limit: number): Promise<unde
     dropTheRest(incoming);
     throw tooLarge(limit);
   }
-  const existing: Stats | undefined = await stat(abs).catch(() => undefined);
-  if (existing?.isDirectory()) throw new HttpFailure(400, `Is a directory: ${path}`);
-  const temp = join(dirname(abs), `.${basename(abs)}.${randomBytes(6).toString("hex")}.tmp`);
-  const handle = await open(temp, "wx", existing ? existing.mode & 0o7777 : 0o644).catch((err) => {
+  const existed = await stat(abs).then(
+    () => true,
+    () => false,
+  );
+  const write = await beginAtomicWrite(abs).catch((err) => {
     throw withPath(err, path);
   });
   let size: number;
   try {
-    size = await streamBody(incoming, handle.fd, limit);
-    await handle.sync();
-    await handle.close();
-    await rename(temp, abs);
+    size = await streamBody(incoming, write.handle.fd, limit);
   } catch (err) {
-    await handle.close().catch(() => undefined);
-    await unlink(temp).catch(() => undefined);
+    await write.abort();
     throw err instanceof HttpFailure ? err : withPath(err, path);
   }
+  await write.commit().catch((err) => {
+    throw withPath(err, path);
+  });
   const text = JSON.stringify({ success: true, size });
-  const { res } = replyByHand(c, existing ? 200 : 201, {
+  const { res } = replyByHand(c, existed ? 200 : 201, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
   });
