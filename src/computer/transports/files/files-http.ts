@@ -46,7 +46,7 @@ const STATUS_OF_ERRNO: Record<string, ContentfulStatusCode> = {
   ENOSPC: 507,
 };
 
-class HttpFailure extends Error {
+export class HttpFailure extends Error {
   constructor(
     readonly status: ContentfulStatusCode,
     message: string,
@@ -151,7 +151,7 @@ async function sendFile(c: Context<ComputerEnv>): Promise<Response | undefined> 
  * once the socket has taken its previous content. A fresh buffer per read (as a file stream does)
  * costs page faults on every megabyte and leaves the allocator fragmented.
  */
-async function sendBytes(handle: FileHandle, res: HandWritten, start: number, end: number) {
+export async function sendBytes(handle: FileHandle, res: HandWritten, start: number, end: number) {
   const buffers = [Buffer.allocUnsafeSlow(READ_CHUNK), Buffer.allocUnsafeSlow(READ_CHUNK)];
   const written: Promise<void>[] = [Promise.resolve(), Promise.resolve()];
   let position = start;

@@ -1,0 +1,162 @@
+/**
+ * envd's `process.Process` service on Hangar's processes (processes.ts): the request checks and
+ * the events of the streams. `Start` and `Connect` stream a start event, the output, keep-alives
+ * (every `Keepalive-Ping-Interval` seconds without output, as the SDK asks) and the end. A stream
+ * the client leaves does not stop the process; the request's timeout (`Connect-Timeout-Ms`) does,
+ * as in envd.
+ */
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { EnvdState } from "./envd-state.js";
+import {
+  type Process,
+  type ProcessEventSchema,
+  type ProcessInput,
+  type ProcessSelector,
+  Signal,
+} from "./gen/process/process_pb.js";
+import { keepAliveMs } from "./keepalive.js";
+import type { EnvdProcess, EnvdProcesses, ProcessOutput } from "./processes.js";
+
+/** The largest terminal, in columns or rows. */
+const MAX_PTY_SIZE = 1000;
+
+type EventInit = MessageInitShape<typeof ProcessEventSchema>;
+
+export function processService(state: EnvdState, processes: EnvdProcesses): ServiceImpl<typeof Process> {
+  return {
+    list() {
+      return {
+        processes: processes.list().map((proc) => ({ pid: proc.pid, tag: proc.tag, config: proc.config })),
+      };
+    },
+
+    async *start(req, ctx) {
+      state.checkUser(state.userOfHeader(ctx.requestHeader.get("authorization")));
+      const config = req.process;
+      if (!config?.cmd) throw new ConnectError("process.cmd is required", Code.InvalidArgument);
+      const size = req.pty?.size;
+      if (req.pty && !(size && validSize(size.cols) && validSize(size.rows))) {
+        throw new ConnectError(
+          `pty.size: cols and rows must be from 1 to ${MAX_PTY_SIZE}`,
+          Code.InvalidArgument,
+        );
+      }
+      const proc = processes.start({
+        cmd: config.cmd,
+        args: config.args,
+        envs: config.envs,
+        cwd: state.resolve(config.cwd ?? ""),
+        tag: req.tag,
+        // Unset means a pipe, as older clients expect; the SDK says false unless it wants one.
+        stdin: req.stdin ?? true,
+        pty: req.pty && size ? { cols: size.cols, rows: size.rows } : undefined,
+        timeoutMs: ctx.timeoutMs() ?? 0,
+        baseEnv: state.envVars,
+      });
+      const sub = proc.subscribe();
+      try {
+        yield { event: { event: { case: "start", value: { pid: proc.pid } } } };
+        yield* events(sub, ctx);
+      } finally {
+        sub.close();
+      }
+    },
+
+    async *connect(req, ctx) {
+      const proc = processes.find(selectorOf(req.process), true);
+      const sub = proc.subscribe();
+      try {
+        yield { event: { event: { case: "start", value: { pid: proc.pid } } } };
+        yield* events(sub, ctx);
+      } finally {
+        sub.close();
+      }
+    },
+
+    update(req) {
+      const proc = processes.find(selectorOf(req.process));
+      const size = req.pty?.size;
+      if (req.pty) {
+        if (!(size && validSize(size.cols) && validSize(size.rows))) {
+          throw new ConnectError(
+            `pty.size: cols and rows must be from 1 to ${MAX_PTY_SIZE}`,
+            Code.InvalidArgument,
+          );
+        }
+        proc.controls.resize(size.cols, size.rows);
+      }
+      return {};
+    },
+
+    async streamInput(requests) {
+      let proc: EnvdProcess | undefined;
+      for await (const req of requests) {
+        const event = req.event;
+        if (event.case === "start") proc = processes.find(selectorOf(event.value.process));
+        else if (event.case === "data") {
+          if (!proc)
+            throw new ConnectError("the first event must name the process (start)", Code.InvalidArgument);
+          write(proc, event.value.input);
+        } else if (event.case !== "keepalive") {
+          throw new ConnectError("an input event must be start, data or keepalive", Code.InvalidArgument);
+        }
+      }
+      return {};
+    },
+
+    sendInput(req) {
+      write(processes.find(selectorOf(req.process)), req.input);
+      return {};
+    },
+
+    sendSignal(req) {
+      const proc = processes.find(selectorOf(req.process));
+      const signal =
+        req.signal === Signal.SIGKILL ? "SIGKILL" : req.signal === Signal.SIGTERM ? "SIGTERM" : undefined;
+      if (!signal)
+        throw new ConnectError(`invalid signal: ${req.signal} (SIGTERM or SIGKILL)`, Code.Unimplemented);
+      processes.signal(proc, signal);
+      return {};
+    },
+
+    closeStdin(req) {
+      processes.find(selectorOf(req.process)).controls.closeStdin();
+      return {};
+    },
+  };
+}
+
+/** The events of a subscription as the stream's messages, until the end (or the client leaves). */
+async function* events(sub: ReturnType<EnvdProcess["subscribe"]>, ctx: HandlerContext) {
+  const interval = keepAliveMs(ctx);
+  for (;;) {
+    const output = await sub.next(interval, ctx.signal);
+    yield { event: eventOf(output) };
+    if (output.type === "end") return;
+  }
+}
+
+function eventOf(output: ProcessOutput): EventInit {
+  if (output.type === "keepalive") return { event: { case: "keepalive", value: {} } };
+  if (output.type === "end") return { event: { case: "end", value: output.ending } };
+  return { event: { case: "data", value: { output: { case: output.stream, value: output.data } } } };
+}
+
+function write(proc: EnvdProcess, input: ProcessInput | undefined) {
+  const data = input?.input;
+  if (data?.case === "stdin") proc.controls.writeStdin(Buffer.from(data.value));
+  else if (data?.case === "pty") proc.controls.writePty(Buffer.from(data.value));
+  else throw new ConnectError("input must be stdin or pty bytes", Code.InvalidArgument);
+}
+
+function selectorOf(process: ProcessSelector | undefined): { pid?: number; tag?: string } {
+  const selector = process?.selector;
+  if (selector?.case === "pid") return { pid: selector.value };
+  if (selector?.case === "tag") return { tag: selector.value };
+  throw new ConnectError("process: give a pid or a tag", Code.InvalidArgument);
+}
+
+function validSize(value: number): boolean {
+  return Number.isInteger(value) && value >= 1 && value <= MAX_PTY_SIZE;
+}
