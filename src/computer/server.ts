@@ -128,6 +128,12 @@ export async function startComputerServer(
 ): Promise<RunningComputerServer> {
   const log = options.log ?? silentLogger;
   const host = options.host ?? "127.0.0.1";
+  if (options.envd && !options.envd.token && !isLoopbackName(host)) {
+    throw new Error(
+      `envd on ${host} (beyond loopback) needs --envd-token-file: without a token, anyone who reaches ` +
+        "its port runs commands on this desktop",
+    );
+  }
   const originPolicy = new OriginPolicy({
     listenHost: host,
     allowOrigins: options.allowOrigins,
@@ -275,13 +281,6 @@ export async function startComputerServer(
   listeningPort = port;
   const shownHost = host.includes(":") ? `[${host}]` : host;
   const url = `${tls ? "https" : "http"}://${shownHost}:${port}`;
-  if (options.envd && !options.envd.token && !isLoopbackName(host)) {
-    server.close();
-    throw new Error(
-      `envd on ${host} (beyond loopback) needs --envd-token-file: without a token, anyone who reaches ` +
-        "its port runs commands on this desktop",
-    );
-  }
   const envd = options.envd
     ? await startEnvdListener(options.envd, {
         host,

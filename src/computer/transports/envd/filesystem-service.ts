@@ -118,7 +118,7 @@ export function filesystemService(state: EnvdState): FilesystemService {
       const queue: FilesystemEvent[] = [];
       let failure: Error | undefined;
       let wake: (() => void) | undefined;
-      const stop = watchDirectory(
+      const stop = await watchDirectory(
         path,
         { recursive: req.recursive, includeEntry: req.includeEntry },
         (event) => {
@@ -160,7 +160,7 @@ export function filesystemService(state: EnvdState): FilesystemService {
       }
       const id = `w${randomBytes(12).toString("hex")}`;
       const watcher: PolledWatcher = { events: [], stop: () => undefined };
-      watcher.stop = watchDirectory(
+      watcher.stop = await watchDirectory(
         path,
         { recursive: req.recursive, includeEntry: req.includeEntry },
         (event) => {
