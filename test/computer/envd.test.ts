@@ -24,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningComputerServer, startComputerServer } from "../../src/computer/server.js";
 import { EventType, Filesystem } from "../../src/computer/transports/envd/gen/filesystem/filesystem_pb.js";
 import { Process } from "../../src/computer/transports/envd/gen/process/process_pb.js";
+import { startCli } from "../support/cli-process.js";
 
 const ENVD_VERSION = "0.6.4";
 
@@ -544,4 +545,78 @@ describe("envd's start", () => {
     writeFileSync(join(dir, "empty-token"), "\n", { mode: 0o600 });
     expect(() => readTokenFile(join(dir, "empty-token"))).toThrow(/first line/);
   });
+});
+
+describe("envd of `hangar serve --envd-port`", () => {
+  // 200 MB (the issue asks for 50): garbage buffers not yet collected alone can reach 64 MB of a
+  // Node process's memory, so only a file well beyond that shows whether a transfer is held whole.
+  it("streams 200 MB up and down (raw and multipart) without holding them in memory", async () => {
+    const token = "cli-token-0123456789";
+    const tokenFile = join(dir, "cli-token");
+    writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+    const cli = await startCli([
+      "serve",
+      "--port",
+      "0",
+      "--no-virtual-display",
+      "--warm-shells",
+      "0",
+      "--body-limit",
+      "256MiB",
+      "--envd-port",
+      "0",
+      "--envd-token-file",
+      tokenFile,
+    ]);
+    try {
+      const envdLine = /E2B envd on (http:\/\/\S+)/;
+      if (!envdLine.test(cli.stdout())) await new Promise((r) => cli.child.stdout!.once("data", r));
+      const url = envdLine.exec(cli.stdout())![1];
+      const sbx = sandboxAt(url, token);
+      const peakRss = () =>
+        Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${cli.pid}/status`, "utf8"))![1]) * 1024;
+      await sbx.files.write(join(dir, "warm-up.txt"), "warm up");
+      const before = peakRss();
+
+      const size = 200 * 1024 * 1024;
+      const chunk = Buffer.alloc(1024 * 1024);
+      for (let i = 0; i < chunk.length; i++) chunk[i] = (i * 31) & 0xff;
+      const sent = createHash("sha256");
+      let left = size;
+      const source = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (left === 0) return controller.close();
+          left -= chunk.length;
+          sent.update(chunk);
+          controller.enqueue(new Uint8Array(chunk));
+        },
+      });
+      const big = join(dir, "big.bin");
+      await sbx.files.write(big, source);
+      const digest = sent.digest("hex");
+      expect(createHash("sha256").update(readFileSync(big)).digest("hex")).toBe(digest);
+
+      const received = createHash("sha256");
+      let length = 0;
+      for await (const part of await sbx.files.read(big, { format: "stream" })) {
+        received.update(part);
+        length += part.length;
+      }
+      expect(length).toBe(size);
+      expect(received.digest("hex")).toBe(digest);
+
+      // The SDK's default upload: multipart (the SDK holds the Blob; the server streams it to disk).
+      await sbx.files.write(join(dir, "big-multipart.bin"), new Blob([readFileSync(big)]));
+      expect(
+        createHash("sha256")
+          .update(readFileSync(join(dir, "big-multipart.bin")))
+          .digest("hex"),
+      ).toBe(digest);
+
+      const grown = peakRss() - before;
+      expect(grown).toBeLessThan(100 * 1024 * 1024);
+    } finally {
+      await cli.stop();
+    }
+  }, 120_000);
 });
