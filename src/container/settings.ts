@@ -17,6 +17,9 @@
  *                                  HANGAR_VNC_PASSWORD_FILE or HANGAR_VNC_PASSWORD
  *   HANGAR_OSWORLD=5000            OSWorld's controller API on this port (`--osworld`, docs/osworld.md);
  *                                  the image sets 5000, `off` turns it off
+ *   HANGAR_ENVD=49983              E2B's envd on this port (`--envd-port`, docs/e2b.md); off unless set;
+ *                                  its access token from the secrets directory's `envd-token` file
+ *                                  (→ `--envd-token-file`), which it needs beyond loopback
  *   CONTAINER_NAME is read by `hangar serve` itself; HANGAR_API_KEYS and HANGAR_AUTH_URL reach only
  *   the server (main.ts), never the desktop or the commands.
  * Flags given as arguments win over the environment, which wins over the mounted files.
@@ -116,6 +119,18 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
       throw new Error(`HANGAR_OSWORLD must be a port number from 1 to 65535 or off, not ${osworld}`);
     }
     serveArgs.push("--osworld", String(osworldPort));
+  }
+  const envd = env.HANGAR_ENVD;
+  if (envd && envd !== "off" && !given.has("--envd-port")) {
+    const envdPort = Number(envd);
+    if (!Number.isInteger(envdPort) || envdPort <= 0 || envdPort > 65535) {
+      throw new Error(`HANGAR_ENVD must be a port number from 1 to 65535 or off, not ${envd}`);
+    }
+    serveArgs.push("--envd-port", String(envdPort));
+  }
+  const envdToken = join(secrets, "envd-token");
+  if (flagNames(serveArgs).has("--envd-port") && !given.has("--envd-token-file") && existsSync(envdToken)) {
+    serveArgs.push("--envd-token-file", readable(envdToken));
   }
 
   return {

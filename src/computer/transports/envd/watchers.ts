@@ -7,7 +7,7 @@
  */
 import { type FSWatcher, watch } from "node:fs";
 import { lstat, readdir } from "node:fs/promises";
-import { basename, join } from "node:path";
+import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { isTemporaryWriteName } from "../../../common/atomic-write.js";
 import { entryInfo } from "./entries.js";
