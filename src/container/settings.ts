@@ -112,21 +112,18 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
   }
   const serveArgs = ["serve", ...(given.has("--host") ? [] : ["--host", host])];
   serveArgs.push(...(given.has("--port") ? [] : ["--port", String(port)]), ...all);
-  const osworld = env.HANGAR_OSWORLD;
-  if (osworld && osworld !== "off" && !given.has("--osworld")) {
-    const osworldPort = Number(osworld);
-    if (!Number.isInteger(osworldPort) || osworldPort <= 0 || osworldPort > 65535) {
-      throw new Error(`HANGAR_OSWORLD must be a port number from 1 to 65535 or off, not ${osworld}`);
+  // A listener the image may add, on the port its variable names (or `off`), unless a flag gives it.
+  for (const [variable, flag] of [
+    ["HANGAR_OSWORLD", "--osworld"],
+    ["HANGAR_ENVD", "--envd-port"],
+  ] as const) {
+    const value = env[variable];
+    if (!value || value === "off" || given.has(flag)) continue;
+    const listenerPort = Number(value);
+    if (!Number.isInteger(listenerPort) || listenerPort <= 0 || listenerPort > 65535) {
+      throw new Error(`${variable} must be a port number from 1 to 65535 or off, not ${value}`);
     }
-    serveArgs.push("--osworld", String(osworldPort));
-  }
-  const envd = env.HANGAR_ENVD;
-  if (envd && envd !== "off" && !given.has("--envd-port")) {
-    const envdPort = Number(envd);
-    if (!Number.isInteger(envdPort) || envdPort <= 0 || envdPort > 65535) {
-      throw new Error(`HANGAR_ENVD must be a port number from 1 to 65535 or off, not ${envd}`);
-    }
-    serveArgs.push("--envd-port", String(envdPort));
+    serveArgs.push(flag, String(listenerPort));
   }
   const envdToken = join(secrets, "envd-token");
   if (flagNames(serveArgs).has("--envd-port") && !given.has("--envd-token-file") && existsSync(envdToken)) {

@@ -27,23 +27,11 @@ import { formatBytes } from "../../../common/sizes.js";
 import { makeDirectory } from "../../../os/make-directory.js";
 import { dropTheRest } from "../../http/body.js";
 import { MultipartError, multipartBoundary, readMultipart } from "../../http/multipart.js";
-import { parseRange, sendBytes } from "../files/files-http.js";
+import { parseRange, STATUS_OF_ERRNO, sendBytes } from "../files/files-http.js";
 import { EnvdHttpError, type EnvdState } from "./envd-state.js";
 
 /** What the disk may be behind an upload before the request waits. */
 const WRITE_BUFFER = 4 * 1024 * 1024;
-
-const STATUS_OF_ERRNO: Record<string, number> = {
-  ENOENT: 404,
-  EACCES: 403,
-  EPERM: 403,
-  EISDIR: 400,
-  ENOTDIR: 400,
-  ENAMETOOLONG: 400,
-  ELOOP: 400,
-  ENOSPC: 507,
-  EDQUOT: 507,
-};
 
 interface FileQuery {
   path: string;

@@ -54,24 +54,11 @@ export function processService(state: EnvdState, processes: EnvdProcesses): Serv
         timeoutMs: ctx.timeoutMs() ?? 0,
         baseEnv: state.envVars,
       });
-      const sub = proc.subscribe();
-      try {
-        yield { event: { event: { case: "start", value: { pid: proc.pid } } } };
-        yield* events(sub, ctx);
-      } finally {
-        sub.close();
-      }
+      yield* events(proc, ctx);
     },
 
     async *connect(req, ctx) {
-      const proc = processes.find(selectorOf(req.process), true);
-      const sub = proc.subscribe();
-      try {
-        yield { event: { event: { case: "start", value: { pid: proc.pid } } } };
-        yield* events(sub, ctx);
-      } finally {
-        sub.close();
-      }
+      yield* events(processes.find(selectorOf(req.process), true), ctx);
     },
 
     update(req) {
@@ -127,13 +114,23 @@ export function processService(state: EnvdState, processes: EnvdProcesses): Serv
   };
 }
 
-/** The events of a subscription as the stream's messages, until the end (or the client leaves). */
-async function* events(sub: ReturnType<EnvdProcess["subscribe"]>, ctx: HandlerContext) {
-  const interval = keepAliveMs(ctx);
-  for (;;) {
-    const output = await sub.next(interval, ctx.signal);
-    yield { event: eventOf(output) };
-    if (output.type === "end") return;
+/**
+ * A process as a stream's messages: its start, what it wrote (what is kept first), keep-alives, its
+ * end; until the end, or until the client leaves.
+ */
+async function* events(proc: EnvdProcess, ctx: HandlerContext) {
+  // Subscribed before the first message goes out: no output falls between.
+  const sub = proc.subscribe();
+  try {
+    yield { event: { event: { case: "start" as const, value: { pid: proc.pid } } } };
+    const interval = keepAliveMs(ctx);
+    for (;;) {
+      const output = await sub.next(interval, ctx.signal);
+      yield { event: eventOf(output) };
+      if (output.type === "end") return;
+    }
+  } finally {
+    sub.close();
   }
 }
 

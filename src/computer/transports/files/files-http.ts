@@ -36,14 +36,17 @@ const READ_CHUNK = 1024 * 1024;
 /** What an upload may queue for the disk: socket chunks pile up and go out in one `writev`. */
 const WRITE_BUFFER = 4 * 1024 * 1024;
 
-const STATUS_OF_ERRNO: Record<string, ContentfulStatusCode> = {
+/** The HTTP status of an OS error of a file transfer. */
+export const STATUS_OF_ERRNO: Record<string, ContentfulStatusCode> = {
   ENOENT: 404,
   EACCES: 403,
   EPERM: 403,
   EISDIR: 400,
   ENOTDIR: 400,
   ENAMETOOLONG: 400,
+  ELOOP: 400,
   ENOSPC: 507,
+  EDQUOT: 507,
 };
 
 export class HttpFailure extends Error {
