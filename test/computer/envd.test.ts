@@ -390,6 +390,10 @@ describe("envd without a token (loopback)", () => {
     expect(
       await code(proc.sendSignal({ process: { selector: { case: "tag", value: "no-such-tag" } } })),
     ).toBe(Code.NotFound);
+    expect(await code(proc.start({ process: { cmd: "echo", args: ["a\0b"] } }))).toBe(Code.InvalidArgument);
+    expect(await code(proc.start({ process: { cmd: "env", envs: { "A=B": "x" } } }))).toBe(
+      Code.InvalidArgument,
+    );
     expect(await code(fs.listDir({ path: join(dir, "nope") }))).toBe(Code.NotFound);
     writeFileSync(join(dir, "plain.txt"), "x");
     expect(await code(fs.listDir({ path: join(dir, "plain.txt") }))).toBe(Code.InvalidArgument);
@@ -525,6 +529,73 @@ describe("envd with an access token", () => {
     expect(run.stdout).toBe(`yes\n${dir}\n`);
     const envs = await fetch(`${server.envdUrl}/envs`, { headers: { "x-access-token": token } });
     expect(await envs.json()).toEqual({ FROM_INIT: "yes" });
+  });
+});
+
+describe("envd given its token by /init, with a small body limit", () => {
+  let server: RunningComputerServer;
+  beforeAll(async () => {
+    server = await startComputerServer({ port: 0, bodyLimitBytes: 1024 * 1024, envd: { port: 0 } });
+  });
+  afterAll(() => server?.close());
+
+  it("takes the first /init's token, then asks for it", async () => {
+    const init = await fetch(`${server.envdUrl}/init`, {
+      method: "POST",
+      body: JSON.stringify({
+        accessToken: "from-init",
+        timestamp: new Date().toISOString(),
+        hyperloopIP: "x",
+      }),
+    });
+    expect(init.status).toBe(204);
+    expect((await fetch(`${server.envdUrl}/envs`)).status).toBe(401);
+    expect(
+      (await fetch(`${server.envdUrl}/envs`, { headers: { "x-access-token": "from-init" } })).status,
+    ).toBe(200);
+    const again = await fetch(`${server.envdUrl}/init`, {
+      method: "POST",
+      body: JSON.stringify({ envVars: {} }),
+    });
+    expect(again.status).toBe(401);
+    const bad = await fetch(`${server.envdUrl}/init`, { method: "POST", body: "{not json" });
+    expect(bad.status).toBe(400);
+  });
+
+  it("refuses an upload beyond the body limit and leaves nothing behind", async () => {
+    const sbx = sandboxAt(server.envdUrl!, "from-init");
+    const target = join(dir, "limited", "too-big.bin");
+    const declared = await sbx.files.write(target, new Blob([Buffer.alloc(2 * 1024 * 1024)])).catch((e) => e);
+    expect(String(declared.message)).toMatch(/413.*larger than the limit of 1 MiB/);
+    let sent = 0;
+    const unsized = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent >= 4 * 1024 * 1024) return controller.close();
+        sent += 64 * 1024;
+        controller.enqueue(new Uint8Array(64 * 1024));
+      },
+    });
+    const streamed = await sbx.files.write(target, unsized).catch((e) => e);
+    expect(streamed).toBeInstanceOf(Error);
+    // Small when compressed, beyond the limit once inflated; and bytes that are not gzip.
+    const { gzipSync } = await import("node:zlib");
+    const post = (body: Buffer) =>
+      fetch(`${server.envdUrl}/files?path=${encodeURIComponent(target)}`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/octet-stream",
+          "content-encoding": "gzip",
+          "x-access-token": "from-init",
+        },
+        body: new Uint8Array(body),
+      });
+    const bomb = await post(gzipSync(Buffer.alloc(8 * 1024 * 1024)));
+    expect(bomb.status).toBe(413);
+    const garbage = await post(Buffer.from([1, 2, 3, 4, 5, 6, 7, 8]));
+    expect(garbage.status).toBe(400);
+    expect((await garbage.json()).message).toMatch(/cannot be decompressed/);
+    expect(existsSync(target)).toBe(false);
+    expect(readdirSync(join(dir, "limited"))).toEqual([]);
   });
 });
 

@@ -100,6 +100,9 @@ export async function readMultipart(
           const headerText = blank ? "" : buffer.subarray(0, end).toString("utf8");
           buffer = buffer.subarray(blank ? 2 : end + 4);
           const body = new PassThrough({ highWaterMark: 1024 * 1024 });
+          // A body cut short is destroyed with an error, which its reader sees (a stream keeps its
+          // error); before the reader listens, it must not be an unhandled 'error' event.
+          body.on("error", () => undefined);
           const { name, filename } = disposition(headerText);
           part = { body, handled: onPart({ name, filename, body }) };
           // A handler that fails stops the reading; its error is the one reported.

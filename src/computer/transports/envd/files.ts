@@ -18,8 +18,8 @@ import { constants, createWriteStream } from "node:fs";
 import { open } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { basename, dirname } from "node:path";
-import { type Readable, Transform } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import { pipeline, type Readable, Transform } from "node:stream";
+import { pipeline as pipelineDone } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { beginAtomicWrite } from "../../../common/atomic-write.js";
 import { describeOsError } from "../../../common/errors.js";
@@ -152,7 +152,15 @@ async function receive(
     if (!req.complete)
       counted.destroy(new Error("the client closed the connection before the end of the body"));
   });
-  const body: Readable = encoding === "gzip" ? counted.pipe(createGunzip()).pipe(byteLimit(limit)) : counted;
+  let body: Readable = counted;
+  if (encoding === "gzip") {
+    const inflated = byteLimit(limit);
+    // A failure anywhere on the way destroys the whole chain, so the reader of `body` sees it.
+    pipeline(counted, createGunzip(), inflated, () => undefined);
+    body = inflated;
+  }
+  // Their errors reach whoever reads `body` (a stream keeps its error), which may not listen yet.
+  for (const stream of new Set([counted, body])) stream.on("error", () => undefined);
   const written: { path: string; name: string; type: "file" }[] = [];
   try {
     if (/^application\/octet-stream\b/i.test(type)) {
@@ -213,7 +221,7 @@ async function writeFile(path: string, source: Readable) {
     throw httpError(err, path);
   });
   try {
-    await pipeline(
+    await pipelineDone(
       source,
       createWriteStream("", { fd: write.handle.fd, autoClose: false, highWaterMark: WRITE_BUFFER }),
     );

@@ -35,6 +35,7 @@ export function processService(state: EnvdState, processes: EnvdProcesses): Serv
       state.checkUser(state.userOfHeader(ctx.requestHeader.get("authorization")));
       const config = req.process;
       if (!config?.cmd) throw new ConnectError("process.cmd is required", Code.InvalidArgument);
+      checkConfig(config);
       const size = req.pty?.size;
       if (req.pty && !(size && validSize(size.cols) && validSize(size.rows))) {
         throw new ConnectError(
@@ -152,6 +153,26 @@ function selectorOf(process: ProcessSelector | undefined): { pid?: number; tag?:
   if (selector?.case === "pid") return { pid: selector.value };
   if (selector?.case === "tag") return { tag: selector.value };
   throw new ConnectError("process: give a pid or a tag", Code.InvalidArgument);
+}
+
+/** What no process can be given: a NUL byte in its command, arguments, directory or variables, an `=` in a variable's name. */
+function checkConfig(config: { cmd: string; args: string[]; envs: Record<string, string>; cwd?: string }) {
+  const words: [string, string][] = [
+    ["process.cmd", config.cmd],
+    ...config.args.map((arg, i): [string, string] => [`process.args[${i}]`, arg]),
+    ["process.cwd", config.cwd ?? ""],
+  ];
+  for (const [where, word] of words) {
+    if (word.includes("\0")) throw new ConnectError(`${where}: contains a NUL byte`, Code.InvalidArgument);
+  }
+  for (const [name, value] of Object.entries(config.envs)) {
+    if (name === "" || name.includes("=") || name.includes("\0") || value.includes("\0")) {
+      throw new ConnectError(
+        `process.envs: '${name.replaceAll("\0", "\\0")}' is not a variable (no '=' or NUL byte, not empty)`,
+        Code.InvalidArgument,
+      );
+    }
+  }
 }
 
 function validSize(value: number): boolean {
