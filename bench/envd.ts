@@ -95,15 +95,17 @@ const transfers: Record<string, () => Promise<unknown>> = {
   },
 };
 
-const times: Record<string, number[]> = {};
+const times: Record<string, number[]> = Object.fromEntries(
+  [...Object.keys(runs), ...Object.keys(transfers)].map((name) => [name, []]),
+);
 try {
   for (const fn of [...Object.values(runs), ...Object.values(transfers)]) await fn();
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, fn] of Object.entries(runs)) {
-      (times[name] ??= []).push(...(await sample(BURST, fn, { warmup: 2 })));
+      times[name].push(...(await sample(BURST, fn, { warmup: 2 })));
     }
     for (const [name, fn] of Object.entries(transfers)) {
-      (times[name] ??= []).push(...(await sample(1, fn, { warmup: 0 })));
+      times[name].push(...(await sample(1, fn, { warmup: 0 })));
     }
   }
   const rows = Object.keys(runs).map((name) => [name, ms(median(times[name])), ms(p95(times[name])), ""]);
