@@ -117,7 +117,9 @@ export class HangarComputer implements Computer {
       ...(this.dimensions ? { display: { width: this.dimensions[0], height: this.dimensions[1] } } : {}),
     };
     const reply = await this.hangar.computerAction(params);
+    if (reply.vocabulary !== "openai")
+      throw new Error(`unexpected ${reply.vocabulary} reply to an OpenAI action`);
     if (reply.is_error) throw new Error(reply.text ?? `${action.type} failed`);
-    return reply.vocabulary === "openai" ? reply.tool_result.output : undefined;
+    return reply.tool_result.output;
   }
 }

@@ -18,7 +18,7 @@ import {
 import { createLazyAdaptorServer } from "../common/lazy-node-server.js";
 import { closeServer, listening } from "../common/listen.js";
 import { type Logger, silentLogger } from "../common/logger.js";
-import { nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
+import { isLoopbackName, nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
 import { LazyWebSocketServer } from "../common/ws-server.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
@@ -101,9 +101,17 @@ export interface ComputerServerOptions {
    * (default 5000; 0 picks a free one) on the server's address, with the same origin policy and keys.
    */
   osworld?: { port?: number; openFileTimeoutSeconds?: number };
+  /**
+   * E2B's envd on its own listener (`--envd-port`, docs/e2b.md): its port (E2B's is 49983; 0 picks a
+   * free one) on the server's address, with the origin policy, and the access token from
+   * `--envd-token-file` (required beyond loopback; else the first `POST /init` may set one).
+   */
+  envd?: { port: number; token?: string };
 }
 
 export const DEFAULT_OSWORLD_PORT = 5000;
+/** envd's port in E2B's sandboxes. */
+export const DEFAULT_ENVD_PORT = 49983;
 
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
@@ -113,6 +121,8 @@ export interface RunningComputerServer {
   readonly registry: CommandRegistry;
   /** The OSWorld controller's URL, when it is served. */
   readonly osworldUrl?: string;
+  /** envd's URL, when it is served. */
+  readonly envdUrl?: string;
   close(): Promise<void>;
 }
 
@@ -121,6 +131,12 @@ export async function startComputerServer(
 ): Promise<RunningComputerServer> {
   const log = options.log ?? silentLogger;
   const host = options.host ?? "127.0.0.1";
+  if (options.envd && !options.envd.token && !isLoopbackName(host)) {
+    throw new Error(
+      `envd on ${host} (beyond loopback) needs --envd-token-file: without a token, anyone who reaches ` +
+        "its port runs commands on this desktop",
+    );
+  }
   const originPolicy = new OriginPolicy({
     listenHost: host,
     allowOrigins: options.allowOrigins,
@@ -271,6 +287,20 @@ export async function startComputerServer(
     // Not on "upgrade": a second listener there stops @hono/node-server from answering upgrade
     // requests to routes that are not WebSockets (they would hang).
   }
+  const envd = options.envd
+    ? await startEnvdListener(options.envd, {
+        host,
+        originPolicy,
+        bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+        pty,
+        shells,
+        tls,
+        log,
+      }).catch((err) => {
+        server.close();
+        throw err;
+      })
+    : undefined;
   const osworld = options.osworld
     ? await startOsworld(options.osworld, {
         url,
@@ -283,7 +313,8 @@ export async function startComputerServer(
         certificate: options.tls?.cert,
         bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
         log,
-      }).catch((err) => {
+      }).catch(async (err) => {
+        await envd?.close();
         server.close();
         throw err;
       })
@@ -293,8 +324,10 @@ export async function startComputerServer(
     port,
     registry,
     osworldUrl: osworld?.url,
+    envdUrl: envd?.url,
     close: async () => {
       await osworld?.close();
+      await envd?.close();
       idle.cancel();
       quiet.cancel();
       shells?.close();
@@ -385,6 +418,15 @@ async function startOsworld(
       python.close();
     },
   };
+}
+
+/** envd's listener; its modules are loaded only when it is served. */
+async function startEnvdListener(
+  options: NonNullable<ComputerServerOptions["envd"]>,
+  server: Omit<import("./transports/envd/envd-server.js").EnvdOptions, "port" | "token">,
+) {
+  const { startEnvd } = await import("./transports/envd/envd-server.js");
+  return startEnvd({ ...server, port: options.port, token: options.token });
 }
 
 /** The desktop's variables (DISPLAY, its session bus), or none when there is no desktop. */
