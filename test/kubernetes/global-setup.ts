@@ -1,5 +1,6 @@
 /**
- * Starts one real single-node Kubernetes (v1.20, from `<repo>/../shared/k8s`: see its README) for
+ * Starts one real single-node Kubernetes (v1.20, from `<repo>/../shared/k8s`, or `$HANGAR_K8S_DIR`
+ * for a checkout elsewhere, a git worktree say: see its README) for
  * the whole run of the Kubernetes tests, with its registry, and pushes the light desktop image
  * (light-image.sh) into it; stops it at the end, which leaves nothing behind. Each test file makes
  * a namespace of its own. State in a temporary directory; ports from HANGAR_K8S_PORT_BASE
@@ -32,7 +33,7 @@ declare module "vitest" {
 }
 
 const REPO = resolve(import.meta.dirname, "..", "..");
-export const K8S_DIR = resolve(REPO, "..", "shared", "k8s");
+export const K8S_DIR = process.env.HANGAR_K8S_DIR ?? resolve(REPO, "..", "shared", "k8s");
 
 export default async function setup(project: TestProject) {
   const { cluster, stop } = await startTestCluster(Number(process.env.HANGAR_K8S_PORT_BASE ?? 17400));
@@ -47,7 +48,7 @@ export async function startTestCluster(
   if (!existsSync(join(K8S_DIR, "start-cluster.sh"))) {
     throw new Error(
       `The test cluster is not there: ${K8S_DIR}/start-cluster.sh is missing. The Kubernetes tests need ` +
-        "the shared/k8s directory beside the repository (its README says what it is), and its Debian " +
+        "the shared/k8s directory beside the repository, or HANGAR_K8S_DIR naming it (its README says what it is), and its Debian " +
         "packages (scripts/install-deps.sh installs them)",
     );
   }
