@@ -17,6 +17,11 @@
  *                                  HANGAR_VNC_PASSWORD_FILE or HANGAR_VNC_PASSWORD
  *   HANGAR_OSWORLD=5000            OSWorld's controller API on this port (`--osworld`, docs/osworld.md);
  *                                  the image sets 5000, `off` turns it off
+ *   HANGAR_EXTERNAL_DISPLAY=:0     the desktop is someone else's to start (E2B's `desktop` template:
+ *                                  @e2b/desktop starts Xvfb and Xfce there through envd): no virtual
+ *                                  display, apps or VNC here (HANGAR_VNC is ignored: the SDK's own
+ *                                  x11vnc and noVNC take 5900 and 6080), and the server drives that
+ *                                  display once it appears
  *   CONTAINER_NAME is read by `hangar serve` itself; HANGAR_API_KEYS and HANGAR_AUTH_URL reach only
  *   the server (main.ts), never the desktop or the commands.
  * Flags given as arguments win over the environment, which wins over the mounted files.
@@ -44,6 +49,8 @@ export interface ContainerSettings {
   height: number;
   host: string;
   vnc?: VncSettings;
+  /** The display another program starts (`HANGAR_EXTERNAL_DISPLAY`), instead of a virtual one here. */
+  externalDisplay?: string;
   /** Arguments after `hangar` (starting with `serve`). */
   serveArgs: string[];
   /** Where the HEALTHCHECK asks, `http(s)://127.0.0.1:<port>` (it adds `/status`). */
@@ -118,11 +125,17 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
     serveArgs.push("--osworld", String(osworldPort));
   }
 
+  const externalDisplay = env.HANGAR_EXTERNAL_DISPLAY || undefined;
+  if (externalDisplay && !/^:\d+$/.test(externalDisplay)) {
+    throw new Error(`HANGAR_EXTERNAL_DISPLAY must be a local display such as :0, not "${externalDisplay}"`);
+  }
+
   return {
     width,
     height,
     host,
-    vnc: env.HANGAR_VNC === "1" ? vncSettings(env) : undefined,
+    externalDisplay,
+    vnc: env.HANGAR_VNC === "1" && !externalDisplay ? vncSettings(env) : undefined,
     serveArgs,
     healthOrigin: `${tls ? "https" : "http"}://127.0.0.1:${port}`,
     privateFiles,

@@ -14,6 +14,7 @@ import { createHostApp } from "./app.js";
 import { ContainerRuntime, type Ulimit } from "./container/container-runtime.js";
 import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
 import { parseUlimit } from "./container/ulimits.js";
+import type { E2bOptions, RunningE2bService } from "./e2b/service.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
 import { ConfigMapPoolStore } from "./kubernetes/configmap-pool-store.js";
@@ -70,12 +71,16 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
+  /** E2B's protocol on a listener of its own (`--e2b-port`, docs/e2b.md); off when absent. */
+  e2b?: E2bOptions;
 }
 
 export interface RunningHostService {
   readonly url: string;
   readonly port: number;
   readonly services: HostServices;
+  /** The E2B listener, when `e2b` was given. */
+  readonly e2b?: RunningE2bService;
   close(): Promise<void>;
 }
 
@@ -165,28 +170,36 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     server.once("error", reject);
   });
   const { port } = server.address() as AddressInfo;
+  let e2b: RunningE2bService | undefined;
+  const close = async () => {
+    await e2b?.close();
+    sockets.terminateAll();
+    sockets.close();
+    await new Promise<void>((resolve) => {
+      if ("closeAllConnections" in server) server.closeAllConnections();
+      server.close(() => resolve());
+    });
+    await lease?.close();
+    await pools.close();
+    await vms.close();
+    await images.settled();
+    await acceleratorSettled();
+    await log.flush();
+  };
+  if (options.e2b) {
+    const e2bOptions = { ...options.e2b, allowOrigins: options.e2b.allowOrigins ?? options.allowOrigins };
+    // Loaded only when asked for: the proxy and the control plane stay out of memory otherwise.
+    e2b = await import("./e2b/service.js")
+      .then(({ startE2bService }) => startE2bService(services, e2bOptions, logger))
+      .catch(async (err) => {
+        await close();
+        throw err;
+      });
+  }
   const shownHost = host.includes(":") ? `[${host}]` : host;
   const url = `http://${shownHost}:${port}`;
   await log.info("Host service started", { url, settings: settings.file });
-  return {
-    url,
-    port,
-    services,
-    close: async () => {
-      sockets.terminateAll();
-      sockets.close();
-      await new Promise<void>((resolve) => {
-        if ("closeAllConnections" in server) server.closeAllConnections();
-        server.close(() => resolve());
-      });
-      await lease?.close();
-      await pools.close();
-      await vms.close();
-      await images.settled();
-      await acceleratorSettled();
-      await log.flush();
-    },
-  };
+  return { url, port, services, e2b, close };
 }
 
 /**

@@ -384,6 +384,26 @@ export class PoolManager {
     return { name, pool: state.def.name };
   }
 
+  /**
+   * Renews a claim: it now ends `ttlSeconds` from now (null: when released), as the claimant's
+   * lease says (E2B's `setTimeout`). Only a claimed desktop has a claim to renew.
+   */
+  async renew(name: string, ttlSeconds: number | null): Promise<ClaimInfo> {
+    if (this.options.shared && this.memberOf(name)?.member.state !== "claimed") await this.sync();
+    const found = this.memberOf(name);
+    if (found?.member.state !== "claimed") {
+      throw new HostError("invalid_params", `${name} is not a claimed desktop of a pool: no claim to renew`);
+    }
+    const expiresAt = ttlSeconds === null ? null : new Date(Date.now() + ttlSeconds * 1000).toISOString();
+    const member = await this.store.updateMember(name, (m) => {
+      if (m.state !== "claimed" || !m.claim) throw new HostError("failed", `${name} is no longer claimed`);
+      return { ...m, claim: { ...m.claim, expiresAt } };
+    });
+    found.state.members.set(name, member);
+    this.armTtl(found.state, member);
+    return member.claim as ClaimInfo;
+  }
+
   /** The pool a desktop belongs to, for records and routes; undefined for other desktops. */
   poolOf(name: string): string | undefined {
     return this.memberOf(name)?.state.def.name;
