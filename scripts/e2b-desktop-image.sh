@@ -18,8 +18,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "e2b-desktop-image.sh: run as root (as test-image.sh)" >&2; exit 1; }
-BASE=localhost/hangar:test
-IMAGE=localhost/hangar-desktop:test
+# The tests' names for both images (test/host/podman.ts, test/host/e2b-support.ts).
+BASE=${HANGAR_TEST_IMAGE:-localhost/hangar:test}
+IMAGE=${HANGAR_TEST_DESKTOP_TEMPLATE:-localhost/hangar-desktop:test}
 started=$(date +%s)
 mkdir -p "$CACHE/logs"
 LOG=$CACHE/logs/e2b-desktop-build.log

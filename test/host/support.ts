@@ -10,13 +10,15 @@ import { open, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ramPathIn } from "../../src/host/qemu/session.js";
-import { type HostServiceOptions, startHostService } from "../../src/host/server.js";
+import { type HostServiceOptions, type RunningHostService, startHostService } from "../../src/host/server.js";
 
 export interface TestHost {
   root: string;
   home: string;
   url: string;
   options: HostServiceOptions;
+  /** The running service (its E2B listener, its services), replaced by `restart()`. */
+  readonly service: RunningHostService;
   api(
     method: string,
     path: string,
@@ -44,6 +46,9 @@ export async function startTestHost(extra: HostServiceOptions = {}): Promise<Tes
     home,
     get url() {
       return service.url;
+    },
+    get service() {
+      return service;
     },
     options,
     async api(method, path, body) {
