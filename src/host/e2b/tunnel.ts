@@ -28,6 +28,15 @@ export class TunnelError extends Error {
   }
 }
 
+/** What the computer server's refusals of a tunnel mean (the Node adapter sends them without a body). */
+const REFUSALS: Record<number, string> = {
+  502: "nothing listens on port {port} in the desktop",
+  404: "the desktop's computer server has no /tunnel (its image predates it)",
+  401: "the desktop's computer server refused the host's key",
+  403: "the desktop's computer server refused the host (origin or host name)",
+  400: "the desktop's computer server refused the tunnel to port {port}",
+};
+
 /** How long the computer server may take to accept the tunnel. */
 const HANDSHAKE_MS = 10_000;
 
@@ -58,7 +67,13 @@ export function dialPort(address: DesktopAddress, port: number): Promise<Duplex>
         } catch {
           // not JSON: the text itself
         }
-        reject(new TunnelError(detail || `HTTP ${response.statusCode}`, response.statusCode));
+        const status = response.statusCode ?? 0;
+        reject(
+          new TunnelError(
+            detail || (REFUSALS[status] ?? `HTTP ${status}`).replace("{port}", String(port)),
+            status,
+          ),
+        );
         ws.terminate();
       });
     });
