@@ -188,6 +188,38 @@ describe("listening beyond loopback", () => {
     }
   });
 
+  it("takes *.localhost names as loopback: browsers resolve them so, no page can rebind one", async () => {
+    const port = () => new URL(server.url).port;
+    const name = `8000-i0123456789.localhost:${port()}`;
+    const reply = await rawRequest(server.url, "POST", "/cmd", { host: name }, '{"command":"version"}');
+    expect(reply.status).toBe(200);
+    const ownPage = await rawRequest(
+      server.url,
+      "POST",
+      "/cmd",
+      { host: name, origin: `http://${name}` },
+      '{"command":"version"}',
+    );
+    expect(ownPage.status).toBe(200);
+    const otherPage = await rawRequest(
+      server.url,
+      "POST",
+      "/cmd",
+      { host: name, origin: `http://6080-i0123456789.localhost:${port()}` },
+      '{"command":"version"}',
+    );
+    expect(otherPage.status).toBe(403);
+    // A name that only ends like it is not one.
+    const lookalike = await rawRequest(
+      server.url,
+      "POST",
+      "/cmd",
+      { host: `evil-localhost:${port()}` },
+      "{}",
+    );
+    expect(lookalike.status).toBe(403);
+  });
+
   it("refuses a page served under a DNS name, which could be rebound", async () => {
     const open = await startComputerServer({ host: "0.0.0.0", port: 0 });
     try {
