@@ -14,7 +14,7 @@ import { Sandbox } from "e2b";
 import { desktopCommand } from "../test/host/desktop-client.js";
 import { E2B_KEY, sdkOptions } from "../test/host/e2b-support.js";
 import { startPodman, TEST_IMAGE, testUlimits } from "../test/host/podman.js";
-import { startTestHost } from "../test/host/support.js";
+import { poolReady, startTestHost } from "../test/host/support.js";
 import { median, ms, p95, printTable, type Row, sample } from "./lib.js";
 
 const arg = (name: string, fallback: number) => {
@@ -60,15 +60,6 @@ function row(name: string, result: number[] | string, target: string): Row {
     : { name, median: ms(median(result)), p95: ms(p95(result)), target, note: `${result.length} runs` };
 }
 
-async function poolReady(name: string, ready: number) {
-  for (;;) {
-    const pool = (await host.api("GET", `/svc/pools/${name}`)).body;
-    if (pool.ready >= ready) return;
-    if (pool.lastError && pool.starting === 0) throw new Error(pool.lastError);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 try {
   rows.push(row("Sandbox.create() → first commands.run answered, cold", await createToCommand("base"), "—"));
 
@@ -81,7 +72,7 @@ try {
   rows.push(
     row(
       "Sandbox.create() → first commands.run answered, warm pool of 2",
-      await createToCommand("e2b-bench", () => poolReady("e2b-bench", 2)),
+      await createToCommand("e2b-bench", () => poolReady(host, "e2b-bench", 2)),
       "≤ 200 ms median",
     ),
   );

@@ -11,7 +11,6 @@ import { once } from "node:events";
 import { mkdtempSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { request } from "node:http";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AuthenticationError, Sandbox, SandboxError, SandboxNotFoundError } from "e2b";
@@ -424,15 +423,15 @@ describe("a host service killed with SIGKILL", () => {
 
   it("finds its sandboxes again after a restart: connect works, metadata and timeout are kept", async () => {
     root = mkdtempSync(join(tmpdir(), "hangar-e2b-kill-"));
-    const port = await freePort();
-    const start = async () => {
-      child = await spawnService(root, {
+    const start = async (port: number) => {
+      const started = await spawnService(root, {
         ...hostOptions(),
         e2b: { port, env: { HANGAR_E2B_API_KEYS: E2B_KEY } },
       });
+      child = started.child;
+      return started.e2bUrl;
     };
-    await start();
-    const url = `http://127.0.0.1:${port}`;
+    const url = await start(0);
     const sandbox = await Sandbox.create("base", {
       ...sdkOptions(url),
       timeoutMs: 600_000,
@@ -440,7 +439,8 @@ describe("a host service killed with SIGKILL", () => {
     });
     const before = await sandbox.getInfo();
     await killProcess(child);
-    await start();
+    // Started again on the same port: the SDK's address stays the same.
+    expect(await start(Number(new URL(url).port))).toBe(url);
     const again = await Sandbox.connect(sandbox.sandboxId, { ...sdkOptions(url), timeoutMs: 60_000 });
     expect(again.sandboxId).toBe(sandbox.sandboxId);
     const after = await again.getInfo();
@@ -460,16 +460,8 @@ describe("a host service killed with SIGKILL", () => {
   }, 300_000);
 });
 
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as { port: number };
-  await new Promise((done) => server.close(done));
-  return port;
-}
-
-/** The host service of fixtures/serve.ts in a process of its own, with these options; once it listens. */
-async function spawnService(root: string, options: object): Promise<ChildProcess> {
+/** The host service of fixtures/serve.ts in a process of its own, with these options; its E2B listener's URL. */
+async function spawnService(root: string, options: object): Promise<{ child: ChildProcess; e2bUrl: string }> {
   const child = spawn(
     process.execPath,
     ["--import", "tsx", join(import.meta.dirname, "fixtures", "serve.ts"), root, JSON.stringify(options)],
@@ -479,9 +471,14 @@ async function spawnService(root: string, options: object): Promise<ChildProcess
   child.stderr?.setEncoding("utf8").on("data", (c: string) => {
     err = (err + c).slice(-2000);
   });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout?.setEncoding("utf8").once("data", () => resolve());
+  const e2bUrl = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+      out += chunk;
+      const lines = out.split("\n");
+      if (lines.length > 2) resolve(lines[1]);
+    });
     child.once("exit", (code) => reject(new Error(`the service exited (${code}): ${err}`)));
   });
-  return child;
+  return { child, e2bUrl };
 }

@@ -105,6 +105,16 @@ export async function killQemusUnder(dir: string, depth = 3): Promise<void> {
 
 export const LINUX_VM = { os: "linux", cpu: 1, memory: "256MB", diskSize: "1GB", display: "800x600" };
 
+/** Waits until the pool has `ready` desktops ready; its last start failure when none is starting. */
+export async function poolReady(host: Pick<TestHost, "api">, name: string, ready: number) {
+  for (;;) {
+    const pool = (await host.api("GET", `/svc/pools/${name}`)).body;
+    if (pool.ready >= ready) return;
+    if (pool.lastError && pool.starting === 0) throw new Error(pool.lastError);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** Polls `check` every 100 ms until it returns a truthy value or `ms` pass. */
 export async function eventually<T>(check: () => Promise<T | undefined | false>, ms = 15_000): Promise<T> {
   const deadline = Date.now() + ms;
