@@ -83,6 +83,20 @@ describe("E2B's SDK against the control plane", () => {
     });
     expect(info.endAt.getTime() - info.startedAt.getTime()).toBe(300_000);
 
+    // Its console: the computer server's JSON lines with their own time and level.
+    const api = (path: string) => fetch(`${e2bUrl}${path}`, { headers: { "x-api-key": E2B_KEY } });
+    const logs = (await (await api(`/sandboxes/${sandbox.sandboxId}/logs`)).json()) as {
+      logEntries: { timestamp: string; level: string; message: string }[];
+    };
+    const listening = logs.logEntries.find((e) => /computer server listening/.test(e.message));
+    expect(listening).toMatchObject({ level: "info" });
+    expect(Date.parse(listening?.timestamp ?? "")).toBeLessThanOrEqual(Date.now());
+    const v2 = (await (await api(`/v2/sandboxes/${sandbox.sandboxId}/logs?search=listening`)).json()) as {
+      logs: { message: string }[];
+    };
+    expect(v2.logs.length).toBeGreaterThan(0);
+    expect(v2.logs.every((e) => e.message.includes("listening"))).toBe(true);
+
     const other = await create("base", { metadata: { suite: "e2b", run: `${run}-other` } });
     const listed = await Sandbox.list({ ...opts(), query: { metadata: { run } } }).nextItems();
     expect(listed.map((s) => s.sandboxId)).toEqual([sandbox.sandboxId]);
