@@ -12,7 +12,7 @@ import { type DesktopAddress, dialPort, TunnelError } from "./tunnel.js";
 
 export const ENVD_PORT = 49983;
 /** The envd protocol version the sandboxes speak, as E2B's SDK compares it (it enables features by it). */
-export const ENVD_VERSION = "0.5.7";
+export const ENVD_VERSION = "0.6.4";
 /** envd's routes that only the control plane may call (E2B's `x-internal`). */
 export const ENVD_INTERNAL_PATHS = new Set([
   "/init",
