@@ -199,6 +199,27 @@ describe("E2B's SDK against the control plane", () => {
     ).toBe(true);
   }, 60_000);
 
+  it("a create whose client goes away leaves no desktop behind", async () => {
+    const made = async () =>
+      (await host.api("GET", "/svc/vms")).body
+        .map((vm: { name: string }) => vm.name)
+        .filter((name: string) => name.startsWith("e2b-") && !sandboxes.includes(name.slice(4)));
+    const client = new AbortController();
+    const pending = fetch(`${e2bUrl}/v2/sandboxes`, {
+      method: "POST",
+      headers: { "x-api-key": E2B_KEY, "content-type": "application/json" },
+      body: JSON.stringify({ templateID: "base" }),
+      signal: client.signal,
+    }).catch((err: Error) => err);
+    await expect.poll(made, { timeout: 30_000 }).toHaveLength(1);
+    client.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    await expect.poll(made, { timeout: 30_000 }).toHaveLength(0);
+    // Nor a sandbox: every one listed is one this file made.
+    const listed = (await Sandbox.list(opts()).nextItems()).map((s) => s.sandboxId);
+    expect(listed.filter((id) => !sandboxes.includes(id))).toEqual([]);
+  }, 60_000);
+
   it("pausing a container sandbox is refused in E2B's shape, and the sandbox keeps running", async () => {
     const sandbox = await create();
     const refused = await sandbox.pause().catch((err) => err);

@@ -56,11 +56,11 @@ export function e2bApi(options: E2bApiOptions) {
 
   app.post("/sandboxes", async (c) => {
     const body = await jsonBody(c, newSandboxSchema, { required: true });
-    return c.json(sandbox(await sandboxes.create(body, "v1")), 201);
+    return c.json(sandbox(await sandboxes.create(body, "v1", c.req.raw.signal)), 201);
   });
   app.post("/v2/sandboxes", async (c) => {
     const body = await jsonBody(c, newSandboxSchema, { required: true });
-    return c.json(sandbox(await sandboxes.create(body, "v2")), 201);
+    return c.json(sandbox(await sandboxes.create(body, "v2", c.req.raw.signal)), 201);
   });
 
   app.get("/sandboxes", async (c) => {

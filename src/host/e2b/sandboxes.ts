@@ -117,7 +117,8 @@ export class Sandboxes {
 
   // ---- creating ----
 
-  async create(body: NewSandboxRequest, version: "v1" | "v2"): Promise<SandboxView> {
+  /** Makes (or claims) the sandbox's desktop; a client that goes away meanwhile (`signal`) leaves nothing behind. */
+  async create(body: NewSandboxRequest, version: "v1" | "v2", signal?: AbortSignal): Promise<SandboxView> {
     refuseUnsupported(body);
     const source = await this.templates.resolve(body.templateID);
     const onTimeout = body.autoPause ? "pause" : "kill";
@@ -154,24 +155,29 @@ export class Sandboxes {
     let vm: VmRecord;
     if (source.kind === "pool") {
       // The claim is the lease (or, for a sandbox paused at its timeout, a week-long backstop).
-      const claimed = await this.pools.claim(source.pool, {
-        owner: `e2b sandbox ${sandboxID}`,
-        ttl: onTimeout === "kill" ? Math.max(1, timeoutSeconds) : MAX_TIMEOUT_SECONDS,
-        timeout: this.options.claimWaitSeconds ?? 120,
-      });
+      const claimed = await this.pools.claim(
+        source.pool,
+        {
+          owner: `e2b sandbox ${sandboxID}`,
+          ttl: onTimeout === "kill" ? Math.max(1, timeoutSeconds) : MAX_TIMEOUT_SECONDS,
+          timeout: this.options.claimWaitSeconds ?? 120,
+        },
+        signal,
+      );
       record.desktop = claimed.name;
       vm = claimed;
     } else {
       // Recorded before it is made: a service killed meanwhile removes it at its next start.
       await this.store.put(record);
       try {
-        vm = await this.makeDesktop(record.desktop, source);
+        vm = await this.makeDesktop(record.desktop, source, signal);
       } catch (err) {
         await this.destroy(record).catch(() => undefined);
         throw err;
       }
     }
     try {
+      signal?.throwIfAborted();
       await this.initEnvd(record, vm);
       const ready = new Date().toISOString();
       record.state = "running";
@@ -196,6 +202,7 @@ export class Sandboxes {
   private async makeDesktop(
     name: string,
     source: Exclude<TemplateSource, { kind: "pool" }>,
+    signal?: AbortSignal,
   ): Promise<VmRecord> {
     if (source.kind === "desktop") {
       await this.vms.clone({ name: source.name, newName: name });
@@ -208,8 +215,9 @@ export class Sandboxes {
         ...this.options.spec,
       });
     }
+    signal?.throwIfAborted();
     await this.vms.run(name, {});
-    return this.vms.waitReady(name, this.options.readyTimeoutMs ?? 600_000);
+    return this.vms.waitReady(name, this.options.readyTimeoutMs ?? 600_000, signal);
   }
 
   /** Hands envd the sandbox's environment and token (E2B's `/init`); a desktop without envd is said so in the log. */
