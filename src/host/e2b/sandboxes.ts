@@ -393,7 +393,8 @@ export class Sandboxes {
 
   private async renew(record: SandboxRecord, endAt: Date) {
     if (leaseIsClaim(record) && record.state === "running") {
-      await this.pools.renew(record.desktop, Math.max(1, Math.ceil((endAt.getTime() - Date.now()) / 1000)));
+      const ttl = Math.max(1, Math.ceil((endAt.getTime() - Date.now()) / 1000));
+      await this.pools.keepalive(record.pool as string, record.desktop, { ttl });
     }
     const renewed = await this.store.update(record.sandboxID, (r) => ({ ...r, endAt: endAt.toISOString() }));
     if (renewed) this.arm(renewed);

@@ -385,23 +385,26 @@ export class PoolManager {
   }
 
   /**
-   * Renews a claim: it now ends `ttlSeconds` from now (null: when released), as the claimant's
-   * lease says (E2B's `setTimeout`). Only a claimed desktop has a claim to renew.
+   * Renews a claim's lease: it now ends `ttl` seconds from now (the pool's ttl when left out), as
+   * the claimant's lease says (E2B's `setTimeout`). Only a claimed desktop has a claim to renew.
    */
-  async renew(name: string, ttlSeconds: number | null): Promise<ClaimInfo> {
-    if (this.options.shared && this.memberOf(name)?.member.state !== "claimed") await this.sync();
-    const found = this.memberOf(name);
-    if (found?.member.state !== "claimed") {
-      throw new HostError("invalid_params", `${name} is not a claimed desktop of a pool: no claim to renew`);
+  async keepalive(pool: string, claim: string, request: { ttl?: number } = {}) {
+    const state = this.state(pool);
+    if (this.options.shared && state.members.get(claim)?.state !== "claimed") await this.sync();
+    if (state.members.get(claim)?.state !== "claimed") {
+      throw new HostError("not_found", `No claim ${claim} in pool ${pool}: give the claimed desktop's name`);
     }
-    const expiresAt = ttlSeconds === null ? null : new Date(Date.now() + ttlSeconds * 1000).toISOString();
-    const member = await this.store.updateMember(name, (m) => {
-      if (m.state !== "claimed" || !m.claim) throw new HostError("failed", `${name} is no longer claimed`);
+    const ttl = request.ttl ?? state.def.ttlSeconds;
+    if (!ttl) throw new HostError("invalid_params", `The claim of ${claim} has no ttl: give one`);
+    const expiresAt = new Date(Date.now() + ttl * 1000).toISOString();
+    const member = await this.store.updateMember(claim, (m) => {
+      if (m.state !== "claimed" || !m.claim)
+        throw new HostError("not_found", `${claim} is no longer claimed`);
       return { ...m, claim: { ...m.claim, expiresAt } };
     });
-    found.state.members.set(name, member);
-    this.armTtl(found.state, member);
-    return member.claim as ClaimInfo;
+    state.members.set(claim, member);
+    this.armTtl(state, member);
+    return { name: claim, pool, claim: member.claim as ClaimInfo };
   }
 
   /** The pool a desktop belongs to, for records and routes; undefined for other desktops. */
