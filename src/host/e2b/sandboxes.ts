@@ -249,15 +249,12 @@ export class Sandboxes {
       if (err instanceof HostError && err.kind === "not_found") return undefined;
       throw err;
     });
-    if (vm && (vm.status === "running" || record.state === "paused" || this.busy.has(sandboxID))) {
-      return { record, vm };
-    }
+    if (!this.gone(record, vm)) return { record, vm: vm as VmRecord };
     // Killed or stopped from outside: the sandbox is over. Not waited for: a caller may hold its lock.
     void this.locks
       .run(sandboxID, async () => {
         const now = this.store.get(sandboxID);
-        if (!now || now.state === "creating" || this.busy.has(sandboxID)) return;
-        if (vm && now.state === "paused") return;
+        if (!now || now.state === "creating" || !this.gone(now, vm)) return;
         await this.log.info("E2B sandbox gone: its desktop was removed or stopped from outside", {
           sandbox: sandboxID,
           vm: record.desktop,
@@ -273,6 +270,15 @@ export class Sandboxes {
     throw sandboxNotFound(sandboxID);
   }
 
+  /**
+   * Whether a sandbox's desktop is gone: removed, or stopped while the sandbox runs (killed from
+   * outside). A desktop being paused or resumed here, or kept asleep by its runtime, is not.
+   */
+  private gone(record: SandboxRecord, vm: VmRecord | undefined): boolean {
+    if (!vm) return true;
+    return record.state === "running" && vm.status === "stopped" && !this.busy.has(record.sandboxID);
+  }
+
   /** The sandboxes that match, one page of them, newest first unless asked otherwise. */
   async list(query: ListQuery): Promise<{ page: SandboxView[]; next?: SandboxRecord; running: number }> {
     const vms = new Map((await this.vms.list()).map((vm) => [vm.name, vm]));
@@ -280,15 +286,12 @@ export class Sandboxes {
     for (const record of this.store.all()) {
       if (record.state === "creating") continue;
       const vm = vms.get(record.desktop);
-      if (
-        !vm ||
-        (vm.status !== "running" && record.state === "running" && !this.busy.has(record.sandboxID))
-      ) {
+      if (this.gone(record, vm)) {
         void this.view(record.sandboxID).catch(() => undefined); // forgets it
         continue;
       }
       if (!matches(record, query)) continue;
-      views.push({ record, vm });
+      views.push({ record, vm: vm as VmRecord });
     }
     const sign = query.order === "asc" ? 1 : -1;
     views.sort((a, b) => sign * compareByStart(a.record, b.record));
