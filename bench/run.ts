@@ -21,6 +21,7 @@ const ALL = [
   "agent-actions",
   "host",
   "containers",
+  "e2b",
   "snapshots",
   "guest-snapshots",
   "kubernetes",

@@ -29,6 +29,7 @@ import { ptyRoutes } from "./transports/pty/pty.js";
 import { ptyOpenApiPaths } from "./transports/pty/pty-openapi.js";
 import type { PtySessions } from "./transports/pty/pty-sessions.js";
 import { type RecordingRoutesOptions, recordingRoutes } from "./transports/recordings/recording-routes.js";
+import { tunnelRoutes } from "./transports/tunnel/tunnel.js";
 
 export interface ComputerAppOptions {
   registry: CommandRegistry;
@@ -160,6 +161,7 @@ export function createComputerApp(options: ComputerAppOptions) {
 
   app.route("/files", fileRoutes({ bodyLimitBytes: limit, log }));
   if (options.pty) app.route("/pty", ptyRoutes(options.pty, log, limit));
+  app.route("/tunnel", tunnelRoutes(log));
   // The MCP SDK is loaded at the first /mcp request: it is a quarter of the server's idle memory.
   let mcp: Promise<(c: Context) => Promise<Response>> | undefined;
   app.all("/mcp", async (c) => {

@@ -203,7 +203,15 @@ export async function startComputerServer(
   const sockets = new LazyWebSocketServer(
     options.wsMessageLimitBytes ?? options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
   );
-  const features = ["batch", "ws", "pty", "mcp", "stream", ...(accessibility ? ["accessibility"] : [])];
+  const features = [
+    "batch",
+    "ws",
+    "pty",
+    "mcp",
+    "stream",
+    "tunnel",
+    ...(accessibility ? ["accessibility"] : []),
+  ];
   const app = createComputerApp({
     registry,
     log,

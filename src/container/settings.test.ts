@@ -45,6 +45,18 @@ describe("containerSettings", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it("leaves the display to another program with HANGAR_EXTERNAL_DISPLAY, and VNC too", () => {
+    const s = containerSettings(
+      { HANGAR_SECRETS_DIR: empty, HANGAR_EXTERNAL_DISPLAY: ":0", HANGAR_VNC: "1" },
+      [],
+    );
+    expect(s.externalDisplay).toBe(":0");
+    expect(s.vnc).toBeUndefined();
+    expect(() =>
+      containerSettings({ HANGAR_SECRETS_DIR: empty, HANGAR_EXTERNAL_DISPLAY: "remote:0" }, []),
+    ).toThrow(/HANGAR_EXTERNAL_DISPLAY must be a local display such as :0/);
+  });
+
   it("serves plain HTTP on 8000 on every interface by default", () => {
     const s = containerSettings({ HANGAR_SECRETS_DIR: empty }, []);
     expect(s.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000"]);

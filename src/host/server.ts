@@ -14,6 +14,7 @@ import { createHostApp } from "./app.js";
 import { ContainerRuntime, type Ulimit } from "./container/container-runtime.js";
 import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
 import { parseUlimit } from "./container/ulimits.js";
+import type { E2bOptions, RunningE2bService } from "./e2b/service.js";
 import { LifecycleEvents } from "./events.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
@@ -76,12 +77,16 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
+  /** E2B's protocol on a listener of its own (`--e2b-port`, docs/e2b.md); off when absent. */
+  e2b?: E2bOptions;
 }
 
 export interface RunningHostService {
   readonly url: string;
   readonly port: number;
   readonly services: HostServices;
+  /** The E2B listener, when `e2b` was given. */
+  readonly e2b?: RunningE2bService;
   close(): Promise<void>;
 }
 
@@ -171,25 +176,33 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     websocket: { server: sockets },
   });
   const { port, url } = await listening(server, { host, tls: false });
-  await log.info("Host service started", { url, settings: settings.file });
-  return {
-    url,
-    port,
-    services,
-    close: async () => {
-      sockets.terminateAll();
-      sockets.close();
-      await closeServer(server);
-      await lease?.close();
-      await pools.close();
-      webhooks?.close();
-      metrics.close();
-      await vms.close();
-      await images.settled();
-      await acceleratorSettled();
-      await log.flush();
-    },
+  let e2b: RunningE2bService | undefined;
+  const close = async () => {
+    await e2b?.close();
+    sockets.terminateAll();
+    sockets.close();
+    await closeServer(server);
+    await lease?.close();
+    await pools.close();
+    webhooks?.close();
+    metrics.close();
+    await vms.close();
+    await images.settled();
+    await acceleratorSettled();
+    await log.flush();
   };
+  if (options.e2b) {
+    const e2bOptions = { ...options.e2b, allowOrigins: options.e2b.allowOrigins ?? options.allowOrigins };
+    // Loaded only when asked for: the proxy and the control plane stay out of memory otherwise.
+    e2b = await import("./e2b/service.js")
+      .then(({ startE2bService }) => startE2bService(services, e2bOptions, logger))
+      .catch(async (err) => {
+        await close();
+        throw err;
+      });
+  }
+  await log.info("Host service started", { url, settings: settings.file });
+  return { url, port, services, e2b, close };
 }
 
 /** A desktop's transition as the operator's event stream names it (events.ts). */

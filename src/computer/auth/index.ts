@@ -16,6 +16,7 @@ import type { HttpBindings } from "@hono/node-server";
 import type { Context, MiddlewareHandler } from "hono";
 import { Authenticator, type CloudAuthOptions, type Credentials } from "./authenticator.js";
 
+export { KeyDigests, parseKeyLines, parseKeyList } from "../../common/key-digests.js";
 export {
   AUTH_MESSAGES,
   Authenticator,
@@ -23,7 +24,6 @@ export {
   type CloudAuthOptions,
   type Credentials,
 } from "./authenticator.js";
-export { KeyDigests, parseKeyLines, parseKeyList } from "./keys.js";
 export { FailureLimiter, type FailureLimiterOptions } from "./limiter.js";
 export { type KeyVerifier, remoteVerifier } from "./verifier.js";
 

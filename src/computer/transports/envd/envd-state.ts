@@ -11,8 +11,8 @@ import { createHash } from "node:crypto";
 import { homedir, userInfo } from "node:os";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { z } from "zod";
+import { sameText } from "../../../common/key-digests.js";
 import { expandPath } from "../../../os/paths.js";
-import { sameText } from "../../auth/keys.js";
 
 /** The envd version Hangar speaks: the e2b SDK turns on what that version has (stdin, octet-stream uploads, watch entries). */
 export const ENVD_VERSION = "0.6.4";
