@@ -58,7 +58,8 @@ const runs: Record<string, () => Promise<unknown>> = {
   },
   "envd Start `/bin/sh -c true`": async () => {
     let code: number | undefined;
-    for await (const res of rpc.start({ process: { cmd: "/bin/sh", args: ["-c", "true"] } })) {
+    // No stdin pipe, as the SDK asks unless told otherwise: the command can take a warm shell.
+    for await (const res of rpc.start({ process: { cmd: "/bin/sh", args: ["-c", "true"] }, stdin: false })) {
       if (res.event?.event.case === "end") code = res.event.event.value.exitCode;
     }
     if (code !== 0) throw new Error(`envd Start ended with ${code}`);

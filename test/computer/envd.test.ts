@@ -15,8 +15,11 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
+import { fileDesc } from "@bufbuild/protobuf/codegenv2";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AuthenticationError, CommandExitError, FileNotFoundError, FileType, Sandbox } from "e2b";
@@ -404,6 +407,39 @@ describe("envd without a token (loopback)", () => {
     );
     expect(await code(fs.stat({ path: "bad\0path" }))).toBe(Code.InvalidArgument);
     expect(await code(fs.watchDir({ path: join(dir, "plain.txt") }))).toBe(Code.InvalidArgument);
+  });
+
+  it("answers clients made from the service descriptors the e2b SDK ships (protobuf on the wire)", async () => {
+    // The SDK's bundle embeds its generated files; its services are rebuilt from them here.
+    const bundle = readFileSync(createRequire(import.meta.url).resolve("e2b"), "utf8");
+    const embedded = (name: string) => {
+      for (const match of bundle.matchAll(/fileDesc\)?\(\s*["']([A-Za-z0-9+/=]+)["']/g)) {
+        if (Buffer.from(match[1], "base64").toString("latin1").includes(name)) return match[1];
+      }
+      throw new Error(`${name} is not in the SDK's bundle`);
+    };
+    const sdkProcess = fileDesc(embedded("process/process.proto")).services[0];
+    const sdkFilesystem = fileDesc(embedded("filesystem/filesystem.proto"), [file_google_protobuf_timestamp])
+      .services[0];
+    const transport = createConnectTransport({
+      baseUrl: server.envdUrl!,
+      httpVersion: "1.1",
+      useBinaryFormat: true,
+    });
+    const proc = createClient(sdkProcess, transport) as any;
+    const fs = createClient(sdkFilesystem, transport) as any;
+    let out = "";
+    for await (const res of proc.start({
+      process: { cmd: "/bin/echo", args: ["from", "the", "SDK's", "descriptors"] },
+    })) {
+      const event = res.event?.event;
+      if (event?.case === "data") out += Buffer.from(event.value.output.value);
+    }
+    expect(out).toBe("from the SDK's descriptors\n");
+    writeFileSync(join(dir, "through-sdk-descriptors.txt"), "12345");
+    const listed = await fs.listDir({ path: dir, depth: 1 });
+    const entry = listed.entries.find((e: { name: string }) => e.name === "through-sdk-descriptors.txt");
+    expect(entry).toMatchObject({ size: 5n, path: join(dir, "through-sdk-descriptors.txt") });
   });
 
   it("refuses a user other than the server's, and answers clearly", async () => {

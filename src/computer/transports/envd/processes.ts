@@ -70,6 +70,8 @@ export interface ProcessesOptions {
 const PAUSE_BYTES = 1024 * 1024;
 const RESUME_BYTES = 256 * 1024;
 const BACKLOG_POLL_MS = 20;
+/** How long the pipes of a process that ended while paused are read before its end is reported. */
+const PAUSED_DRAIN_MS = 100;
 /** Ended processes kept at most, whatever their age. */
 const MAX_RETAINED = 64;
 const SIGNAL_NAMES: Partial<Record<NodeJS.Signals, string>> = { SIGKILL: "killed", SIGTERM: "terminated" };
@@ -305,10 +307,15 @@ export class EnvdProcesses {
       stream.on("error", () => undefined);
       stream.on("data", (data: Buffer) => proc.output(name, data));
     }
+    let paused = false;
+    let exited = false;
     proc.onBacklog = (lagging) => {
-      for (const [stream] of outputs)
+      if (exited) return;
+      paused = lagging;
+      for (const [stream] of outputs) {
         if (lagging) stream.pause();
         else stream.resume();
+      }
     };
     const stdin = child.stdin;
     stdin?.on("error", () => undefined);
@@ -339,10 +346,29 @@ export class EnvdProcesses {
     };
     child.on("error", (err) => this.log.warn({ err, pid: proc.pid }, "envd: process error"));
     onShellEnd(child, (status) => {
+      exited = true;
       stdinOpen = false;
       stdin?.destroy();
-      for (const [stream] of outputs) stream.destroy();
-      this.finish(proc, pipeEnding(status, proc.signalled));
+      let done = false;
+      const finish = () => {
+        if (done) return;
+        done = true;
+        for (const [stream] of outputs) stream.destroy();
+        this.finish(proc, pipeEnding(status, proc.signalled));
+      };
+      if (!paused) return finish();
+      // Paused for a client that lags when it ended: what the pipes still hold is read first (a
+      // background child holding them open is not waited for).
+      let open = outputs.length;
+      const timer = setTimeout(finish, PAUSED_DRAIN_MS);
+      for (const [stream] of outputs) {
+        stream.once("close", () => {
+          if (--open > 0) return;
+          clearTimeout(timer);
+          finish();
+        });
+        stream.resume();
+      }
     });
     return proc;
   }
