@@ -16,6 +16,7 @@ import { pageRoutes } from "../common/web-page.js";
 import { HostError, HTTP_STATUS } from "./errors.js";
 import { acceleratorStatus } from "./qemu/accel.js";
 import { configRoutes } from "./routes/config.js";
+import { egressRoutes } from "./routes/egress.js";
 import { imageRoutes } from "./routes/images.js";
 import { ipswRoutes } from "./routes/ipsw.js";
 import { logRoutes } from "./routes/logs.js";
@@ -69,6 +70,7 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
   });
   app.get("/vnc/:name", vncRelay(services.vms, log));
   vmRoutes(app, services);
+  egressRoutes(app, services);
   snapshotRoutes(app, services);
   poolRoutes(app, services);
   imageRoutes(app, services);

@@ -3,6 +3,7 @@
  * the services take the types derived from them (one definition, never written twice).
  */
 import { z } from "zod";
+import { networkFieldSchema } from "./egress/policy.js";
 import { RUNTIME_KINDS } from "./runtimes/kinds.js";
 
 /** Which runtime backs a desktop: `qemu`, `container` or `kubernetes`. */
@@ -19,7 +20,8 @@ export const createSchema = z.object({
   display: z.string(),
   ipsw: z.string().optional(),
   storage: z.string().optional(),
-  network: z.string().optional(),
+  /** lume's network mode (`nat`), or a network policy (docs/egress.md). */
+  network: networkFieldSchema,
   runtime: runtimeSchema.optional(),
   /** The image a container desktop runs (default: the service's desktop image); not for QEMU. */
   image: z.string().optional(),

@@ -14,6 +14,7 @@ import { createHostApp } from "./app.js";
 import { ContainerRuntime, type Ulimit } from "./container/container-runtime.js";
 import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
 import { parseUlimit } from "./container/ulimits.js";
+import { EgressService } from "./egress/egress-service.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
 import { ConfigMapPoolStore } from "./kubernetes/configmap-pool-store.js";
@@ -67,6 +68,8 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
     /** How long the leader Lease lasts unless renewed (default 15 s; `--lease-duration`). */
     leaseDurationSeconds?: number;
   };
+  /** DNS servers the egress proxy resolves desktops' names with (`--egress-resolver`; default the host's). */
+  egressResolvers?: string[];
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
@@ -107,6 +110,10 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const log = new HostLog(async () => join(await settings.homeDirectory(), ".logs"), logger);
   // The composition root: every service is built here, and handed what it needs.
   const store = new VmStore(settings);
+  const egress = new EgressService(async () => join(await settings.homeDirectory(), ".egress"), log, {
+    resolvers: options.egressResolvers,
+  });
+  await egress.load();
   const images = new ImageService({
     settings,
     store,
@@ -115,7 +122,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   });
   const qemu = new QemuRuntime(settings, store, log, images, options);
   const runtimes: DesktopRuntime[] = [qemu];
-  const containers = await containerRuntime(options, settings, log);
+  const containers = await containerRuntime(options, settings, log, egress);
   if (containers) runtimes.push(containers);
   let kubernetes: KubernetesRuntime | undefined;
   if (options.kubernetes || options.defaultRuntime === "kubernetes") {
@@ -131,6 +138,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     runtimes.push(kubernetes);
   }
   const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log);
+  vms.addToRecords((record) => ({ network: egress.record(record.name, record.runtime) }));
   const shared = kubernetes && options.kubernetes?.poolsInCluster && !options.poolStore;
   const poolStore =
     options.poolStore ??
@@ -144,7 +152,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
           durationSeconds: options.kubernetes?.leaseDurationSeconds,
         })
       : undefined;
-  const services: HostServices = { settings, vms, pools, images, log };
+  const services: HostServices = { settings, vms, pools, images, log, egress };
   await vms.recover();
   await images.recover();
   await pools.start();
@@ -182,6 +190,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
       await lease?.close();
       await pools.close();
       await vms.close();
+      await egress.close();
       await images.settled();
       await acceleratorSettled();
       await log.flush();
@@ -198,6 +207,7 @@ async function containerRuntime(
   options: HostServiceOptions,
   settings: SettingsStore,
   log: HostLog,
+  egress: EgressService,
 ): Promise<ContainerRuntime | undefined> {
   if (options.containerEngine === false) return undefined;
   const configured = (await settings.read()).containers;
@@ -213,6 +223,7 @@ async function containerRuntime(
       desktopKeys: options.desktopKeys,
       stopGraceMs: options.stopGraceMs,
       secretsDir: join(await settings.homeDirectory(), ".containers"),
+      egress,
     },
     log,
   );

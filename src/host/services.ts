@@ -1,4 +1,5 @@
-/** What every group of /svc routes is handed: the settings, the VMs, the pools, the images and the log. */
+/** What every group of /svc routes is handed: the settings, the VMs, the pools, the images, the log, egress. */
+import type { EgressService } from "./egress/egress-service.js";
 import type { HostLog } from "./host-log.js";
 import type { ImageService } from "./image-service.js";
 import type { PoolManager } from "./pools/pool-manager.js";
@@ -11,4 +12,6 @@ export interface HostServices {
   pools: PoolManager;
   images: ImageService;
   log: HostLog;
+  /** Network policies, the egress proxy and its audit (docs/egress.md). */
+  egress: EgressService;
 }

@@ -15,6 +15,7 @@ import { PassThrough, type Readable } from "node:stream";
 import { Log, type V1Pod, type V1Secret } from "@kubernetes/client-node";
 import { displayOf, MIN_CONTAINER_MEMORY, positiveCpu, size } from "../container/container-runtime.js";
 import { containerImageReference } from "../container/image-reference.js";
+import { networkModeOf, policyOf } from "../egress/policy.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
@@ -178,10 +179,17 @@ export class KubernetesRuntime implements DesktopRuntime {
       );
     }
     if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
-    if (request.network !== undefined && request.network !== "nat") {
+    if (policyOf(request.network)) {
       throw new HostError(
         "not_supported",
-        `Network mode '${request.network}' is not supported for Kubernetes desktops: a Pod is on the cluster's network ('nat')`,
+        "Network policies are not enforced for Kubernetes desktops on this host",
+      );
+    }
+    const mode = networkModeOf(request.network);
+    if (mode !== undefined && mode !== "nat") {
+      throw new HostError(
+        "not_supported",
+        `Network mode '${mode}' is not supported for Kubernetes desktops: a Pod is on the cluster's network ('nat')`,
       );
     }
     const spec: DesktopSpec = {

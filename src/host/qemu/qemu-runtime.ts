@@ -9,6 +9,7 @@ import type { Readable } from "node:stream";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { settled } from "../../common/settled.js";
 import { formatBytes, parseLumeSize } from "../../common/sizes.js";
+import { networkModeOf, policyOf } from "../egress/policy.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
@@ -189,7 +190,13 @@ export class QemuRuntime implements DesktopRuntime {
     const diskSize = size(request.diskSize, "diskSize", MIN_DISK_BYTES);
     parseDisplay(request.display);
     positiveCpu(request.cpu);
-    const networkMode = parseNetworkMode(request.network ?? "nat");
+    const policy = policyOf(request.network);
+    if (policy)
+      throw new HostError(
+        "not_supported",
+        "Network policies are not enforced for QEMU desktops on this host",
+      );
+    const networkMode = parseNetworkMode(networkModeOf(request.network) ?? "nat");
     natOnly(networkMode);
     const os = request.os.toLowerCase();
     if (os === "macos" || os === "darwin") throw needsMacHost("Creating a macOS VM");
