@@ -115,5 +115,16 @@ export async function forgetBridge(bridge: string, gateway: string, tcpPorts: nu
       if (!removed) break;
     }
   }
+  // The engine's CNI firewall leaves its isolation rules for the bridge behind (podman 4 with CNI).
+  for (const chain of ["CNI-ISOLATION-STAGE-1", "CNI-ISOLATION-STAGE-2"]) {
+    const listed = await command("iptables", ["-w", "-S", chain]).catch(() => "");
+    const numbers = listed
+      .split("\n")
+      .filter((line) => line.startsWith("-A "))
+      .map((line, i) => (line.split(/\s+/).includes(bridge) ? i + 1 : 0))
+      .filter((n) => n > 0)
+      .reverse();
+    for (const n of numbers) await command("iptables", ["-w", "-D", chain, String(n)]).catch(() => undefined);
+  }
   await command("ip", ["link", "del", bridge]).catch(() => undefined);
 }
