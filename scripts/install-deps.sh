@@ -48,6 +48,9 @@ PACKAGES=(
   python3-gi gir1.2-gtk-3.0 gir1.2-atspi-2.0
   # the host service's VMs
   qemu-system-x86 qemu-utils ovmf
+  # caged desktops (docs/egress.md): the bridge and filter of a container's cage (iproute2, iptables),
+  # and socat, which relays each of a caged VM's connections to its egress gate
+  iproute2 iptables socat
   # images: a real OCI registry for the tests, htpasswd for its Basic auth
   docker-registry apache2-utils
   # container desktops: the engine the tests start (podman's Docker-compatible API service) with

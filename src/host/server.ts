@@ -120,7 +120,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     log,
     isRunning: (vm): Promise<boolean> => qemu.isRunning(vm),
   });
-  const qemu = new QemuRuntime(settings, store, log, images, options);
+  const qemu = new QemuRuntime(settings, store, log, images, options, egress);
   const runtimes: DesktopRuntime[] = [qemu];
   const containers = await containerRuntime(options, settings, log, egress);
   if (containers) runtimes.push(containers);

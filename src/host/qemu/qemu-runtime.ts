@@ -9,7 +9,9 @@ import type { Readable } from "node:stream";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { settled } from "../../common/settled.js";
 import { formatBytes, parseLumeSize } from "../../common/sizes.js";
+import type { EgressService } from "../egress/egress-service.js";
 import { networkModeOf, policyOf } from "../egress/policy.js";
+import { QemuCage } from "../egress/qemu-cage.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
@@ -99,6 +101,8 @@ export class QemuRuntime implements DesktopRuntime {
   private launchQueue: Promise<unknown> = Promise.resolve();
   private readonly ssh = new SshProbe();
   private readonly listeners: ((name: string) => void)[] = [];
+  /** Cages VMs made with a network policy (egress/qemu-cage.ts); without: a policy is a 400. */
+  private readonly cage?: QemuCage;
 
   constructor(
     private readonly settings: SettingsStore,
@@ -106,7 +110,10 @@ export class QemuRuntime implements DesktopRuntime {
     private readonly log: HostLog,
     private readonly activity: VmActivity,
     private readonly options: QemuRuntimeOptions = {},
-  ) {}
+    egress?: EgressService,
+  ) {
+    if (egress) this.cage = new QemuCage(egress, log);
+  }
 
   async list(storage?: string): Promise<QemuRecord[]> {
     const vms = await this.store.list(storage);
@@ -130,6 +137,7 @@ export class QemuRuntime implements DesktopRuntime {
         await this.store.sweepDir(snapshotsDir(vm));
         await this.finishInterrupted(vm);
         await this.completedSession(vm);
+        if (await liveSession(vm.dir)) await this.cage?.recover(vm.name, vm.dir);
       });
     }
   }
@@ -191,11 +199,14 @@ export class QemuRuntime implements DesktopRuntime {
     parseDisplay(request.display);
     positiveCpu(request.cpu);
     const policy = policyOf(request.network);
-    if (policy)
-      throw new HostError(
-        "not_supported",
-        "Network policies are not enforced for QEMU desktops on this host",
-      );
+    if (policy) {
+      if (!this.cage)
+        throw new HostError(
+          "not_supported",
+          "Network policies are not enforced for QEMU desktops on this host",
+        );
+      this.cage.check(policy);
+    }
     const networkMode = parseNetworkMode(networkModeOf(request.network) ?? "nat");
     natOnly(networkMode);
     const os = request.os.toLowerCase();
@@ -218,7 +229,10 @@ export class QemuRuntime implements DesktopRuntime {
       display: request.display,
       networkMode,
     };
-    await this.locks.run(join(location.path, name), () => this.store.create(name, location, config));
+    await this.locks.run(join(location.path, name), async () => {
+      await this.store.create(name, location, config);
+      if (policy) await this.cage?.remember(name, policy);
+    });
     this.announce(name);
     await this.log.info("VM created", {
       vm: name,
@@ -246,6 +260,7 @@ export class QemuRuntime implements DesktopRuntime {
       const session = await liveSession(vm.dir);
       if (session) await stopQemu(vm.dir, session, 0);
       await this.store.remove(vm);
+      await this.cage?.remove(vm.name, vm.dir);
     });
     this.changed(vm.name);
     await this.log.info("VM deleted", { vm: vm.name, location: vm.location.name });
@@ -266,7 +281,9 @@ export class QemuRuntime implements DesktopRuntime {
     await this.store.checkFree(target);
     const clone = await this.locks.run([source.dir, target], async () => {
       if (await this.isRunning(source)) throw alreadyRunning(source.name);
-      return this.store.clone(source, newName, location);
+      const made = await this.store.clone(source, newName, location);
+      await this.cage?.copy(source.name, made.name);
+      return made;
     });
     this.announce(clone.name);
     await this.log.info("VM cloned", {
@@ -618,6 +635,7 @@ export class QemuRuntime implements DesktopRuntime {
         vnc: true,
         sharedDirectories: [],
         restore,
+        netdev: await this.cage?.netdevOptions(vm.name, vm.dir),
       }),
     );
     this.launchQueue = settled(launched);
@@ -663,6 +681,7 @@ export class QemuRuntime implements DesktopRuntime {
 
   async close() {
     await this.settled();
+    await this.cage?.close();
   }
 
   onChange(listener: (name: string) => void) {
@@ -680,7 +699,8 @@ export class QemuRuntime implements DesktopRuntime {
   ) {
     const launched = this.launchQueue.then(async () => {
       const takenAddresses = await this.takenAddresses();
-      return startQemu({ name: vm.name, dir: vm.dir, config, takenAddresses, ...choice });
+      const netdev = await this.cage?.netdevOptions(vm.name, vm.dir);
+      return startQemu({ name: vm.name, dir: vm.dir, config, takenAddresses, netdev, ...choice });
     });
     this.launchQueue = settled(launched);
     try {

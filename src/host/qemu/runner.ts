@@ -42,6 +42,8 @@ export interface StartOptions {
   takenAddresses: Set<string>;
   /** Start from a snapshot's state instead of booting (a restore, a fork). */
   restore?: RestoreFrom;
+  /** More options of the VM's user-mode network (its egress cage: egress/qemu-cage.ts). */
+  netdev?: string[];
 }
 
 export interface RestoreFrom {
@@ -117,6 +119,7 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       bootId,
       clock: Math.floor(Date.now() / 1000),
       incoming: restore !== undefined,
+      netdev: options.netdev,
     });
     try {
       await launchDaemon(qemuBinary(), args);
