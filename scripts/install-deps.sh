@@ -22,6 +22,8 @@ RUNTIME=(
   xvfb xauth openbox xdotool xclip wmctrl x11-utils x11-xserver-utils xterm
   dbus dbus-x11 at-spi2-core
   xwallpaper fonts-dejavu-core fonts-wqy-microhei fonts-noto-color-emoji openssl ca-certificates
+  # certutil: the host installs a caged desktop's egress CA into Chromium's NSS database (docs/egress.md)
+  libnss3-tools
   # a desktop an agent can work in (the container's and the guest VM's): a panel with a task list
   # and a clock (lxpanel shares its libraries with pcmanfm; tint2 pulls ~70 MB of image loaders),
   # a browser, a GTK text editor and file manager, AT-SPI for GTK 2, and `xdg-open` (which needs
