@@ -1,4 +1,5 @@
 /** `hangar host serve`: the VM host service (/svc API, QEMU). */
+import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import type { Ulimit } from "../host/container/container-runtime.js";
@@ -17,6 +18,11 @@ function runtimeKind(value: string) {
 function reachMode(value: string) {
   if (value !== "relay" && value !== "pod-ip") throw new InvalidArgumentError("expected relay or pod-ip");
   return value;
+}
+
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[] = []) {
+  return [...previous, value];
 }
 
 function collectUlimit(value: string, previous: Ulimit[] = []) {
@@ -84,6 +90,16 @@ export function registerHost(program: Command) {
     .option(
       "--desktop-keys",
       "give every container desktop an API key of its own (its computer server in cloud mode)",
+    )
+    .option(
+      "--egress-resolver <ip[:port]>",
+      "caged desktops (docs/egress.md): a DNS server the egress proxy resolves names with, instead of the host's (repeat it)",
+      collect,
+    )
+    .option(
+      "--egress-trust <file>",
+      "caged desktops: a PEM file of CAs that servers' certificates may be signed by, where the proxy adds credentials (repeat it)",
+      collect,
     );
   browserAccessOptions(serve).action(async (opts) => {
     const log = createLogger({ level: opts.logLevel, name: "host" });
@@ -110,6 +126,8 @@ export function registerHost(program: Command) {
       desktopImage: opts.desktopImage,
       containerUlimits: opts.containerUlimit,
       desktopKeys: opts.desktopKeys,
+      egressResolvers: opts.egressResolver,
+      egressTrust: (opts.egressTrust as string[] | undefined)?.map((file) => readFileSync(file, "utf8")),
       ...((opts.kubeconfig || opts.namespace || opts.kubernetesReach || opts.poolsInCluster) && {
         kubernetes: {
           kubeconfig: opts.kubeconfig,

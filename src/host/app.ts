@@ -21,6 +21,7 @@ import { imageRoutes } from "./routes/images.js";
 import { ipswRoutes } from "./routes/ipsw.js";
 import { logRoutes } from "./routes/logs.js";
 import { poolRoutes } from "./routes/pools.js";
+import { secretRoutes } from "./routes/secrets.js";
 import { snapshotRoutes } from "./routes/snapshots.js";
 import { vmRoutes } from "./routes/vms.js";
 import type { HostServices } from "./services.js";
@@ -71,6 +72,7 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
   app.get("/vnc/:name", vncRelay(services.vms, log));
   vmRoutes(app, services);
   egressRoutes(app, services);
+  secretRoutes(app, services);
   snapshotRoutes(app, services);
   poolRoutes(app, services);
   imageRoutes(app, services);

@@ -70,6 +70,8 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   };
   /** DNS servers the egress proxy resolves desktops' names with (`--egress-resolver`; default the host's). */
   egressResolvers?: string[];
+  /** More CAs (PEM) servers' certificates may be signed by, where the proxy adds credentials (`--egress-trust`). */
+  egressTrust?: string[];
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
@@ -112,6 +114,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const store = new VmStore(settings);
   const egress = new EgressService(async () => join(await settings.homeDirectory(), ".egress"), log, {
     resolvers: options.egressResolvers,
+    upstreamCa: options.egressTrust,
   });
   await egress.load();
   const images = new ImageService({

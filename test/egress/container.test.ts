@@ -8,9 +8,9 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { desktopCommand } from "../host/desktop-client.js";
 import { startPodman, TEST_IMAGE, type TestEngine, testUlimits } from "../host/podman.js";
 import { eventually, startTestHost, type TestHost } from "../host/support.js";
+import { inDesktop } from "./desktop-probe.js";
 import { startWorld, type World } from "./world.js";
 
 const run = promisify(execFile);
@@ -59,50 +59,6 @@ afterAll(async () => {
   await world?.cleanup();
 });
 
-/**
- * Runs a Node script in the desktop through `run_command` and gives what it printed as JSON. The
- * script's helpers: `byName(url)` (HTTPS or HTTP straight to the name, no proxy: the desktop's DNS
- * decides), `viaProxy(host, port)` (CONNECT through `https_proxy`), `tcp(address, port)`, `dns(name)`.
- */
-async function inDesktop(body: string): Promise<any> {
-  const script = `
-const http = require("node:http"), https = require("node:https"), net = require("node:net"), dns = require("node:dns");
-const grab = (mod, url) => new Promise((resolve) => {
-  const req = mod.get(url, { rejectUnauthorized: false, timeout: 8000 }, (res) => {
-    let body = ""; res.on("data", (c) => { body += c; }); res.on("end", () => resolve({ status: res.statusCode, body }));
-  });
-  req.on("timeout", () => req.destroy(new Error("timeout")));
-  req.on("error", (e) => resolve({ error: e.code || e.message }));
-});
-const byName = (url) => grab(url.startsWith("https") ? https : http, url);
-const viaProxy = (target) => new Promise((resolve) => {
-  const proxy = new URL(process.env.https_proxy);
-  const req = http.request({ host: proxy.hostname, port: proxy.port, method: "CONNECT", path: target, timeout: 8000 });
-  req.on("connect", (res, socket, head) => { socket.destroy(); resolve({ status: res.statusCode, body: head.toString() }); });
-  req.on("error", (e) => resolve({ error: e.code || e.message }));
-  req.end();
-});
-const tcp = (address, port) => new Promise((resolve) => {
-  const s = net.connect({ host: address, port, timeout: 4000 });
-  s.on("connect", () => { s.destroy(); resolve("connected"); });
-  s.on("timeout", () => { s.destroy(); resolve("timeout"); });
-  s.on("error", (e) => resolve(e.code));
-});
-const lookup = (name) => dns.promises.resolve4(name).catch((e) => e.code);
-(async () => { console.log(JSON.stringify(await (async () => { ${body} })())); })();
-`;
-  const encoded = Buffer.from(script).toString("base64");
-  const { status, result } = await desktopCommand(
-    desktop,
-    "run_command",
-    { command: `node -e "eval(Buffer.from('${encoded}', 'base64').toString())"`, timeout: 60 },
-    70_000,
-  );
-  expect(status).toBe(200);
-  expect(result.return_code, result.stderr).toBe(0);
-  return JSON.parse(result.stdout);
-}
-
 const events = async () => (await host.api("GET", `/svc/vms/${NAME}/egress`)).body.events as any[];
 
 describe("a container desktop caged by its policy", () => {
@@ -117,13 +73,16 @@ describe("a container desktop caged by its policy", () => {
   });
 
   it("reaches an allowed name by its name and through the proxy; others are refused with the reason audited", async () => {
-    const seen = await inDesktop(`return {
+    const seen = await inDesktop(
+      desktop,
+      `return {
       https: await byName("https://allowed.example.test/hello"),
       http: await byName("http://allowed.example.test/plain"),
       proxied: await viaProxy("allowed.example.test:443"),
       evilDns: await lookup("evil.example.net"),
       evilProxied: await viaProxy("evil.example.net:443"),
-    }`);
+    }`,
+    );
     expect(JSON.parse(seen.https.body)).toMatchObject({ server: "allowed.example.test", path: "/hello" });
     expect(JSON.parse(seen.http.body)).toMatchObject({ host: "allowed.example.test", path: "/plain" });
     expect(seen.proxied.status).toBe(200);
@@ -151,12 +110,15 @@ describe("a container desktop caged by its policy", () => {
   });
 
   it("refuses a name pointing at the host's loopback, and raw TCP to any address not listed", async () => {
-    const seen = await inDesktop(`return {
+    const seen = await inDesktop(
+      desktop,
+      `return {
       loop: await viaProxy("loop.example.test:443"),
       raw: await tcp("${world.unlisted}", 7000),
       rawProxied: await viaProxy("${world.unlisted}:7000"),
       gatewaySsh: await tcp(new URL(process.env.https_proxy).hostname, 22),
-    }`);
+    }`,
+    );
     expect(seen.loop.status).toBe(403);
     expect(seen.loop.body).toContain("resolves to 127.0.0.1");
     // No route out of the cage: the address is not even tried.
@@ -172,15 +134,19 @@ describe("a container desktop caged by its policy", () => {
     });
     expect(changed.status, changed.text).toBe(200);
     expect(changed.body.network.egress.allow).toContain("evil.example.net");
-    const seen = await inDesktop(`return {
+    const seen = await inDesktop(
+      desktop,
+      `return {
       evil: await byName("https://evil.example.net/now"),
       rawProxied: await viaProxy("${world.unlisted}:7000"),
-    }`);
+    }`,
+    );
     expect(JSON.parse(seen.evil.body)).toMatchObject({ server: "evil.example.net", path: "/now" });
     expect(seen.rawProxied.status).toBe(200);
 
     expect((await host.api("PUT", `/svc/vms/${NAME}/network`, { egress: "deny" })).status).toBe(200);
     const denied = await inDesktop(
+      desktop,
       `return { allowed: await viaProxy("allowed.example.test:443"), dns: await lookup("allowed.example.test") }`,
     );
     expect(denied.allowed.status).toBe(403);

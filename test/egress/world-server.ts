@@ -2,12 +2,13 @@
  * The "world" of the egress tests, run inside the network namespace world.ts made (never on any
  * outside address): for each name an HTTPS server (its own certificate from the world's CA) and
  * an HTTP server on the name's address, both answering JSON that says which name was asked for
- * and which credential header came; `/bytes/N` sends N bytes (the benchmark). A raw TCP echo on
+ * and the SHA-256 of the credential header that came (never the header: the answer goes back into the desktop); `/bytes/N` sends N bytes (the benchmark). A raw TCP echo on
  * port 7000 of every address, and a DNS server answering the names (UDP and TCP, port 53).
  *
  * Usage: node --import tsx world-server.ts CONFIG.json; prints `ready` once everything listens.
  */
 
+import { createHash } from "node:crypto";
 import dgram from "node:dgram";
 import { readFileSync } from "node:fs";
 import http from "node:http";
@@ -25,6 +26,10 @@ interface WorldConfig {
 }
 
 const config = JSON.parse(readFileSync(process.argv[2], "utf8")) as WorldConfig;
+
+function digest(value: string | string[] | undefined): string | null {
+  return value === undefined ? null : createHash("sha256").update(String(value)).digest("hex");
+}
 
 function handler(req: http.IncomingMessage, res: http.ServerResponse) {
   const bytes = /^\/bytes\/(\d+)$/.exec(req.url ?? "")?.[1];
@@ -46,8 +51,9 @@ function handler(req: http.IncomingMessage, res: http.ServerResponse) {
   const body = JSON.stringify({
     server: (req.socket as { servername?: string }).servername ?? null,
     host: req.headers.host ?? null,
-    authorization: req.headers.authorization ?? null,
-    apiKey: req.headers["x-api-key"] ?? null,
+    // Never the credential itself (the answer goes back into the desktop): its SHA-256.
+    authorization: digest(req.headers.authorization),
+    apiKey: digest(req.headers["x-api-key"]),
     path: req.url,
   });
   res.writeHead(200, { "content-type": "application/json" }).end(body);

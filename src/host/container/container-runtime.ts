@@ -487,6 +487,7 @@ export class ContainerRuntime implements DesktopRuntime {
     try {
       await this.cage?.beforeStart(name);
       await this.engine.docker.getContainer(info.Id).start();
+      await this.cage?.afterStart(name);
       await this.log.info("Container desktop started", { vm: name, container: info.Id.slice(0, 12) });
     } catch (err) {
       let message = engineMessage(err);
@@ -517,7 +518,7 @@ export class ContainerRuntime implements DesktopRuntime {
 
   private async createContainer(cname: string, spec: DesktopSpec, keyed: boolean, secretsDir: string) {
     const loopback = [{ HostIp: "127.0.0.1", HostPort: "" }];
-    const caged = (await this.cage?.containerSettings(spec.name)) ?? { Env: [] };
+    const caged = (await this.cage?.containerSettings(spec.name)) ?? { Env: [], Binds: [] };
     const options: ContainerCreateOptions = {
       name: cname,
       Image: spec.image,
@@ -545,7 +546,7 @@ export class ContainerRuntime implements DesktopRuntime {
         Memory: spec.memory,
         NanoCpus: Math.round(spec.cpu * 1e9),
         PortBindings: { [SERVER_PORT]: loopback, [NOVNC_PORT]: loopback, [OSWORLD_PORT]: loopback },
-        Binds: [`${secretsDir}:${SECRETS_MOUNT}:ro`],
+        Binds: [`${secretsDir}:${SECRETS_MOUNT}:ro`, ...caged.Binds],
         Ulimits: (this.options.ulimits ?? []).map((u) => ({ Name: u.name, Soft: u.soft, Hard: u.hard })),
         ...(this.diskQuota && { StorageOpt: { size: String(spec.diskSize) } }),
         ...caged.HostConfig,

@@ -24,6 +24,18 @@ import type { Gate, GatePorts } from "./proxy.js";
 /** The gate's ports on the gateway: the usual ones, so that names resolved to it just work. */
 export const CONTAINER_GATE_PORTS: GatePorts = { proxy: 3128, http: 80, tls: 443, dns: 53 };
 const NETWORK_PREFIX = "hangar-egress-";
+/** Where a caged desktop finds its egress CA's certificate. */
+export const CA_IN_DESKTOP = "/run/hangar-egress/ca.crt";
+/** Installs the CA in the system's store (as root in the container). */
+const INSTALL_SYSTEM = `cp ${CA_IN_DESKTOP} /usr/local/share/ca-certificates/hangar-egress.crt && update-ca-certificates >/dev/null`;
+/** And in the desktop user's NSS database, Chromium's (certutil: Debian's libnss3-tools). */
+const INSTALL_NSS = [
+  "command -v certutil >/dev/null || { echo 'certutil is not in the image (Debian: libnss3-tools)' >&2; exit 3; }",
+  'db="sql:$HOME/.pki/nssdb"',
+  'mkdir -p "$HOME/.pki/nssdb"',
+  'certutil -d "$db" -L >/dev/null 2>&1 || certutil -d "$db" -N --empty-password',
+  `certutil -d "$db" -A -t C,, -n "Hangar egress" -i ${CA_IN_DESKTOP}`,
+].join(" && ");
 const LABEL_DESKTOP = "dev.hangar.egress-desktop";
 
 interface CageNetwork {
@@ -76,9 +88,12 @@ export class ContainerCage implements RuntimeCage {
    * What a caged desktop's container is made with (its network made first, kept if there); nothing
    * for a desktop on the open network.
    */
-  async containerSettings(desktop: string): Promise<Partial<ContainerCreateOptions> & { Env: string[] }> {
-    if (!this.caged(desktop)) return { Env: [] };
+  async containerSettings(
+    desktop: string,
+  ): Promise<{ Env: string[]; Binds: string[]; HostConfig?: ContainerCreateOptions["HostConfig"] }> {
+    if (!this.caged(desktop)) return { Env: [], Binds: [] };
     const network = await this.network(desktop, true);
+    const ca = await this.egress.caOf(desktop);
     const proxy = `http://${network.gateway}:${CONTAINER_GATE_PORTS.proxy}`;
     const noProxy = "localhost,127.0.0.1,::1";
     return {
@@ -89,7 +104,11 @@ export class ContainerCage implements RuntimeCage {
         `HTTPS_PROXY=${proxy}`,
         `no_proxy=${noProxy}`,
         `NO_PROXY=${noProxy}`,
+        // Node does not read the system's store: the desktop's egress CA is added for it.
+        `NODE_EXTRA_CA_CERTS=${CA_IN_DESKTOP}`,
       ],
+      // The CA's certificate alone (its key stays on the host), installed in the trust stores at start.
+      Binds: [`${ca.cert}:${CA_IN_DESKTOP}:ro`],
       HostConfig: {
         NetworkMode: network.name,
         Dns: [network.gateway],
@@ -113,6 +132,32 @@ export class ContainerCage implements RuntimeCage {
       this.gates.set(desktop, gate);
     }
     await this.apply(desktop, this.egress.policyOf(desktop).policy);
+  }
+
+  /**
+   * Once the container runs: its egress CA in the system's store (root) and in the desktop user's
+   * NSS database, so that the proxy's certificates for credential domains are trusted there.
+   */
+  async afterStart(desktop: string) {
+    if (!this.caged(desktop)) return;
+    const container = this.engine.docker.getContainer(`hangar-${desktop}`);
+    const user = (await container.inspect()).Config.User || "0";
+    for (const [as, script] of [
+      ["0", INSTALL_SYSTEM],
+      [user, INSTALL_NSS],
+    ] as const) {
+      const outcome = await execIn(container, as, script).catch((err: Error) => ({
+        code: -1,
+        output: err.message,
+      }));
+      if (outcome.code !== 0) {
+        await this.log.error("Cannot install the egress CA in the desktop", {
+          vm: desktop,
+          user: as,
+          error: outcome.output.trim().slice(0, 300),
+        });
+      }
+    }
   }
 
   async apply(desktop: string, policy: NetworkPolicy) {
@@ -230,6 +275,35 @@ export class ContainerCage implements RuntimeCage {
     );
     return this.openNetwork;
   }
+}
+
+/** Runs `sh -c script` in the container as `user`; its exit code and output. */
+async function execIn(
+  container: ReturnType<Engine["docker"]["getContainer"]>,
+  user: string,
+  script: string,
+): Promise<{ code: number; output: string }> {
+  const exec = await container.exec({
+    Cmd: ["sh", "-c", script],
+    User: user,
+    AttachStdout: true,
+    AttachStderr: true,
+  });
+  const stream = await exec.start({ hijack: true, stdin: false });
+  let output = "";
+  await new Promise<void>((resolve, reject) => {
+    stream.on("data", (chunk: Buffer) => {
+      output = (output + chunk.toString("latin1")).slice(-4000);
+    });
+    stream.once("end", resolve);
+    stream.once("close", resolve);
+    stream.once("error", reject);
+    setTimeout(() => reject(new Error("the install did not end within 60 s")), 60_000).unref();
+  });
+  const { ExitCode } = await exec.inspect();
+  // The engine frames the output in 8-byte headers: only its printable characters are kept.
+  const text = [...output].filter((ch) => ch >= " " || ch === "\n" || ch === "\t").join("");
+  return { code: ExitCode ?? -1, output: text };
 }
 
 interface NetworkInfo {

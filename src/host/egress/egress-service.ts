@@ -9,13 +9,15 @@
  * without one keeps the open network of old (`{"egress": "allow"}`, no proxy) and cannot be caged
  * afterwards: its record says so.
  */
-import { mkdir, readFile } from "node:fs/promises";
+import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import type { RuntimeKind } from "../runtimes/kinds.js";
 import { EgressAudit } from "./audit.js";
+import { type CertificateFiles, ensureCa } from "./certificates.js";
+import { CredentialInjector } from "./credentials.js";
 import {
   type CompiledPolicy,
   compilePolicy,
@@ -24,7 +26,8 @@ import {
   networkPolicySchema,
   OPEN_NETWORK,
 } from "./policy.js";
-import { EgressProxy, type EgressProxyOptions } from "./proxy.js";
+import { EgressProxy } from "./proxy.js";
+import { SecretStore } from "./secrets.js";
 
 /** What a runtime does for the cage beyond the proxy (its network, and putting a change in force). */
 export interface RuntimeCage {
@@ -40,7 +43,8 @@ export interface RuntimeCage {
 export interface EgressOptions {
   /** DNS servers the proxy resolves desktops' names with (`--egress-resolver`); default the host's. */
   resolvers?: string[];
-  interceptTls?: EgressProxyOptions["interceptTls"];
+  /** More CAs (PEM) that servers' certificates may be signed by, when the proxy adds credentials. */
+  upstreamCa?: string[];
 }
 
 /** What the record of `GET /svc/vms/:name` says of the desktop's network. */
@@ -56,30 +60,74 @@ const DENY_ALL = compilePolicy({ egress: "deny", dns: false });
 export class EgressService {
   readonly audit: EgressAudit;
   readonly proxy: EgressProxy;
+  readonly secrets: SecretStore;
+  private readonly credentials: CredentialInjector;
   private readonly policies = new Map<string, CompiledPolicy>();
   private readonly cages = new Map<RuntimeKind, RuntimeCage>();
   private writes: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly directory: () => Promise<string>,
-    private readonly log: HostLog,
+    readonly log: HostLog,
     options: EgressOptions = {},
   ) {
     this.audit = new EgressAudit(log);
+    this.secrets = new SecretStore(async () => join(await directory(), "secrets.json"));
+    this.credentials = new CredentialInjector({
+      policyOf: (desktop) => this.policyOf(desktop),
+      secrets: this.secrets,
+      audit: this.audit,
+      caOf: async (desktop) => ({
+        ca: await this.caOf(desktop),
+        leaves: join(await this.caDir(desktop), "leaves"),
+      }),
+      upstreamCa: options.upstreamCa,
+    });
     this.proxy = new EgressProxy({
       policyOf: (desktop) => this.policyOf(desktop),
       audit: this.audit,
       resolvers: options.resolvers,
-      interceptTls: options.interceptTls,
+      interceptTls: (passage) => this.credentials.takerFor(passage),
     });
+  }
+
+  /**
+   * The desktop's own CA (made with its cage), whose certificates the proxy answers with for the
+   * domains it adds credentials to: the desktop trusts it (its runtime installs it).
+   */
+  async caOf(desktop: string): Promise<CertificateFiles> {
+    return ensureCa(await this.caDir(desktop), `Hangar egress CA (${desktop})`);
+  }
+
+  private async caDir(desktop: string) {
+    return join(await this.directory(), "ca", desktop);
+  }
+
+  /** Every secret a policy's credential rules name is set (a clear 400 for one that is not). */
+  private checkSecrets(policy: NetworkPolicy) {
+    const missing = (policy.credentials ?? []).map((r) => r.secret).filter((name) => !this.secrets.has(name));
+    if (missing.length > 0) {
+      throw new HostError(
+        "invalid_params",
+        `No secret named ${[...new Set(missing)].join(", ")}: set it first with POST /svc/secrets`,
+      );
+    }
+  }
+
+  /** The desktops whose policies name the secret. */
+  usersOf(secret: string): string[] {
+    return [...this.policies]
+      .filter(([, compiled]) => compiled.policy.credentials?.some((rule) => rule.secret === secret))
+      .map(([desktop]) => desktop);
   }
 
   addCage(cage: RuntimeCage) {
     this.cages.set(cage.kind, cage);
   }
 
-  /** Reads the kept policies; once at start. */
+  /** Reads the kept policies and secrets; once at start. */
   async load() {
+    await this.secrets.load();
     const text = await readFile(await this.file(), "utf8").catch((err: NodeJS.ErrnoException) => {
       if (err.code === "ENOENT") return "{}";
       throw err;
@@ -117,6 +165,7 @@ export class EgressService {
   /** Cages a new desktop with `policy` (its runtime calls this as it makes it). */
   async remember(desktop: string, kind: RuntimeKind, policy: NetworkPolicy) {
     this.cageOf(kind).check(policy);
+    this.checkSecrets(policy);
     this.policies.set(desktop, compilePolicy(policy));
     await this.save();
   }
@@ -131,6 +180,8 @@ export class EgressService {
 
   async forget(desktop: string) {
     this.audit.forget(desktop);
+    this.credentials.forget(desktop);
+    await rm(await this.caDir(desktop), { recursive: true, force: true });
     if (!this.policies.delete(desktop)) return;
     await this.save();
   }
@@ -149,6 +200,7 @@ export class EgressService {
       );
     }
     cage.check(policy);
+    this.checkSecrets(policy);
     const before = this.policies.get(desktop);
     this.policies.set(desktop, compilePolicy(policy));
     try {
@@ -175,6 +227,7 @@ export class EgressService {
 
   async close() {
     await this.proxy.close();
+    this.credentials.close();
     await this.writes;
   }
 

@@ -73,10 +73,10 @@ export interface EgressProxyOptions {
   /** DNS servers for the names desktops ask for (`IP` or `IP:port`); default: the host's resolver. */
   resolvers?: string[];
   /**
-   * Takes over an allowed TLS connection whose name has a credential rule (credentials.ts): the
-   * client's socket with what was read of it. Without it, TLS is relayed untouched.
+   * What takes over an allowed TLS connection whose name has a credential rule (credentials.ts),
+   * given the client's socket and what was read of it; undefined to relay it untouched.
    */
-  interceptTls?(passage: Passage, client: Socket, head: Buffer): boolean;
+  interceptTls?(passage: Passage): ((client: Socket, head: Buffer) => void) | undefined;
 }
 
 /** How long an upstream connection may take to open. */
@@ -357,13 +357,11 @@ export class EgressProxy {
       return;
     }
     const passage: Passage = { desktop, via, name, address: decision.address, port, rule: decision.rule };
-    if (name && this.options.interceptTls) {
+    const taker = name ? this.options.interceptTls?.(passage) : undefined;
+    if (taker) {
       if (t.established) client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
-      if (this.options.interceptTls(passage, client, t.head)) return;
-      if (t.established) {
-        client.destroy();
-        return;
-      }
+      taker(client, t.head);
+      return;
     }
     let upstream: Socket;
     try {

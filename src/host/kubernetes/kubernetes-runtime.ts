@@ -186,7 +186,7 @@ export class KubernetesRuntime implements DesktopRuntime {
       // them): until then a restricting policy is refused rather than left unenforced.
       throw new HostError(
         "not_supported",
-        "Kubernetes desktops cannot be caged yet: only {\"egress\": \"allow\"} (the cluster's open network) is accepted; " +
+        'Kubernetes desktops cannot be caged yet: only {"egress": "allow"} (the cluster\'s open network) is accepted; ' +
           "make a caged desktop with runtime 'container' or 'qemu' (docs/egress.md)",
       );
     }
