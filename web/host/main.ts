@@ -22,6 +22,11 @@ interface Vm {
   downloadProgress?: number;
   push?: { status: string; progress: number; error: string | null };
   lastError?: string | null;
+  network?: {
+    egress: "deny" | "allow" | { allow: string[] };
+    credentials: { domain: string; secret: string }[];
+    caged: boolean;
+  };
 }
 
 class Unauthorized extends Error {}
@@ -193,6 +198,23 @@ function statusOf(vm: Vm): Node {
   return span;
 }
 
+/** The desktop's egress policy in a few words (docs/egress.md); the whole list as the cell's title. */
+function networkOf(vm: Vm): Node {
+  const span = document.createElement("span");
+  const network = vm.network;
+  if (!network) return span;
+  const { egress } = network;
+  const allow = typeof egress === "object" ? egress.allow : [];
+  span.textContent = !network.caged
+    ? "open"
+    : typeof egress === "string"
+      ? egress
+      : `allow ${allow.slice(0, 2).join(", ")}${allow.length > 2 ? ` +${allow.length - 2}` : ""}`;
+  if (network.credentials.length > 0) span.textContent += `, ${network.credentials.length} credential(s)`;
+  span.title = [...allow, ...network.credentials.map((c) => `${c.domain}: secret ${c.secret}`)].join("\n");
+  return span;
+}
+
 function vmRow(vm: Vm): HTMLTableRowElement {
   const row = document.createElement("tr");
   row.dataset.name = vm.name;
@@ -238,6 +260,7 @@ function vmRow(vm: Vm): HTMLTableRowElement {
     cell(gb(vm.memorySize)),
     cell(vm.diskSize ? `${gb(vm.diskSize.allocated)} / ${gb(vm.diskSize.total)}` : ""),
     cell(vm.ipAddress ?? ""),
+    cell(networkOf(vm)),
     cell(actions),
   );
   return row;
