@@ -8,9 +8,10 @@
  *
  * Run: node --import tsx bench/egress.ts [rounds]
  */
+
+import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import type { Socket } from "node:net";
-import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import tls from "node:tls";
@@ -52,7 +53,11 @@ const proxy = new EgressProxy({
   resolvers: [world.dns],
   interceptTls: (passage) => credentials.takerFor(passage),
 });
-const gate = await proxy.open("bench", { host: "127.0.0.1", ports: { proxy: 0, http: 0, tls: 0, dns: 0 }, answer: "127.0.0.1" });
+const gate = await proxy.open("bench", {
+  host: "127.0.0.1",
+  ports: { proxy: 0, http: 0, tls: 0, dns: 0 },
+  answer: "127.0.0.1",
+});
 const trust = [world.caPem, (await import("node:fs")).readFileSync(ca.cert, "utf8")];
 
 type Way = "direct" | "proxy (CONNECT)" | "proxy + credential";
@@ -83,7 +88,11 @@ async function open(way: Way, name: string): Promise<tls.TLSSocket> {
 async function get(way: Way, name: string, path: string): Promise<number> {
   const secure = await open(way, name);
   return new Promise((resolve, reject) => {
-    const req = http.request({ createConnection: () => secure, path, headers: { host: name, connection: "close" } });
+    const req = http.request({
+      createConnection: () => secure,
+      path,
+      headers: { host: name, connection: "close" },
+    });
     req.on("response", (res) => {
       let bytes = 0;
       res.on("data", (c: Buffer) => {
@@ -98,19 +107,28 @@ async function get(way: Way, name: string, path: string): Promise<number> {
 
 const rates: Record<Way, number[]> = { direct: [], "proxy (CONNECT)": [], "proxy + credential": [] };
 const small: Record<Way, number[]> = { direct: [], "proxy (CONNECT)": [], "proxy + credential": [] };
-for (let round = 0; round < ROUNDS; round++) {
-  const order = round % 2 === 0 ? WAYS : [...WAYS].reverse();
-  for (const [way, name] of order) {
-    const start = performance.now();
-    const got = await get(way, name, `/bytes/${BYTES}`);
-    if (got !== BYTES) throw new Error(`${way}: ${got} bytes instead of ${BYTES}`);
-    rates[way].push(BYTES / 1024 / 1024 / ((performance.now() - start) / 1000));
-    small[way].push(...(await sample(10, () => get(way, name, "/small"), { warmup: 1 })));
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? WAYS : [...WAYS].reverse();
+    for (const [way, name] of order) {
+      const start = performance.now();
+      const got = await get(way, name, `/bytes/${BYTES}`);
+      if (got !== BYTES) throw new Error(`${way}: ${got} bytes instead of ${BYTES}`);
+      rates[way].push(BYTES / 1024 / 1024 / ((performance.now() - start) / 1000));
+      small[way].push(...(await sample(10, () => get(way, name, "/small"), { warmup: 1 })));
+    }
   }
+} finally {
+  await gate.close();
+  await proxy.close();
+  credentials.close();
+  await log.flush();
+  await world.cleanup();
+  rmSync(dir, { recursive: true, force: true });
 }
-
 const rows: Row[] = [];
-for (const [way] of WAYS) rows.push({ name: `10 MB over HTTPS, ${way}`, ...summarizeRates(rates[way]), note: `${ROUNDS} downloads` });
+for (const [way] of WAYS)
+  rows.push({ name: `10 MB over HTTPS, ${way}`, ...summarizeRates(rates[way]), note: `${ROUNDS} downloads` });
 for (const [way] of WAYS) {
   rows.push({
     name: `small HTTPS GET (new connection), ${way}`,
@@ -118,10 +136,4 @@ for (const [way] of WAYS) {
     note: `${small[way].length} requests`,
   });
 }
-await gate.close();
-await proxy.close();
-credentials.close();
-await log.flush();
-await world.cleanup();
-rmSync(dir, { recursive: true, force: true });
 printTable(`Egress proxy: ${ROUNDS} interleaved rounds, the server in a network namespace`, rows);

@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildProgram } from "../../src/cli/main.js";
 import { startTestHost, type TestHost } from "../host/support.js";
+import { runCli } from "../support/cli-in-process.js";
 
 let host: TestHost;
 let dir: string;
@@ -20,23 +20,8 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Runs the CLI in-process and returns what it printed. */
-async function hangar(...args: string[]) {
-  let out = "";
-  const write = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: string) => {
-    out += chunk;
-    return true;
-  }) as typeof process.stdout.write;
-  try {
-    const program = buildProgram();
-    program.exitOverride();
-    await program.parseAsync(["node", "hangar", ...args, "--url", host.url]);
-  } finally {
-    process.stdout.write = write;
-  }
-  return out;
-}
+/** The CLI, in this process, against the test's service. */
+const hangar = (...args: string[]) => runCli(...args, "--url", host.url);
 
 describe("hangar vm network, vm egress, secret", () => {
   it("cages a desktop at create, shows and changes its policy", async () => {

@@ -8,56 +8,33 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startPodman, TEST_IMAGE, type TestEngine, testUlimits } from "../host/podman.js";
-import { eventually, startTestHost, type TestHost } from "../host/support.js";
+import type { TestEngine } from "../host/podman.js";
+import { eventually, type TestHost } from "../host/support.js";
+import { CONTAINER_DESKTOP, startCagedHost, startDesktop, stopCagedHost } from "./caged-host.js";
 import { inDesktop } from "./desktop-probe.js";
-import { startWorld, type World } from "./world.js";
+import type { World } from "./world.js";
 
 const run = promisify(execFile);
+const NAME = "caged";
 let world: World;
 let engine: TestEngine;
 let host: TestHost;
-const NAME = "caged";
-const DESKTOP = {
-  os: "linux",
-  cpu: 1,
-  memory: "1GB",
-  diskSize: "2GB",
-  display: "800x600",
-  runtime: "container",
-};
 let desktop: { name: string; computerServerUrl: string; apiKey?: string };
 
 beforeAll(async () => {
-  world = await startWorld(["allowed.example.test", "other.example.test", "evil.example.net"], {
-    "loop.example.test": "127.0.0.1",
+  ({ world, engine, host } = await startCagedHost(
+    ["allowed.example.test", "other.example.test", "evil.example.net"],
+    {
+      "loop.example.test": "127.0.0.1",
+    },
+  ));
+  desktop = await startDesktop(host, NAME, {
+    egress: { allow: ["allowed.example.test", "loop.example.test"] },
   });
-  engine = await startPodman();
-  host = await startTestHost({
-    containerEngine: engine.address,
-    desktopImage: TEST_IMAGE,
-    containerUlimits: testUlimits(),
-    egressResolvers: [world.dns],
-  });
-  const created = await host.api("POST", "/svc/vms", {
-    name: NAME,
-    ...DESKTOP,
-    network: { egress: { allow: ["allowed.example.test", "loop.example.test"] } },
-  });
-  expect(created.status, created.text).toBe(200);
-  expect((await host.api("POST", `/svc/vms/${NAME}/run`, {})).status).toBe(202);
-  const ready = await host.api("GET", `/svc/vms/${NAME}?wait=ready&timeout=240`);
-  expect(ready.status, ready.text).toBe(200);
-  desktop = ready.body;
 }, 300_000);
 
-afterAll(async () => {
-  // Deleting the desktop takes its network, bridge and filter rules with it (checked below too).
-  await host?.api("DELETE", `/svc/vms/${NAME}`).catch(() => undefined);
-  await host?.cleanup();
-  await engine?.cleanup();
-  await world?.cleanup();
-});
+// Deleting the desktop takes its network, bridge and filter rules with it (checked below too).
+afterAll(() => stopCagedHost({ world, engine, host }, [NAME]));
 
 const events = async () => (await host.api("GET", `/svc/vms/${NAME}/egress`)).body.events as any[];
 
@@ -187,7 +164,7 @@ describe("a container desktop caged by its policy", () => {
 
 describe("a container desktop made without a policy", () => {
   it("is on the open network, says so, and cannot be caged while it exists", async () => {
-    const created = await host.api("POST", "/svc/vms", { name: "open", ...DESKTOP });
+    const created = await host.api("POST", "/svc/vms", { name: "open", ...CONTAINER_DESKTOP });
     expect(created.status).toBe(200);
     const record = (await host.api("GET", "/svc/vms/open")).body;
     expect(record.network).toEqual({

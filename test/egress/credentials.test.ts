@@ -10,22 +10,15 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { desktopCommand } from "../host/desktop-client.js";
-import { startPodman, TEST_IMAGE, type TestEngine, testUlimits } from "../host/podman.js";
-import { eventually, startTestHost, type TestHost } from "../host/support.js";
+import type { TestEngine } from "../host/podman.js";
+import { eventually, type TestHost } from "../host/support.js";
+import { CONTAINER_DESKTOP, startCagedHost, startDesktop, stopCagedHost } from "./caged-host.js";
 import { inDesktop } from "./desktop-probe.js";
-import { startWorld, type World } from "./world.js";
+import type { World } from "./world.js";
 
 const SECRET = `tok_${randomBytes(18).toString("hex")}`;
 const SENT = createHash("sha256").update(`Bearer ${SECRET}`).digest("hex");
 const NAME = "secretless";
-const DESKTOP = {
-  os: "linux",
-  cpu: 1,
-  memory: "1GB",
-  diskSize: "2GB",
-  display: "1024x768",
-  runtime: "container",
-};
 let world: World;
 let engine: TestEngine;
 let host: TestHost;
@@ -39,23 +32,10 @@ const api = async (method: string, path: string, body?: unknown) => {
 };
 
 beforeAll(async () => {
-  world = await startWorld(["api.example.test", "other.example.test"]);
-  engine = await startPodman();
-  host = await startTestHost({
-    containerEngine: engine.address,
-    desktopImage: TEST_IMAGE,
-    containerUlimits: testUlimits(),
-    egressResolvers: [world.dns],
-    egressTrust: [world.caPem],
-  });
+  ({ world, engine, host } = await startCagedHost(["api.example.test", "other.example.test"]));
 }, 120_000);
 
-afterAll(async () => {
-  await host?.api("DELETE", `/svc/vms/${NAME}`).catch(() => undefined);
-  await host?.cleanup();
-  await engine?.cleanup();
-  await world?.cleanup();
-});
+afterAll(() => stopCagedHost({ world, engine, host }, [NAME]));
 
 describe("secrets kept by the host", () => {
   it("are set by POST and listed by name only", async () => {
@@ -77,7 +57,7 @@ describe("secrets kept by the host", () => {
   it("a credential rule names a secret that is set, for a domain the policy allows", async () => {
     const unknown = await api("POST", "/svc/vms", {
       name: "bad-secret",
-      ...DESKTOP,
+      ...CONTAINER_DESKTOP,
       network: {
         egress: { allow: ["api.example.test"] },
         credentials: [{ domain: "api.example.test", secret: "nope" }],
@@ -87,7 +67,7 @@ describe("secrets kept by the host", () => {
     expect(unknown.body.message).toBe("No secret named nope: set it first with POST /svc/secrets");
     const notAllowed = await api("POST", "/svc/vms", {
       name: "bad-domain",
-      ...DESKTOP,
+      ...CONTAINER_DESKTOP,
       network: {
         egress: { allow: ["other.example.test"] },
         credentials: [{ domain: "api.example.test", secret: "api-token" }],
@@ -105,19 +85,11 @@ describe("secrets kept by the host", () => {
 
 describe("a desktop whose requests get a credential it never sees", () => {
   beforeAll(async () => {
-    const created = await api("POST", "/svc/vms", {
-      name: NAME,
-      ...DESKTOP,
-      network: {
-        egress: { allow: ["api.example.test", "other.example.test"] },
-        credentials: [{ domain: "api.example.test", secret: "api-token" }],
-      },
+    desktop = await startDesktop(host, NAME, {
+      egress: { allow: ["api.example.test", "other.example.test"] },
+      credentials: [{ domain: "api.example.test", secret: "api-token" }],
     });
-    expect(created.status, created.text).toBe(200);
-    expect((await api("POST", `/svc/vms/${NAME}/run`, {})).status).toBe(202);
-    const ready = await api("GET", `/svc/vms/${NAME}?wait=ready&timeout=240`);
-    expect(ready.status, ready.text).toBe(200);
-    desktop = ready.body;
+    answers.push(JSON.stringify(desktop));
   }, 300_000);
 
   it("the server gets the header; another domain gets none and its TLS is the server's own", async () => {
