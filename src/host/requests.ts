@@ -3,7 +3,7 @@
  * the services take the types derived from them (one definition, never written twice).
  */
 import { z } from "zod";
-import { networkFieldSchema } from "./egress/policy.js";
+import { networkFieldSchema, networkPolicySchema } from "./egress/policy.js";
 import { RUNTIME_KINDS } from "./runtimes/kinds.js";
 
 /** Which runtime backs a desktop: `qemu`, `container` or `kubernetes`. */
@@ -146,6 +146,8 @@ export const poolCreateSchema = z.object({
   memory: z.string().optional(),
   diskSize: z.string().optional(),
   display: z.string().optional(),
+  /** The network policy of each desktop made from an image (docs/egress.md); a clone keeps its template's. */
+  network: networkPolicySchema.optional(),
 });
 
 export const poolUpdateSchema = z.object({ size: poolSize.optional(), ttl: ttl.optional() });

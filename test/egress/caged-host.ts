@@ -51,9 +51,22 @@ export async function startDesktop(host: TestHost, name: string, network: unknow
   return ready.body as { name: string; computerServerUrl: string; apiKey?: string };
 }
 
-/** Deletes the desktops, then stops the service, the engine and the world. */
+/**
+ * Deletes the pools and the desktops (`desktops` first, then any other a failed test left), then
+ * stops the service, the engine and the world.
+ */
 export async function stopCagedHost(caged: Partial<CagedHost>, desktops: string[]) {
-  for (const name of desktops) await caged.host?.api("DELETE", `/svc/vms/${name}`).catch(() => undefined);
+  const host = caged.host;
+  const pools = ((await host?.api("GET", "/svc/pools").catch(() => undefined))?.body ?? []) as {
+    name: string;
+  }[];
+  for (const pool of pools) await host?.api("DELETE", `/svc/pools/${pool.name}`).catch(() => undefined);
+  const left = ((await host?.api("GET", "/svc/vms").catch(() => undefined))?.body ?? []) as {
+    name: string;
+  }[];
+  for (const name of new Set([...desktops, ...left.map((vm) => vm.name)])) {
+    await host?.api("DELETE", `/svc/vms/${name}`).catch(() => undefined);
+  }
   await caged.host?.cleanup();
   await caged.engine?.cleanup();
   await caged.world?.cleanup();

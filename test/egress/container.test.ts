@@ -202,3 +202,36 @@ describe("deleting a caged desktop", () => {
     );
   });
 });
+
+describe("a pool of caged desktops", () => {
+  it("gives each desktop it makes the pool's policy; a bad policy is a 400 naming it", async () => {
+    const bad = await host.api("POST", "/svc/pools", {
+      name: "bad-pool",
+      runtime: "container",
+      size: 1,
+      network: { egress: { allow: ["10.0.0.0/40"] } },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.message).toMatch(/network\.egress\.allow\.0: '10\.0\.0\.0\/40'/);
+    const made = await host.api("POST", "/svc/pools", {
+      name: "caged-pool",
+      runtime: "container",
+      size: 1,
+      memory: "1GB",
+      network: { egress: { allow: ["allowed.example.test"] } },
+    });
+    expect(made.status, made.text).toBe(201);
+    const member = await eventually(
+      async () => (await host.api("GET", "/svc/pools/caged-pool")).body.desktops?.[0]?.name,
+    );
+    const record = await eventually(async () => {
+      const res = await host.api("GET", `/svc/vms/${member}`);
+      return res.status === 200 && res.body;
+    });
+    expect(record.network).toMatchObject({ egress: { allow: ["allowed.example.test"] }, caged: true });
+    expect((await host.api("GET", "/svc/pools/caged-pool")).body.spec.network).toEqual({
+      egress: { allow: ["allowed.example.test"] },
+    });
+    expect((await host.api("DELETE", "/svc/pools/caged-pool")).status).toBe(200);
+  });
+});

@@ -273,6 +273,12 @@ export class PoolManager {
     const name = poolName(request.name);
     if (this.pools.has(name)) throw new HostError("failed", `Pool already exists with name: ${name}`);
     const { runtime, template } = await this.resolveTemplate(request);
+    if (request.network && template.kind === "desktop") {
+      throw new HostError(
+        "invalid_params",
+        `network: a pool made from a desktop (${template.name}) gives each clone that desktop's own policy: set it there`,
+      );
+    }
     const def: PoolDefinition = {
       name,
       runtime,
@@ -282,6 +288,7 @@ export class PoolManager {
         memory: request.memory ?? DEFAULT_POOL_SPEC.memory,
         diskSize: request.diskSize ?? DEFAULT_POOL_SPEC.diskSize,
         display: request.display ?? DEFAULT_POOL_SPEC.display,
+        ...(request.network && { network: request.network }),
       },
       size: request.size,
       ttlSeconds: request.ttl ?? null,
