@@ -1,4 +1,5 @@
 /** `hangar host serve`: the VM host service (/svc API, QEMU). */
+import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import type { Ulimit } from "../host/container/container-runtime.js";
@@ -27,6 +28,11 @@ function collectWebhook(value: string, previous: string[] = []) {
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message.replace(/^--webhook: /, ""));
   }
+}
+
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[] = []) {
+  return [...previous, value];
 }
 
 function collectUlimit(value: string, previous: Ulimit[] = []) {
@@ -127,6 +133,16 @@ export function registerHost(program: Command) {
     .option(
       "--e2b-desktop-image <ref>",
       "with --e2b-port: the image of E2B's desktop template (default hangar-desktop:latest, built on --desktop-image when missing)",
+    )
+    .option(
+      "--egress-resolver <ip[:port]>",
+      "caged desktops (docs/egress.md): a DNS server the egress proxy resolves names with, instead of the host's (repeat it)",
+      collect,
+    )
+    .option(
+      "--egress-trust <file>",
+      "caged desktops: a PEM file of CAs that servers' certificates may be signed by, where the proxy adds credentials (repeat it)",
+      collect,
     );
   browserAccessOptions(serve).action(async (opts) => {
     const log = createLogger({ level: opts.logLevel, name: "host" });
@@ -166,6 +182,8 @@ export function registerHost(program: Command) {
           desktopTemplateImage: opts.e2bDesktopImage,
         },
       }),
+      egressResolvers: opts.egressResolver,
+      egressTrust: (opts.egressTrust as string[] | undefined)?.map((file) => readFileSync(file, "utf8")),
       ...((opts.kubeconfig || opts.namespace || opts.kubernetesReach || opts.poolsInCluster) && {
         kubernetes: {
           kubeconfig: opts.kubeconfig,

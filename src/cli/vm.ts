@@ -4,6 +4,7 @@
  */
 import { type Command, InvalidArgumentError } from "commander";
 import { formatBytes } from "../common/sizes.js";
+import { describeNetwork, policyArgument, registerEgress } from "./egress.js";
 import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
 import { UsageError } from "./util.js";
 import { registerVmSleep } from "./vm-sleep.js";
@@ -49,6 +50,7 @@ function describeVm(vm: Vm): string {
     ["vnc", vm.vncUrl],
     ["ssh available", vm.sshAvailable],
     ["mac address", vm.macAddress],
+    ["network", describeNetwork(vm.network)],
     [
       "shared dirs",
       vm.sharedDirectories
@@ -110,8 +112,14 @@ export function registerVm(program: Command) {
     .option("--storage <location>", "storage location (name or path)")
     .option("--runtime <kind>", "what runs it: qemu, container or kubernetes (default: the service's)")
     .option("--image <ref>", "a container desktop's image (default: the service's desktop image)")
+    .option(
+      "--network <policy>",
+      "cage it: an egress policy, deny, allow or JSON (docs/egress.md)",
+      policyArgument,
+    )
     .action(async (name, opts) => {
       const body = {
+        network: opts.network,
         name,
         runtime: opts.runtime,
         image: opts.image,
@@ -249,6 +257,7 @@ export function registerVm(program: Command) {
 
   registerVmSnapshots(vm, { withProgress, waitSeconds });
   registerVmSleep(vm, { withProgress, waitSeconds });
+  registerEgress(program, vm);
 }
 
 function seconds(value: string): number {

@@ -3,6 +3,7 @@
  * the services take the types derived from them (one definition, never written twice).
  */
 import { z } from "zod";
+import { networkFieldSchema, networkPolicySchema } from "./egress/policy.js";
 import { ON_EXPIRE } from "./pools/pool-types.js";
 import { HIBERNATION_MODES } from "./runtimes/hibernation.js";
 import { RUNTIME_KINDS } from "./runtimes/kinds.js";
@@ -21,7 +22,8 @@ export const createSchema = z.object({
   display: z.string(),
   ipsw: z.string().optional(),
   storage: z.string().optional(),
-  network: z.string().optional(),
+  /** lume's network mode (`nat`), or a network policy (docs/egress.md). */
+  network: networkFieldSchema,
   runtime: runtimeSchema.optional(),
   /** The image a container desktop runs (default: the service's desktop image); not for QEMU. */
   image: z.string().optional(),
@@ -232,6 +234,8 @@ export const poolCreateSchema = z
     memory: z.string().optional(),
     diskSize: z.string().optional(),
     display: z.string().optional(),
+    /** The network policy of each desktop made from an image (docs/egress.md); a clone keeps its template's. */
+    network: networkPolicySchema.optional(),
   })
   .superRefine((pool, ctx) => sizing(pool, ctx, true));
 

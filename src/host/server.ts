@@ -15,6 +15,7 @@ import { ContainerRuntime, type Ulimit } from "./container/container-runtime.js"
 import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
 import { parseUlimit } from "./container/ulimits.js";
 import type { E2bOptions, RunningE2bService } from "./e2b/service.js";
+import { EgressService } from "./egress/egress-service.js";
 import { LifecycleEvents } from "./events.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
@@ -74,6 +75,10 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   };
   /** Lifecycle events are posted to these URLs (`--webhook`, `--webhook-secret-file`). */
   webhooks?: WebhookOptions;
+  /** DNS servers the egress proxy resolves desktops' names with (`--egress-resolver`; default the host's). */
+  egressResolvers?: string[];
+  /** More CAs (PEM) servers' certificates may be signed by, where the proxy adds credentials (`--egress-trust`). */
+  egressTrust?: string[];
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
@@ -118,15 +123,20 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const log = new HostLog(async () => join(await settings.homeDirectory(), ".logs"), logger);
   // The composition root: every service is built here, and handed what it needs.
   const store = new VmStore(settings);
+  const egress = new EgressService(async () => join(await settings.homeDirectory(), ".egress"), log, {
+    resolvers: options.egressResolvers,
+    upstreamCa: options.egressTrust,
+  });
+  await egress.load();
   const images = new ImageService({
     settings,
     store,
     log,
     isRunning: (vm): Promise<boolean> => qemu.isRunning(vm),
   });
-  const qemu = new QemuRuntime(settings, store, log, images, options);
+  const qemu = new QemuRuntime(settings, store, log, images, options, egress);
   const runtimes: DesktopRuntime[] = [qemu];
-  const containers = await containerRuntime(options, settings, log);
+  const containers = await containerRuntime(options, settings, log, egress);
   if (containers) runtimes.push(containers);
   let kubernetes: KubernetesRuntime | undefined;
   if (options.kubernetes || options.defaultRuntime === "kubernetes") {
@@ -144,6 +154,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log);
   const events = new LifecycleEvents();
   vms.lifecycle.on((transition) => events.emit(...operatorEvent(transition)));
+  vms.addToRecords((record) => ({ network: egress.record(record.name, record.runtime) }));
   const shared = kubernetes && options.kubernetes?.poolsInCluster && !options.poolStore;
   const poolStore =
     options.poolStore ??
@@ -157,7 +168,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
           durationSeconds: options.kubernetes?.leaseDurationSeconds,
         })
       : undefined;
-  const services: HostServices = { settings, vms, pools, images, log, events };
+  const services: HostServices = { settings, vms, pools, images, log, events, egress };
   const metrics = hostMetrics(services, events);
   const webhooks = options.webhooks?.urls.length ? new Webhooks(events, options.webhooks, log) : undefined;
   await vms.recover();
@@ -187,6 +198,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     webhooks?.close();
     metrics.close();
     await vms.close();
+    await egress.close();
     await images.settled();
     await acceleratorSettled();
     await log.flush();
@@ -239,6 +251,7 @@ async function containerRuntime(
   options: HostServiceOptions,
   settings: SettingsStore,
   log: HostLog,
+  egress: EgressService,
 ): Promise<ContainerRuntime | undefined> {
   if (options.containerEngine === false) return undefined;
   const configured = (await settings.read()).containers;
@@ -254,6 +267,7 @@ async function containerRuntime(
       desktopKeys: options.desktopKeys,
       stopGraceMs: options.stopGraceMs,
       secretsDir: join(await settings.homeDirectory(), ".containers"),
+      egress,
     },
     log,
   );

@@ -1,7 +1,9 @@
 /**
- * What every group of /svc routes is handed: the settings, the VMs, the pools, the images, the log
- * and the lifecycle events.
+ * What every group of /svc routes is handed: the settings, the VMs, the pools, the images, the log,
+ * the lifecycle events and egress.
  */
+
+import type { EgressService } from "./egress/egress-service.js";
 import type { LifecycleEvents } from "./events.js";
 import type { HostLog } from "./host-log.js";
 import type { ImageService } from "./image-service.js";
@@ -16,4 +18,6 @@ export interface HostServices {
   images: ImageService;
   log: HostLog;
   events: LifecycleEvents;
+  /** Network policies, the egress proxy and its audit (docs/egress.md). */
+  egress: EgressService;
 }

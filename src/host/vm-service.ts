@@ -49,6 +49,8 @@ export class VmService {
   /** Every desktop's transitions (created, started, hibernated, woke …), for whoever watches them. */
   readonly lifecycle = new Lifecycle();
   private readonly sleep: SleepControl;
+  /** What other services add to every record (its network policy). */
+  private readonly additions: ((record: RuntimeRecord) => object)[] = [];
 
   constructor(
     runtimes: DesktopRuntime[],
@@ -92,6 +94,11 @@ export class VmService {
   /** Calls `listener` with a desktop's name when its runtime says it changed (started, stopped, vanished). */
   onChange(listener: (name: string) => void) {
     this.listeners.push(listener);
+  }
+
+  /** Adds keys of another service's to every record (`network`, egress/egress-service.ts). */
+  addToRecords(addition: (record: RuntimeRecord) => object) {
+    this.additions.push(addition);
   }
 
   /** The runtimes this service has, the default first. */
@@ -393,7 +400,8 @@ export class VmService {
   }
 
   private withReadiness(record: RuntimeRecord): VmRecord {
-    return { ...record, ...this.readiness.of(record) };
+    const added = this.additions.map((addition) => addition(record));
+    return Object.assign({ ...record, ...this.readiness.of(record) }, ...added);
   }
 
   /**

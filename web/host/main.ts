@@ -24,6 +24,11 @@ interface Vm {
   lastError?: string | null;
   /** While hibernated: what was kept (memory, paused, disk). */
   hibernation?: string;
+  network?: {
+    egress: "deny" | "allow" | { allow: string[] };
+    credentials: { domain: string; secret: string }[];
+    caged: boolean;
+  };
 }
 
 class Unauthorized extends Error {}
@@ -196,6 +201,23 @@ function statusOf(vm: Vm): Node {
   return span;
 }
 
+/** The desktop's egress policy in a few words (docs/egress.md); the whole list as the cell's title. */
+function networkOf(vm: Vm): Node {
+  const span = document.createElement("span");
+  const network = vm.network;
+  if (!network) return span;
+  const { egress } = network;
+  const allow = typeof egress === "object" ? egress.allow : [];
+  span.textContent = !network.caged
+    ? "open"
+    : typeof egress === "string"
+      ? egress
+      : `allow ${allow.slice(0, 2).join(", ")}${allow.length > 2 ? ` +${allow.length - 2}` : ""}`;
+  if (network.credentials.length > 0) span.textContent += `, ${network.credentials.length} credential(s)`;
+  span.title = [...allow, ...network.credentials.map((c) => `${c.domain}: secret ${c.secret}`)].join("\n");
+  return span;
+}
+
 function vmRow(vm: Vm): HTMLTableRowElement {
   const row = document.createElement("tr");
   row.dataset.name = vm.name;
@@ -250,6 +272,7 @@ function vmRow(vm: Vm): HTMLTableRowElement {
     cell(gb(vm.memorySize)),
     cell(vm.diskSize ? `${gb(vm.diskSize.allocated)} / ${gb(vm.diskSize.total)}` : ""),
     cell(vm.ipAddress ?? ""),
+    cell(networkOf(vm)),
     cell(actions),
   );
   return row;

@@ -14,6 +14,9 @@ import type { Readable } from "node:stream";
 import type Dockerode from "dockerode";
 import type { ContainerCreateOptions, ContainerInspectInfo } from "dockerode";
 import { formatBytes, parseLumeSize } from "../../common/sizes.js";
+import { ContainerCage } from "../egress/container-cage.js";
+import type { EgressService } from "../egress/egress-service.js";
+import { networkModeOf, policyOf } from "../egress/policy.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
@@ -75,6 +78,8 @@ export interface ContainerRuntimeOptions {
   secretsDir: string;
   /** The checkout whose Dockerfile builds the desktop image (default: this package's, if any). */
   buildContext?: string;
+  /** Cages desktops made with a network policy (egress/container-cage.ts); without: a policy is a 400. */
+  egress?: EgressService;
 }
 
 export const DEFAULT_DESKTOP_IMAGE = "hangar:latest";
@@ -100,6 +105,7 @@ export class ContainerRuntime implements HibernatingRuntime {
   readonly engine: Engine;
   readonly images: DesktopImages;
   private readonly secrets: DesktopSecrets;
+  private readonly cage?: ContainerCage;
   private readonly locks = new KeyedLock();
   private readonly starting = new Map<string, Promise<void>>();
   private readonly startErrors = new Map<string, string>();
@@ -125,6 +131,7 @@ export class ContainerRuntime implements HibernatingRuntime {
       options.buildContext,
     );
     this.secrets = new DesktopSecrets(options.secretsDir);
+    if (options.egress) this.cage = new ContainerCage(this.engine, options.egress, log);
     this.events = new EngineEvents(
       this.engine,
       (desktop) => this.changed(desktop),
@@ -232,10 +239,18 @@ export class ContainerRuntime implements HibernatingRuntime {
     }
     if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
     noLocation(request.storage);
-    if (request.network !== undefined && request.network !== "nat") {
+    const mode = networkModeOf(request.network);
+    if (mode !== undefined && mode !== "nat") {
       throw new HostError(
         "not_supported",
-        `Network mode '${request.network}' is not supported for container desktops: use 'nat' (the engine's bridge, ports published on loopback)`,
+        `Network mode '${mode}' is not supported for container desktops: use 'nat' (the engine's bridge, ports published on loopback)`,
+      );
+    }
+    const policy = policyOf(request.network);
+    if (policy && !this.cage) {
+      throw new HostError(
+        "not_supported",
+        "Network policies are not enforced for container desktops on this host",
       );
     }
     const spec: DesktopSpec = {
@@ -248,7 +263,15 @@ export class ContainerRuntime implements HibernatingRuntime {
       diskSize: size(request.diskSize, "diskSize", MIN_CONTAINER_MEMORY),
     };
     await this.images.ensure(spec.image);
-    await this.locks.run(name, () => this.makeContainer(spec, Boolean(this.options.desktopKeys)));
+    await this.locks.run(name, async () => {
+      if (policy) await this.cage?.remember(name, policy);
+      try {
+        await this.makeContainer(spec, Boolean(this.options.desktopKeys));
+      } catch (err) {
+        if (policy) await this.cage?.remove(name).catch(() => undefined);
+        throw err;
+      }
+    });
     this.changed(name);
     await this.log.info("Container desktop created", {
       vm: name,
@@ -264,6 +287,7 @@ export class ContainerRuntime implements HibernatingRuntime {
       await this.starting.get(name);
       this.paused.unwatch(name);
       await this.removeContainer(info);
+      await this.cage?.remove(name);
       this.startErrors.delete(name);
     });
     this.changed(name);
@@ -282,6 +306,7 @@ export class ContainerRuntime implements HibernatingRuntime {
       const source = await this.inspectOrFail(sourceName);
       if (await this.inspect(newName)) throw alreadyExists(newName);
       const image = await this.commit(source);
+      await this.cage?.copy(sourceName, newName);
       await this.makeContainer(
         { ...specOf(source, sourceName), name: newName, image, stateImage: image },
         source.Config.Labels?.[LABEL.keyed] === "1",
@@ -341,7 +366,7 @@ export class ContainerRuntime implements HibernatingRuntime {
     if (request.network !== undefined && request.network !== "nat") {
       throw new HostError(
         "not_supported",
-        `Network mode '${request.network}' is not supported for container desktops`,
+        `Network mode '${request.network}' is not supported for container desktops (a network policy is set with PUT /svc/vms/${name}/network)`,
       );
     }
     await this.locks.run(name, async () => {
@@ -562,6 +587,11 @@ export class ContainerRuntime implements HibernatingRuntime {
       if (info.State === "paused") await this.watchPaused(name);
       else if (info.State === "running") await clearMark(secretsDir);
     }
+    const running = containers
+      .filter((c) => c.State === "running")
+      .map((c) => c.Labels?.[LABEL.desktop])
+      .filter((n): n is string => n !== undefined);
+    await this.cage?.recover(running);
   }
 
   async settled() {
@@ -572,6 +602,7 @@ export class ContainerRuntime implements HibernatingRuntime {
     await this.settled();
     this.paused.stop();
     await this.events.close();
+    await this.cage?.close();
   }
 
   onChange(listener: (name: string) => void) {
@@ -603,7 +634,9 @@ export class ContainerRuntime implements HibernatingRuntime {
 
   private async start(name: string, info: ContainerInspectInfo) {
     try {
+      await this.cage?.beforeStart(name);
       await this.engine.docker.getContainer(info.Id).start();
+      await this.cage?.afterStart(name);
       await this.log.info("Container desktop started", { vm: name, container: info.Id.slice(0, 12) });
     } catch (err) {
       let message = engineMessage(err);
@@ -634,6 +667,7 @@ export class ContainerRuntime implements HibernatingRuntime {
 
   private async createContainer(cname: string, spec: DesktopSpec, keyed: boolean, secretsDir: string) {
     const loopback = [{ HostIp: "127.0.0.1", HostPort: "" }];
+    const caged = (await this.cage?.containerSettings(spec.name)) ?? { Env: [], Binds: [] };
     const options: ContainerCreateOptions = {
       name: cname,
       Image: spec.image,
@@ -650,6 +684,7 @@ export class ContainerRuntime implements HibernatingRuntime {
         `CONTAINER_NAME=${spec.name}`,
         "HANGAR_VNC=1",
         `HANGAR_VNC_PASSWORD_FILE=${SECRETS_MOUNT}/vnc-password`,
+        ...caged.Env,
       ],
       // With a key, the computer server asks for it over plain HTTP: its port is published on loopback only.
       Cmd: keyed ? ["--insecure-http"] : [],
@@ -660,9 +695,10 @@ export class ContainerRuntime implements HibernatingRuntime {
         Memory: spec.memory,
         NanoCpus: Math.round(spec.cpu * 1e9),
         PortBindings: { [SERVER_PORT]: loopback, [NOVNC_PORT]: loopback, [OSWORLD_PORT]: loopback },
-        Binds: [`${secretsDir}:${SECRETS_MOUNT}:ro`],
+        Binds: [`${secretsDir}:${SECRETS_MOUNT}:ro`, ...caged.Binds],
         Ulimits: (this.options.ulimits ?? []).map((u) => ({ Name: u.name, Soft: u.soft, Hard: u.hard })),
         ...(this.diskQuota && { StorageOpt: { size: String(spec.diskSize) } }),
+        ...caged.HostConfig,
       },
     };
     try {

@@ -15,6 +15,7 @@ import { PassThrough, type Readable } from "node:stream";
 import { Log, type V1Pod, type V1Secret } from "@kubernetes/client-node";
 import { displayOf, MIN_CONTAINER_MEMORY, positiveCpu, size } from "../container/container-runtime.js";
 import { containerImageReference } from "../container/image-reference.js";
+import { networkModeOf, policyOf, restricts } from "../egress/policy.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
@@ -190,10 +191,22 @@ export class KubernetesRuntime implements HibernatingRuntime {
       );
     }
     if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
-    if (request.network !== undefined && request.network !== "nat") {
+    const policy = policyOf(request.network);
+    if (policy && restricts(policy)) {
+      // A Pod's egress would need a NetworkPolicy to an egress proxy in the cluster, and a CNI that
+      // enforces it (the test cluster's bridge CNI stores NetworkPolicy objects without enforcing
+      // them): until then a restricting policy is refused rather than left unenforced.
       throw new HostError(
         "not_supported",
-        `Network mode '${request.network}' is not supported for Kubernetes desktops: a Pod is on the cluster's network ('nat')`,
+        'Kubernetes desktops cannot be caged yet: only {"egress": "allow"} (the cluster\'s open network) is accepted; ' +
+          "make a caged desktop with runtime 'container' or 'qemu' (docs/egress.md)",
+      );
+    }
+    const mode = networkModeOf(request.network);
+    if (mode !== undefined && mode !== "nat") {
+      throw new HostError(
+        "not_supported",
+        `Network mode '${mode}' is not supported for Kubernetes desktops: a Pod is on the cluster's network ('nat')`,
       );
     }
     const spec: DesktopSpec = {

@@ -91,6 +91,12 @@ export class PoolManager {
         ? { min: request.size, max: request.size, target: request.size }
         : { min: request.min ?? 0, max: request.max ?? 1, target: request.target ?? request.min ?? 0 };
     checkSizing(sizing);
+    if (request.network && template.kind === "desktop") {
+      throw new HostError(
+        "invalid_params",
+        `network: a pool made from a desktop (${template.name}) gives each clone that desktop's own policy: set it there`,
+      );
+    }
     const def: PoolDefinition = {
       name,
       runtime,
@@ -100,6 +106,7 @@ export class PoolManager {
         memory: request.memory ?? DEFAULT_POOL_SPEC.memory,
         diskSize: request.diskSize ?? DEFAULT_POOL_SPEC.diskSize,
         display: request.display ?? DEFAULT_POOL_SPEC.display,
+        ...(request.network && { network: request.network }),
       },
       ...sizing,
       ttlSeconds: request.ttl ?? null,

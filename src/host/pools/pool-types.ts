@@ -4,6 +4,7 @@
  * pool made, its state, and who claimed it until when). Readiness, addresses and keys are the
  * desktop's own record's business (the VM service), never kept here.
  */
+import type { NetworkPolicy } from "../egress/policy.js";
 import type { RuntimeKind } from "../runtimes/kinds.js";
 
 /**
@@ -25,6 +26,8 @@ export interface PoolSpec {
   memory: string;
   diskSize: string;
   display: string;
+  /** Each desktop's network policy (docs/egress.md); none: the open network. */
+  network?: NetworkPolicy;
 }
 
 export interface PoolDefinition {

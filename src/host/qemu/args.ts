@@ -40,6 +40,8 @@ export interface QemuLaunch {
   clock: number;
   /** Wait for the state of a snapshot (`-incoming defer`) instead of booting. */
   incoming: boolean;
+  /** More options of the user-mode network (`restrict=on`, `guestfwd=…`: the egress cage). */
+  netdev?: string[];
 }
 
 export function buildQemuArgs(launch: QemuLaunch): string[] {
@@ -87,7 +89,7 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
   );
   args.push(
     "-netdev",
-    ["user", "id=net0", ...forwards].join(","),
+    ["user", "id=net0", ...forwards, ...(launch.netdev ?? [])].join(","),
     "-device",
     `virtio-net-pci,netdev=net0${config.macAddress ? `,mac=${config.macAddress}` : ""}`,
     "-device",

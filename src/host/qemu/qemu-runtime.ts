@@ -9,6 +9,9 @@ import type { Readable } from "node:stream";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { settled } from "../../common/settled.js";
 import { formatBytes, parseLumeSize } from "../../common/sizes.js";
+import type { EgressService } from "../egress/egress-service.js";
+import { networkModeOf, policyOf } from "../egress/policy.js";
+import { QemuCage } from "../egress/qemu-cage.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
@@ -117,6 +120,8 @@ export class QemuRuntime implements HibernatingRuntime {
   private launchQueue: Promise<unknown> = Promise.resolve();
   private readonly ssh = new SshProbe();
   private readonly listeners: ((name: string) => void)[] = [];
+  /** Cages VMs made with a network policy (egress/qemu-cage.ts); without: a policy is a 400. */
+  private readonly cage?: QemuCage;
 
   constructor(
     private readonly settings: SettingsStore,
@@ -124,7 +129,10 @@ export class QemuRuntime implements HibernatingRuntime {
     private readonly log: HostLog,
     private readonly activity: VmActivity,
     private readonly options: QemuRuntimeOptions = {},
-  ) {}
+    egress?: EgressService,
+  ) {
+    if (egress) this.cage = new QemuCage(egress, log);
+  }
 
   async list(storage?: string): Promise<QemuRecord[]> {
     const vms = await this.store.list(storage);
@@ -150,6 +158,7 @@ export class QemuRuntime implements HibernatingRuntime {
         await this.store.sweepDir(vm.dir);
         await this.finishInterrupted(vm);
         await this.completedSession(vm);
+        if (await liveSession(vm.dir)) await this.cage?.recover(vm.name, vm.dir);
       });
     }
   }
@@ -210,7 +219,16 @@ export class QemuRuntime implements HibernatingRuntime {
     const diskSize = size(request.diskSize, "diskSize", MIN_DISK_BYTES);
     parseDisplay(request.display);
     positiveCpu(request.cpu);
-    const networkMode = parseNetworkMode(request.network ?? "nat");
+    const policy = policyOf(request.network);
+    if (policy) {
+      if (!this.cage)
+        throw new HostError(
+          "not_supported",
+          "Network policies are not enforced for QEMU desktops on this host",
+        );
+      this.cage.check(policy);
+    }
+    const networkMode = parseNetworkMode(networkModeOf(request.network) ?? "nat");
     natOnly(networkMode);
     const os = request.os.toLowerCase();
     if (os === "macos" || os === "darwin") throw needsMacHost("Creating a macOS VM");
@@ -232,7 +250,10 @@ export class QemuRuntime implements HibernatingRuntime {
       display: request.display,
       networkMode,
     };
-    await this.locks.run(join(location.path, name), () => this.store.create(name, location, config));
+    await this.locks.run(join(location.path, name), async () => {
+      await this.store.create(name, location, config);
+      if (policy) await this.cage?.remember(name, policy);
+    });
     this.announce(name);
     await this.log.info("VM created", {
       vm: name,
@@ -260,6 +281,7 @@ export class QemuRuntime implements HibernatingRuntime {
       const session = await liveSession(vm.dir);
       if (session) await stopQemu(vm.dir, session, 0);
       await this.store.remove(vm);
+      await this.cage?.remove(vm.name, vm.dir);
     });
     this.changed(vm.name);
     await this.log.info("VM deleted", { vm: vm.name, location: vm.location.name });
@@ -280,7 +302,9 @@ export class QemuRuntime implements HibernatingRuntime {
     await this.store.checkFree(target);
     const clone = await this.locks.run([source.dir, target], async () => {
       if (await this.isRunning(source)) throw alreadyRunning(source.name);
-      return this.store.clone(source, newName, location);
+      const made = await this.store.clone(source, newName, location);
+      await this.cage?.copy(source.name, made.name);
+      return made;
     });
     this.announce(clone.name);
     await this.log.info("VM cloned", {
@@ -642,6 +666,7 @@ export class QemuRuntime implements HibernatingRuntime {
         sharedDirectories: [],
         restore,
         keep,
+        netdev: await this.cage?.netdevOptions(vm.name, vm.dir),
       }),
     );
     this.launchQueue = settled(launched);
@@ -688,6 +713,7 @@ export class QemuRuntime implements HibernatingRuntime {
 
   async close() {
     await this.settled();
+    await this.cage?.close();
   }
 
   onChange(listener: (name: string) => void) {
@@ -705,7 +731,8 @@ export class QemuRuntime implements HibernatingRuntime {
   ) {
     const launched = this.launchQueue.then(async () => {
       const takenAddresses = await this.takenAddresses();
-      return startQemu({ name: vm.name, dir: vm.dir, config, takenAddresses, ...choice });
+      const netdev = await this.cage?.netdevOptions(vm.name, vm.dir);
+      return startQemu({ name: vm.name, dir: vm.dir, config, takenAddresses, netdev, ...choice });
     });
     this.launchQueue = settled(launched);
     try {

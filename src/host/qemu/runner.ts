@@ -48,6 +48,8 @@ export interface StartOptions {
    * restored from, if any, is still said.
    */
   keep?: Pick<Session, "ipAddress" | "forwardedPorts" | "vnc" | "restoredFrom">;
+  /** More options of the VM's user-mode network (its egress cage: egress/qemu-cage.ts). */
+  netdev?: string[];
 }
 
 export interface RestoreFrom {
@@ -134,6 +136,7 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       bootId,
       clock: Math.floor(Date.now() / 1000),
       incoming: restore !== undefined,
+      netdev: options.netdev,
     });
     try {
       await launchDaemon(qemuBinary(), args);
