@@ -13,7 +13,7 @@
 import { request } from "node:http";
 import { desktopCommand } from "../test/host/desktop-client.js";
 import { startPodman, TEST_IMAGE, testUlimits } from "../test/host/podman.js";
-import { startTestHost } from "../test/host/support.js";
+import { poolReady, startTestHost } from "../test/host/support.js";
 import { median, ms, p95, printTable, type Row } from "./lib.js";
 
 const arg = (name: string, fallback: number) => {
@@ -67,14 +67,7 @@ async function cgroupMemory(name: string): Promise<number> {
   return usage - (detail.total_inactive_file ?? detail.inactive_file ?? 0);
 }
 
-async function waitPool(name: string, ready: number) {
-  for (;;) {
-    const p = (await host.api("GET", `/svc/pools/${name}`)).body;
-    if (p.ready >= ready) return;
-    if (p.lastError && p.starting === 0) throw new Error(p.lastError);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const waitPool = (name: string, ready: number) => poolReady(host, name, ready);
 
 try {
   // 1. run → screenshot.

@@ -21,6 +21,7 @@ const ALL = [
   "agent-actions",
   "host",
   "containers",
+  "e2b",
   "snapshots",
   "guest-snapshots",
   "kubernetes",
@@ -30,6 +31,7 @@ const ALL = [
   "recording",
   "trajectory",
   "osworld",
+  "envd",
 ];
 const args = process.argv.slice(2);
 const compare = args.some((arg) => arg.startsWith("--compare"));

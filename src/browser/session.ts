@@ -71,6 +71,11 @@ export class BrowserSession {
     return this.options.allowEvaluate ?? false;
   }
 
+  /** Whether the browser is started (its page can be read without starting it). */
+  get running(): boolean {
+    return this.context !== undefined;
+  }
+
   searchUrl(query: string): string {
     return (this.options.searchUrl ?? DEFAULT_SEARCH).replace("%s", encodeURIComponent(query));
   }

@@ -1,9 +1,12 @@
 /** `hangar host serve`: the VM host service (/svc API, QEMU). */
+import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import type { Ulimit } from "../host/container/container-runtime.js";
 import { parseUlimit } from "../host/container/ulimits.js";
+import { E2B_API_KEYS_ENV } from "../host/e2b/api-keys.js";
 import { DEFAULT_HOST_PORT } from "../host/port.js";
+import { webhookUrl } from "../host/webhooks.js";
 import { HOST_TOKEN_ENV, readTokenFile } from "./host-client.js";
 import { browserAccess, browserAccessOptions, logLevelOption, onShutdown, parsePort } from "./util.js";
 
@@ -17,6 +20,19 @@ function runtimeKind(value: string) {
 function reachMode(value: string) {
   if (value !== "relay" && value !== "pod-ip") throw new InvalidArgumentError("expected relay or pod-ip");
   return value;
+}
+
+function collectWebhook(value: string, previous: string[] = []) {
+  try {
+    return [...previous, webhookUrl(value)];
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message.replace(/^--webhook: /, ""));
+  }
+}
+
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[] = []) {
+  return [...previous, value];
 }
 
 function collectUlimit(value: string, previous: Ulimit[] = []) {
@@ -84,6 +100,49 @@ export function registerHost(program: Command) {
     .option(
       "--desktop-keys",
       "give every container desktop an API key of its own (its computer server in cloud mode)",
+    )
+    .option(
+      "--webhook <url>",
+      "POST every lifecycle event (create, ready, claim, release, hibernate, resume, delete, failure) " +
+        "to this URL as JSON, retried with backoff; repeatable (GET /svc/events streams the same)",
+      collectWebhook,
+    )
+    .option(
+      "--webhook-secret-file <file>",
+      "sign webhook posts: X-Hangar-Signature: sha256=<HMAC-SHA256 of the body with this file's secret>",
+    )
+    .option(
+      "--e2b-port <port>",
+      "serve E2B's sandbox API (its SDKs, unmodified) on this port, e.g. 3000",
+      parsePort,
+    )
+    .option("--e2b-host <address>", "with --e2b-port: the address to listen on", "127.0.0.1")
+    .option(
+      "--e2b-api-key-file <path>",
+      `with --e2b-port: the API keys clients send as E2B_API_KEY, one a line, in a file of mode 0600 (also $${E2B_API_KEYS_ENV}, comma-separated)`,
+    )
+    .option(
+      "--e2b-domain <domain>",
+      "with --e2b-port: what sandboxes' per-port host names end with, {port}-{id}.<domain> (default localhost:<e2b port>)",
+    )
+    .option(
+      "--e2b-runtime <kind>",
+      "with --e2b-port: where sandboxes made from images run (default: --runtime, containers rather than QEMU)",
+      runtimeKind,
+    )
+    .option(
+      "--e2b-desktop-image <ref>",
+      "with --e2b-port: the image of E2B's desktop template (default hangar-desktop:latest, built on --desktop-image when missing)",
+    )
+    .option(
+      "--egress-resolver <ip[:port]>",
+      "caged desktops (docs/egress.md): a DNS server the egress proxy resolves names with, instead of the host's (repeat it)",
+      collect,
+    )
+    .option(
+      "--egress-trust <file>",
+      "caged desktops: a PEM file of CAs that servers' certificates may be signed by, where the proxy adds credentials (repeat it)",
+      collect,
     );
   browserAccessOptions(serve).action(async (opts) => {
     const log = createLogger({ level: opts.logLevel, name: "host" });
@@ -94,8 +153,10 @@ export function registerHost(program: Command) {
       throw new Error("--lease-duration: expected a whole number of seconds from 1 to 3600");
     }
     const token = opts.tokenFile ? readTokenFile(opts.tokenFile) : process.env[HOST_TOKEN_ENV] || undefined;
-    // QEMU and the other children have no use for it.
+    const e2bKeys = process.env[E2B_API_KEYS_ENV];
+    // QEMU and the other children have no use for them.
     delete process.env[HOST_TOKEN_ENV];
+    delete process.env[E2B_API_KEYS_ENV];
     // Loaded here so that the other commands do not carry the host service in memory.
     const { startHostService } = await import("../host/server.js");
     const server = await startHostService({
@@ -110,6 +171,19 @@ export function registerHost(program: Command) {
       desktopImage: opts.desktopImage,
       containerUlimits: opts.containerUlimit,
       desktopKeys: opts.desktopKeys,
+      ...(opts.e2bPort !== undefined && {
+        e2b: {
+          port: opts.e2bPort,
+          host: opts.e2bHost,
+          apiKeyFile: opts.e2bApiKeyFile,
+          env: { [E2B_API_KEYS_ENV]: e2bKeys },
+          domain: opts.e2bDomain,
+          runtime: opts.e2bRuntime,
+          desktopTemplateImage: opts.e2bDesktopImage,
+        },
+      }),
+      egressResolvers: opts.egressResolver,
+      egressTrust: (opts.egressTrust as string[] | undefined)?.map((file) => readFileSync(file, "utf8")),
       ...((opts.kubeconfig || opts.namespace || opts.kubernetesReach || opts.poolsInCluster) && {
         kubernetes: {
           kubeconfig: opts.kubeconfig,
@@ -117,6 +191,12 @@ export function registerHost(program: Command) {
           reach: opts.kubernetesReach,
           poolsInCluster: opts.poolsInCluster,
           leaseDurationSeconds: leaseSeconds,
+        },
+      }),
+      ...(opts.webhook && {
+        webhooks: {
+          urls: opts.webhook,
+          secret: opts.webhookSecretFile ? readTokenFile(opts.webhookSecretFile) : undefined,
         },
       }),
       ...browserAccess(opts),
@@ -129,6 +209,10 @@ export function registerHost(program: Command) {
       `Hangar host service on ${server.url} (${token ? "token required" : "no token"}; ` +
         `settings ${server.services.settings.file})\n`,
     );
+    if (server.e2b) {
+      log.info({ url: server.e2b.url, domain: server.e2b.domain }, "E2B API listening");
+      process.stdout.write(`E2B API on ${server.e2b.url} (sandbox domain ${server.e2b.domain})\n`);
+    }
     onShutdown(async () => {
       log.info("shutting down (running VMs keep running)");
       await server.close();

@@ -118,7 +118,7 @@ export class HangarComputer implements Computer {
     };
     const reply = await this.hangar.computerAction(params);
     if (reply.vocabulary !== "openai")
-      throw new Error("computer_action did not answer in OpenAI's vocabulary");
+      throw new Error(`unexpected ${reply.vocabulary} reply to an OpenAI action`);
     if (reply.is_error) throw new Error(reply.text ?? `${action.type} failed`);
     return reply.tool_result.output;
   }

@@ -11,7 +11,7 @@
  * - a request a browser marks as coming from another site (`Sec-Fetch-Site`) without an `Origin`
  *   (an `<img>` or `<script>` tag, say) is refused too, except a top-level navigation;
  * - when the service listens on loopback, the `Host` header must be a loopback name or address
- *   (`localhost`, `127.x.y.z`, `[::1]`, any port) or an allowed host (`--allow-host`): the guard
+ *   (`localhost`, `*.localhost`, `127.x.y.z`, `[::1]`, any port) or an allowed host (`--allow-host`): the guard
  *   against DNS rebinding. On other addresses that check applies only when hosts were allowed.
  *
  * Allowed origins get CORS headers (credentials only for origins named one by one); `*` allows every
@@ -195,10 +195,14 @@ export function nodeHeader(req: IncomingMessage, name: string): string | undefin
   return Array.isArray(value) ? value[0] : value;
 }
 
-/** `127.0.0.0/8`, `::1` (bracketed or not) and `localhost`. */
+/**
+ * `127.0.0.0/8`, `::1` (bracketed or not), `localhost` and every `*.localhost` name (RFC 6761:
+ * browsers resolve them to loopback themselves, so no page can rebind one; the host service's E2B
+ * listener names sandboxes' ports so, and the tunnel brings those names to the desktop's services).
+ */
 export function isLoopbackName(name: string): boolean {
   const bare = name.toLowerCase().replace(/^\[|\]$/g, "");
-  if (bare === "localhost" || bare === "::1") return true;
+  if (bare === "localhost" || bare.endsWith(".localhost") || bare === "::1") return true;
   return isIP(bare) === 4 && bare.startsWith("127.");
 }
 

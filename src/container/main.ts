@@ -65,17 +65,19 @@ export async function runContainer(
   const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
     for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve(signal));
   });
-  const desktop = await startVirtualDisplay({
-    width: settings.width,
-    height: settings.height,
-    accessibility: true,
-  });
+  const desktop = settings.externalDisplay
+    ? externalDisplay(settings.externalDisplay)
+    : await startVirtualDisplay({ width: settings.width, height: settings.height, accessibility: true });
   let vnc: VncServers | undefined;
   let server: ChildProcess | undefined;
   /** False once the server in this process listens: its shutdown stops the desktop then. */
   let cleanupOnExit = true;
   try {
-    await startDesktopApps(desktop, log);
+    if (!settings.externalDisplay) await startDesktopApps(desktop, log);
+    else
+      log(
+        `the desktop is ${settings.externalDisplay}'s, started by another program; the server drives it once it appears`,
+      );
     if (settings.vnc) {
       // Keys over plain HTTP: the viewer stays on loopback. With TLS it serves over TLS too.
       const tls = settings.tlsFiles && {
@@ -143,6 +145,14 @@ export async function runContainer(
       await removeFiles(env, settings.privateFiles);
     }
   }
+}
+
+/**
+ * A display another program starts and stops (E2B's desktop SDK, through envd): nothing to start
+ * or stop here; the server connects to it when a command needs it, and again after it restarts.
+ */
+function externalDisplay(display: string): { env: Record<string, string>; stop(): Promise<void> } {
+  return { env: { DISPLAY: display }, stop: async () => undefined };
 }
 
 /** The health check's origin file and the private files written for the server. */

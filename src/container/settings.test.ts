@@ -45,6 +45,18 @@ describe("containerSettings", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it("leaves the display to another program with HANGAR_EXTERNAL_DISPLAY, and VNC too", () => {
+    const s = containerSettings(
+      { HANGAR_SECRETS_DIR: empty, HANGAR_EXTERNAL_DISPLAY: ":0", HANGAR_VNC: "1" },
+      [],
+    );
+    expect(s.externalDisplay).toBe(":0");
+    expect(s.vnc).toBeUndefined();
+    expect(() =>
+      containerSettings({ HANGAR_SECRETS_DIR: empty, HANGAR_EXTERNAL_DISPLAY: "remote:0" }, []),
+    ).toThrow(/HANGAR_EXTERNAL_DISPLAY must be a local display such as :0/);
+  });
+
   it("serves plain HTTP on 8000 on every interface by default", () => {
     const s = containerSettings({ HANGAR_SECRETS_DIR: empty }, []);
     expect(s.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000"]);
@@ -186,5 +198,30 @@ describe("OSWorld's controller", () => {
     const flag = containerSettings({ HANGAR_OSWORLD: "5000" }, ["--osworld", "6000"]);
     expect(flag.serveArgs.filter((a) => a === "--osworld")).toHaveLength(1);
     expect(() => containerSettings({ HANGAR_OSWORLD: "yes" }, [])).toThrow(/HANGAR_OSWORLD must be a port/);
+  });
+});
+
+describe("E2B's envd", () => {
+  it("is served on HANGAR_ENVD's port with the mounted token file, and not without HANGAR_ENVD", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hangar-secrets-"));
+    try {
+      writeFileSync(join(dir, "envd-token"), "token\n", { mode: 0o600 });
+      const on = containerSettings({ HANGAR_ENVD: "49983", HANGAR_SECRETS_DIR: dir }, []);
+      expect(on.serveArgs.slice(-4)).toEqual([
+        "--envd-port",
+        "49983",
+        "--envd-token-file",
+        join(dir, "envd-token"),
+      ]);
+      expect(containerSettings({ HANGAR_SECRETS_DIR: dir }, []).serveArgs).not.toContain("--envd-port");
+      expect(containerSettings({ HANGAR_ENVD: "off", HANGAR_SECRETS_DIR: dir }, []).serveArgs).not.toContain(
+        "--envd-token-file",
+      );
+      const flag = containerSettings({ HANGAR_SECRETS_DIR: dir }, ["--envd-port", "5999"]);
+      expect(flag.serveArgs).toContain("--envd-token-file");
+      expect(() => containerSettings({ HANGAR_ENVD: "on" }, [])).toThrow(/HANGAR_ENVD must be a port/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

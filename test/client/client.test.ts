@@ -47,7 +47,9 @@ describe("hangar/client", () => {
     }>();
     expectTypeOf<CommandResult<"wait">>().toEqualTypeOf<{ waited_ms: number }>();
     const hangar = new Hangar({ url: server.url });
-    expectTypeOf(hangar.typeText).parameter(0).toEqualTypeOf<{ text: string }>();
+    expectTypeOf(hangar.typeText)
+      .parameter(0)
+      .toEqualTypeOf<{ text: string; verify?: boolean; verify_ms?: number }>();
     expectTypeOf(hangar.computerAction).returns.resolves.toHaveProperty("tool_result");
     expectTypeOf<"left_click">().toExtend<CommandName>();
     expectTypeOf<"no_such_command">().not.toExtend<CommandName>();

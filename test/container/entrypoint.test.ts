@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { WebSocket } from "ws";
 import { send } from "../support/clients.js";
 import { rawRequest, tryUpgrade } from "../support/raw-http.js";
@@ -250,4 +250,71 @@ describe("the container entrypoint", () => {
     await once(s.child, "exit");
     expect(existsSync(keyFile)).toBe(false);
   }, 60_000);
+
+  it("with HANGAR_EXTERNAL_DISPLAY, starts no desktop and drives the display E2B's SDK starts once it appears", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "hangar-container-"));
+    const port = await freePort();
+    const display = await freeDisplay();
+    const s = await startEntrypoint(
+      {
+        HANGAR_HOST: "127.0.0.1",
+        HANGAR_SECRETS_DIR: join(dir, "no-secrets"),
+        HANGAR_EXTERNAL_DISPLAY: display,
+        // Ignored: the SDK's own x11vnc and noVNC take VNC's ports.
+        HANGAR_VNC: "1",
+      },
+      ["--port", String(port)],
+      dir,
+    );
+    await waitHealthy(s);
+    const url = `http://127.0.0.1:${port}`;
+    const before = await postCmd(url, { command: "get_screen_size" });
+    expect(before.event).toMatchObject({
+      success: false,
+      error: expect.stringMatching(/no X server is listening/),
+    });
+    expect(s.output()).toMatch(new RegExp(`the desktop is ${display}'s, started by another program`));
+
+    // Xvfb as @e2b/desktop starts it, through the desktop template's wrapper (deploy/e2b-desktop/Xvfb).
+    const xvfb = spawn(
+      join(REPO, "deploy", "e2b-desktop", "Xvfb"),
+      [
+        display,
+        "-ac",
+        "-screen",
+        "0",
+        "800x600x24",
+        "-retro",
+        "-dpi",
+        "96",
+        "-nolisten",
+        "tcp",
+        "-nolisten",
+        "unix",
+      ],
+      { stdio: "ignore" },
+    );
+    try {
+      // Its socket file, which the wrapper kept, is where the server attaches.
+      await vi.waitFor(() => expect(existsSync(`/tmp/.X11-unix/X${display.slice(1)}`)).toBe(true), {
+        timeout: 10_000,
+        interval: 100,
+      });
+      const after = await postCmd(url, { command: "get_screen_size" });
+      expect(after.event).toMatchObject({ success: true, size: { width: 800, height: 600 } });
+    } finally {
+      xvfb.kill("SIGTERM");
+      await once(xvfb, "exit");
+    }
+    s.child.kill("SIGTERM");
+    const [code] = await once(s.child, "exit");
+    expect(code).toBe(0);
+  }, 60_000);
 });
+
+/** A display number no X server uses. */
+async function freeDisplay(): Promise<string> {
+  for (let n = 200 + (process.pid % 300); ; n++) {
+    if (!existsSync(`/tmp/.X${n}-lock`) && !existsSync(`/tmp/.X11-unix/X${n}`)) return `:${n}`;
+  }
+}

@@ -10,13 +10,16 @@ import { open, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ramPathIn } from "../../src/host/qemu/session.js";
-import { type HostServiceOptions, startHostService } from "../../src/host/server.js";
+import { type HostServiceOptions, type RunningHostService, startHostService } from "../../src/host/server.js";
+import { withParentDeathSignal } from "../../src/os/parent-death.js";
 
 export interface TestHost {
   root: string;
   home: string;
   url: string;
   options: HostServiceOptions;
+  /** The running service (its E2B listener, its services), replaced by `restart()`. */
+  readonly service: RunningHostService;
   api(
     method: string,
     path: string,
@@ -44,6 +47,9 @@ export async function startTestHost(extra: HostServiceOptions = {}): Promise<Tes
     home,
     get url() {
       return service.url;
+    },
+    get service() {
+      return service;
     },
     options,
     async api(method, path, body) {
@@ -100,6 +106,16 @@ export async function killQemusUnder(dir: string, depth = 3): Promise<void> {
 
 export const LINUX_VM = { os: "linux", cpu: 1, memory: "256MB", diskSize: "1GB", display: "800x600" };
 
+/** Waits until the pool has `ready` desktops ready; its last start failure when none is starting. */
+export async function poolReady(host: Pick<TestHost, "api">, name: string, ready: number) {
+  for (;;) {
+    const pool = (await host.api("GET", `/svc/pools/${name}`)).body;
+    if (pool.ready >= ready) return;
+    if (pool.lastError && pool.starting === 0) throw new Error(pool.lastError);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** Polls `check` every 100 ms until it returns a truthy value or `ms` pass. */
 export async function eventually<T>(check: () => Promise<T | undefined | false>, ms = 15_000): Promise<T> {
   const deadline = Date.now() + ms;
@@ -142,8 +158,11 @@ export async function boundedRequest(url: string, method: string, path: string, 
  */
 export async function spawnServiceProcess(root: string): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(
-    process.execPath,
-    ["--import", "tsx", join(import.meta.dirname, "fixtures", "serve.ts"), root],
+    ...withParentDeathSignal(
+      process.execPath,
+      ["--import", "tsx", join(import.meta.dirname, "fixtures", "serve.ts"), root],
+      "TERM",
+    ),
     {
       stdio: ["ignore", "pipe", "pipe"],
     },

@@ -188,6 +188,25 @@ describe("listening beyond loopback", () => {
     }
   });
 
+  it("takes *.localhost names as loopback: browsers resolve them so, no page can rebind one", async () => {
+    const port = new URL(server.url).port;
+    const name = `8000-i0123456789.localhost:${port}`;
+    const version = (origin?: string) =>
+      rawRequest(
+        server.url,
+        "POST",
+        "/cmd",
+        { host: name, ...(origin && { origin }) },
+        '{"command":"version"}',
+      );
+    expect((await version()).status).toBe(200);
+    expect((await version(`http://${name}`)).status).toBe(200);
+    expect((await version(`http://6080-i0123456789.localhost:${port}`)).status).toBe(403);
+    // A name that only ends like it is not one.
+    const lookalike = await rawRequest(server.url, "POST", "/cmd", { host: `evil-localhost:${port}` }, "{}");
+    expect(lookalike.status).toBe(403);
+  });
+
   it("refuses a page served under a DNS name, which could be rebound", async () => {
     const open = await startComputerServer({ host: "0.0.0.0", port: 0 });
     try {

@@ -5,8 +5,9 @@
  * counted per client address; an address with too many is refused (429) unless its credentials
  * are provably valid. Keys are never logged nor echoed.
  */
+
+import { KeyDigests, parseKeyLines, sameText, sha256 } from "../../common/key-digests.js";
 import { type Logger, silentLogger } from "../../common/logger.js";
-import { KeyDigests, parseKeyLines, sameText, sha256 } from "./keys.js";
 import { FailureLimiter, type FailureLimiterOptions } from "./limiter.js";
 import type { KeyVerifier } from "./verifier.js";
 

@@ -5,9 +5,9 @@
  */
 import { closeSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
+import { KeyDigests, parseKeyLines, parseKeyList } from "../../common/key-digests.js";
 import type { CloudAuthOptions } from "./authenticator.js";
 import { API_KEYS_ENV, API_KEYS_FD_ENV } from "./key-env.js";
-import { KeyDigests, parseKeyLines, parseKeyList } from "./keys.js";
 import { remoteVerifier } from "./verifier.js";
 
 export interface CloudSettings {

@@ -4,7 +4,7 @@
  * remembered briefly (keyed by a digest, never the key); a refusal, an error or an unreachable
  * verifier is never remembered, so a verifier that was down at boot does not lock clients out.
  */
-import { sha256 } from "./keys.js";
+import { sha256 } from "../../common/key-digests.js";
 
 export interface RemoteVerifierOptions {
   /** Base URL, e.g. `https://auth.example.com`; plain http only for a loopback host. */

@@ -34,9 +34,20 @@ export interface ImagePreparation {
   error: string | null;
 }
 
+/** An image built by a Dockerfile of its own on top of another image (E2B's `desktop` template). */
+export interface ImageRecipe {
+  /** The directory sent to the engine, and the files of it that the build uses. */
+  context: string;
+  files: string[];
+  /** The image it is built on, made ready first, and the build argument that names it. */
+  base: string;
+  baseArg: string;
+}
+
 export class DesktopImages {
   private readonly preparing = new Map<string, Promise<void>>();
   private readonly states = new Map<string, ImagePreparation>();
+  private readonly recipes = new Map<string, ImageRecipe>();
 
   constructor(
     private readonly engine: Engine,
@@ -67,6 +78,11 @@ export class DesktopImages {
     return work;
   }
 
+  /** `image` is built from `recipe` when it is missing, instead of pulled. */
+  addRecipe(image: string, recipe: ImageRecipe) {
+    this.recipes.set(image, recipe);
+  }
+
   /** Preparations in progress or failed, for `GET /svc/images`. */
   status(): ImagePreparation[] {
     return [...this.states.values()];
@@ -79,9 +95,17 @@ export class DesktopImages {
 
   private async prepare(image: string) {
     if (await this.has(image)) return;
+    const recipe = this.recipes.get(image);
+    if (recipe) {
+      await this.ensure(recipe.base);
+      await this.withState(image, "building", () =>
+        this.buildImage(image, recipe.context, recipe.files, { [recipe.baseArg]: recipe.base }),
+      );
+      return;
+    }
     const build = image === this.desktopImage && this.buildContext !== undefined;
     await this.withState(image, build ? "building" : "pulling", () =>
-      build ? this.buildImage(image, this.buildContext as string) : this.pullImage(image),
+      build ? this.buildImage(image, this.buildContext as string, BUILD_CONTEXT) : this.pullImage(image),
     );
   }
 
@@ -148,14 +172,19 @@ export class DesktopImages {
     await this.log.info("Container image pulled", { image });
   }
 
-  private async buildImage(image: string, context: string) {
-    await this.log.info("Desktop image build started (the project's Dockerfile; this takes minutes)", {
+  private async buildImage(
+    image: string,
+    context: string,
+    files: string[],
+    buildargs?: Record<string, string>,
+  ) {
+    await this.log.info("Desktop image build started (a Dockerfile of the project; this takes minutes)", {
       image,
       context,
     });
     const entry = this.states.get(image);
     try {
-      const stream = await this.engine.docker.buildImage({ context, src: BUILD_CONTEXT }, { t: image });
+      const stream = await this.engine.docker.buildImage({ context, src: files }, { t: image, buildargs });
       await new Promise<void>((resolve, reject) => {
         this.engine.docker.modem.followProgress(
           stream,

@@ -1,7 +1,7 @@
 /**
- * API keys as the server holds them: only their SHA-256 digests, matched in constant time. A key
- * list line is either a key or `sha256:<64 hex digits>` (the digest of a key), so a key file need
- * not hold the keys themselves.
+ * API keys as a server holds them (the computer server's cloud keys, the host service's E2B
+ * keys): only their SHA-256 digests, matched in constant time. A key list line is either a key or
+ * `sha256:<64 hex digits>` (the digest of a key), so a key file need not hold the keys themselves.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 
