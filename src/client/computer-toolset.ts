@@ -1,9 +1,10 @@
 /**
  * Claude's computer toolset (`computer_toolset_20260801`) on a Hangar desktop: the Anthropic SDK's
- * `BetaAbstractComputerToolset20260801` with every member forwarded to the server's
- * `computer_action`, which runs it in the display size the model is shown (screenshots scaled to
- * it, coordinates scaled back) and answers its `tool_result`; the SDK's pipeline (the member gate of
- * `configs`, `confirm`, one call at a time, the rendering) stays the SDK's.
+ * `BetaAbstractComputerToolset20260801` with every member forwarded, as the member `tool_use` block
+ * it is, to the server's `computer_action`, which runs it in the display size the model is shown
+ * (screenshots scaled to it, coordinates scaled back) and answers its `tool_result`; the SDK's
+ * pipeline (the member gate of `configs`, `confirm`, one call at a time, the rendering) stays the
+ * SDK's.
  *
  * @example
  * const desktop = new HangarComputerToolset("http://127.0.0.1:8000", { confirm });
@@ -17,9 +18,13 @@ import {
   ToolError,
 } from "@anthropic-ai/sdk/helpers/beta/toolsets";
 import type { BetaComputerMemberInput, BetaComputerMemberName } from "@anthropic-ai/sdk/resources/beta";
-import type { AnthropicToolResult } from "./agents.js";
 import { clientOf, type HangarTarget } from "./connect.js";
-import type { CommandParams, Hangar } from "./index.js";
+import type { CommandParams, CommandResult, Hangar } from "./index.js";
+
+/** The toolset's `tool_result` block, as `computer_action` answers it. */
+type ToolResult = NonNullable<
+  Extract<CommandResult<"computer_action">, { vocabulary: "toolset" }>["tool_result"]
+>;
 
 export interface HangarComputerToolsetOptions extends BetaComputerToolsetOptions {
   /**
@@ -28,12 +33,18 @@ export interface HangarComputerToolsetOptions extends BetaComputerToolsetOptions
    * image limits; or a size; fixed for the session.
    */
   display?: { width: number; height: number } | "auto";
+  /**
+   * Wait after each pointer and keyboard member for a sign that it had an effect, and tell the model
+   * (`Effect: confirmed (…)` after the acknowledgment); default false.
+   */
+  verify?: boolean;
 }
 
 export class HangarComputerToolset extends BetaAbstractComputerToolset20260801 {
   /** The client every member goes through. */
   readonly hangar: Hangar;
   private readonly display: { width: number; height: number } | "auto";
+  private readonly verify: boolean;
   private readonly owned: boolean;
 
   /**
@@ -41,10 +52,11 @@ export class HangarComputerToolset extends BetaAbstractComputerToolset20260801 {
    *   stays open at `close()`; a client made here is closed with the toolset)
    */
   constructor(target: HangarTarget, options: HangarComputerToolsetOptions = {}) {
-    const { display = "auto", ...toolset } = options;
+    const { display = "auto", verify = false, ...toolset } = options;
     super(toolset);
     ({ hangar: this.hangar, owned: this.owned } = clientOf(target));
     this.display = display;
+    this.verify = verify;
   }
 
   /** Every member, forwarded: the server answers the `tool_result`, read back into the member's result. */
@@ -56,7 +68,10 @@ export class HangarComputerToolset extends BetaAbstractComputerToolset20260801 {
     const reply = await this.hangar.computerAction(this.request(ctx, name, input), {
       ...(ctx.signal ? { signal: ctx.signal } : {}),
     });
-    return memberResult(name, reply.tool_result as AnthropicToolResult);
+    if (reply.vocabulary !== "toolset" || !reply.tool_result) {
+      throw new ToolError("computer_action did not answer as the computer toolset");
+    }
+    return memberResult(name, reply.tool_result);
   }
 
   override async close(): Promise<void> {
@@ -64,47 +79,30 @@ export class HangarComputerToolset extends BetaAbstractComputerToolset20260801 {
     if (this.owned) await this.hangar.close();
   }
 
-  /**
-   * The member as `computer_action` takes it: an action of Anthropic's computer tool, whose action
-   * names and fields the toolset's members share (`key`'s `repeat` as a sequence of the key), with
-   * only the pictures the model asks for.
-   */
+  /** The member as `computer_action` takes it: the `tool_use` block the model emitted. */
   private request(
     ctx: BetaToolsetCallContext,
     name: BetaComputerMemberName,
     input: BetaComputerMemberInput,
   ): CommandParams<"computer_action"> {
-    const action: Record<string, unknown> = { ...input, action: name };
-    if (name === "key" && "repeat" in input && input.repeat != null) {
-      const { repeat, text } = input as { repeat: unknown; text: unknown };
-      if (!Number.isInteger(repeat) || (repeat as number) < 1 || (repeat as number) > 100) {
-        throw new ToolError("repeat: expected a whole number from 1 to 100");
-      }
-      if (typeof text === "string")
-        action.text = Array(repeat as number)
-          .fill(text)
-          .join(" ");
-    }
-    if (name === "left_click_drag" && "text" in input && input.text) {
-      throw new ToolError("left_click_drag: holding keys during a drag is not supported here");
-    }
+    const id = ctx.toolUse?.id ?? "toolu_hangar";
     return {
-      action,
-      vocabulary: "anthropic",
+      action: { type: "tool_use", id, name, input, toolset_name: this.toolsetName },
       display: this.display,
-      screenshot: false,
-      ...(ctx.toolUse?.id ? { call_id: ctx.toolUse.id } : {}),
+      ...(this.verify ? { verify: true } : {}),
     };
   }
 }
 
 /**
  * The server's `tool_result` as the member's result: the image of `screenshot` and `zoom`, the
- * point of `cursor_position`, else its text (a line after the SDK's acknowledgment); an error
- * result is the model's error, with the server's sentence.
+ * point of `cursor_position`, else the line after its acknowledgment (the effect, when verified),
+ * since the SDK writes the acknowledgment itself; an error result is the model's error, with the
+ * server's sentence.
  */
-function memberResult(name: BetaComputerMemberName, result: AnthropicToolResult): BetaComputerMemberResult {
-  const text = result.content.flatMap((block) => (block.type === "text" ? [block.text] : [])).join(" ");
+function memberResult(name: BetaComputerMemberName, result: ToolResult): BetaComputerMemberResult {
+  const texts = result.content.flatMap((block) => (block.type === "text" ? [block.text] : []));
+  const text = texts.join(" ");
   if (result.is_error) throw new ToolError(text || `${name} failed`);
   if (name === "screenshot" || name === "zoom") {
     const image = result.content.find((block) => block.type === "image");
@@ -116,5 +114,5 @@ function memberResult(name: BetaComputerMemberName, result: AnthropicToolResult)
     if (!point) throw new ToolError("cursor_position returned no position");
     return { x: Number(point[1]), y: Number(point[2]) };
   }
-  return text || undefined;
+  return texts.slice(1).join(" ") || undefined;
 }

@@ -156,11 +156,11 @@ describe("HangarComputerToolset.toolResult on a real desktop", () => {
       use<Beta.BetaResponseComputerCursorPositionToolUseBlock>("cursor_position", {}),
     );
     expect(texts(where.content)).toEqual([`X=${button[0]},Y=${button[1]}`]);
-    // zoom: a region of the model's display, at the screen's resolution.
+    // zoom: a region of the model's display, scaled up to fill it.
     const zoom = await toolset.toolResult(
       use<Beta.BetaResponseComputerZoomToolUseBlock>("zoom", { region: [0, 0, 512, 320] }),
     );
-    expect(await imageOf(zoom)).toMatchObject({ width: 640, height: 400 });
+    expect(await imageOf(zoom)).toMatchObject({ width: 1024, height: 640 });
   });
 
   it("an unknown member, a point off the display, a refusal: the model's error, and nothing happens", async () => {
@@ -226,6 +226,26 @@ describe("HangarComputerToolset.toolResult on a real desktop", () => {
       await markerClick(before + 1);
     } finally {
       await limited.close();
+    }
+  });
+
+  it("with verify, the model reads whether the action had an effect", async () => {
+    const verifying = new HangarComputerToolset(new Hangar({ url: desk.server.url }), {
+      display,
+      verify: true,
+      configs: { type: { enabled: false }, key: { enabled: false }, hold_key: { enabled: false } },
+    });
+    try {
+      await focusWindow(desk, buttonWindow);
+      const pressed = await verifying.toolResult(
+        use<Beta.BetaResponseComputerLeftClickToolUseBlock>("left_click", { coordinate: button }),
+      );
+      expect(texts(pressed.content)).toEqual([
+        "Clicked.",
+        expect.stringMatching(/^Effect: confirmed \(.+\)\.$/),
+      ]);
+    } finally {
+      await verifying.close();
     }
   });
 
