@@ -18,6 +18,7 @@ import {
   eventually,
   focusWindow,
   PYTHON,
+  placeWindow,
   startDesktopServer,
   startRecorderTerminal,
 } from "../support/desktop.js";
@@ -83,11 +84,7 @@ beforeAll(async () => {
   desk.spawn(PYTHON, [join(APPS, "button.py"), join(desk.dir, "button.txt"), "toolsetbutton"]);
   const win = await desk.waitForWindow("toolsetbutton");
   buttonWindow = win;
-  await desk.run("xdotool", ["windowmove", "--sync", String(win), "700", "400"]);
-  const at = await eventually(async () => {
-    const g = await desk.geometry(win);
-    return g.x >= 700 && g.y >= 400 ? g : null;
-  });
+  const at = await placeWindow(desk, win, 700, 400);
   button = [Math.round((at.x + at.width / 2) * SCALE), Math.round((at.y + at.height / 2) * SCALE)];
   toolset = new HangarComputerToolset(desk.server.url, {
     display,

@@ -17,6 +17,7 @@ import {
   eventually,
   focusWindow,
   PYTHON,
+  placeWindow,
   startDesktopServer,
   startRecorderTerminal,
 } from "../support/desktop.js";
@@ -43,12 +44,10 @@ async function centreOf(id: number): Promise<[number, number]> {
 beforeAll(async () => {
   desk = await startDesktopServer({ width: 1280, height: 800 });
   xterm = await startRecorderTerminal(desk);
-  await desk.run("xdotool", ["windowmove", "--sync", String(xterm), "0", "0"]);
+  await placeWindow(desk, xterm, 0, 0);
   desk.spawn(PYTHON, [join(APPS, "button.py"), join(desk.dir, "button.txt"), "agentsbutton"]);
   buttonWindow = await desk.waitForWindow("agentsbutton");
-  await desk.run("xdotool", ["windowmove", "--sync", String(buttonWindow), "800", "500"]);
-  await eventually(async () => (await desk.geometry(buttonWindow)).x >= 800);
-  await eventually(async () => (await desk.geometry(xterm)).y < 100);
+  await placeWindow(desk, buttonWindow, 800, 500);
   button = await centreOf(buttonWindow);
   terminal = await centreOf(xterm);
   computer = new HangarComputer(desk.server.url, { display });
