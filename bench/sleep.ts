@@ -167,8 +167,7 @@ async function containers() {
     }
     row("container (paused): first /cmd to it → answered", woken, "≤ resume + 0.2 s");
   } finally {
-    await host.cleanup();
-    await engine.cleanup();
+    await host.cleanup().finally(() => engine.cleanup());
   }
 }
 

@@ -285,23 +285,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
         ...(secret.metadata?.annotations ?? {}),
         ...specAnnotations(next, secret.metadata?.annotations?.["hangar.dev/created-by"] ?? this.identity),
       };
-      try {
-        // The version read is part of the request: a change made meanwhile by another service makes it fail (409).
-        const replaced = await this.cluster.core.replaceNamespacedSecret({
-          name: objectName(name),
-          namespace: this.cluster.namespace,
-          body: { ...secret, metadata: { ...secret.metadata, annotations } },
-        });
-        this.secrets.put(replaced);
-      } catch (err) {
-        if (statusCode(err) === 409) {
-          throw new HostError(
-            "failed",
-            `${name} was changed by someone else meanwhile: read it and try again`,
-          );
-        }
-        throw clusterError(err, this.cluster, `updating desktop ${name}`);
-      }
+      await this.replaceAnnotations(secret, annotations, `updating desktop ${name}`);
     });
     await this.log.info("Kubernetes desktop settings updated", { vm: name });
   }
@@ -446,6 +430,15 @@ export class KubernetesRuntime implements HibernatingRuntime {
       if (annotations[ANNOTATION.hibernatedAt] === undefined) return;
       delete annotations[ANNOTATION.hibernatedAt];
     } else annotations[ANNOTATION.hibernatedAt] = at;
+    await this.replaceAnnotations(secret, annotations, `marking desktop ${name} ${at ? "asleep" : "awake"}`);
+  }
+
+  /**
+   * The desktop's Secret with these annotations. The version read is part of the request: a change
+   * made meanwhile by another service makes it fail (409), said as such.
+   */
+  private async replaceAnnotations(secret: V1Secret, annotations: Record<string, string>, what: string) {
+    const name = secret.metadata?.labels?.[LABEL.desktop] ?? "";
     try {
       const replaced = await this.cluster.core.replaceNamespacedSecret({
         name: objectName(name),
@@ -455,9 +448,9 @@ export class KubernetesRuntime implements HibernatingRuntime {
       this.secrets.put(replaced);
     } catch (err) {
       if (statusCode(err) === 409) {
-        throw new HostError("failed", `${name} was changed by someone else meanwhile: try again`);
+        throw new HostError("failed", `${name} was changed by someone else meanwhile: read it and try again`);
       }
-      throw clusterError(err, this.cluster, `marking desktop ${name} ${at ? "asleep" : "awake"}`);
+      throw clusterError(err, this.cluster, what);
     }
   }
 
