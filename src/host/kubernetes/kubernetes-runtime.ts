@@ -310,19 +310,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
       if (existing && podState(existing).running) {
         throw new HostError("failed", `Virtual machine already running: ${name}`);
       }
-      // A Pod that ended (or cannot start) is replaced.
-      if (existing) await this.deletePod(name, 0);
-      try {
-        const pod = await this.cluster.core.createNamespacedPod({
-          namespace: this.cluster.namespace,
-          body: desktopPod(secret, this.graceSeconds()),
-        });
-        this.pods.put(pod);
-      } catch (err) {
-        if (statusCode(err) === 409)
-          throw new HostError("failed", `Virtual machine already running: ${name}`);
-        throw clusterError(err, this.cluster, `creating the Pod of desktop ${name}`);
-      }
+      await this.replacePod(secret, name, existing);
     });
     this.event(name, "Started", `Pod ${objectName(name)} created`);
     await this.log.info("Kubernetes desktop started", { vm: name, pod: objectName(name) });
@@ -397,16 +385,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
         throw new HostError("conflict", `Cannot resume ${name}: it is not hibernated (run it instead)`);
       }
       await beforeStart?.();
-      if (existing) await this.deletePod(name, 0);
-      try {
-        const pod = await this.cluster.core.createNamespacedPod({
-          namespace: this.cluster.namespace,
-          body: desktopPod(secret, this.graceSeconds()),
-        });
-        this.pods.put(pod);
-      } catch (err) {
-        throw clusterError(err, this.cluster, `creating the Pod of desktop ${name}`);
-      }
+      await this.replacePod(secret, name, existing);
       await this.annotate(name, undefined);
     });
     this.event(name, "Resumed", `Pod ${objectName(name)} created on the kept home`);
@@ -420,6 +399,22 @@ export class KubernetesRuntime implements HibernatingRuntime {
 
   onWakeRequest(wake: (name: string, why: string) => Promise<void>) {
     this.wakeRequest = wake;
+  }
+
+  /** A new Pod for the desktop; one that ended (or cannot start) is deleted first. */
+  private async replacePod(secret: V1Secret, name: string, existing: V1Pod | undefined) {
+    if (existing) await this.deletePod(name, 0);
+    try {
+      const pod = await this.cluster.core.createNamespacedPod({
+        namespace: this.cluster.namespace,
+        body: desktopPod(secret, this.graceSeconds()),
+      });
+      this.pods.put(pod);
+    } catch (err) {
+      // One name per desktop: the API server refuses a second Pod (another service ran it).
+      if (statusCode(err) === 409) throw new HostError("failed", `Virtual machine already running: ${name}`);
+      throw clusterError(err, this.cluster, `creating the Pod of desktop ${name}`);
+    }
   }
 
   /** Marks the desktop asleep (`at`) or awake (undefined) on its Secret, with the version read. */
