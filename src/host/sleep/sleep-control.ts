@@ -138,7 +138,9 @@ export class SleepControl {
     await this.listeners.drop(name);
   }
 
+  /** Waits for the wakes under way (their logs and events), then stops listening for anyone. */
   async close() {
+    await Promise.allSettled([...this.waking.values()]);
     await this.listeners.close();
   }
 
