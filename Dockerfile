@@ -25,7 +25,7 @@ COPY commands ./commands
 COPY bin ./bin
 COPY web ./web
 # The command line is bundled by `npm run build` (dist/cli).
-COPY scripts/bundle-cli.mjs ./scripts/
+COPY scripts/build.mjs scripts/bundle-cli.mjs ./scripts/
 # The nut-js backend (macOS, Windows; `--backend nut` elsewhere) is left out: on Linux the X11 one serves.
 RUN npm run build && npm pkg delete "dependencies.@nut-tree-fork/nut-js" \
  && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force

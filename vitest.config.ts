@@ -20,6 +20,10 @@ const HOST = ["test/host/**/*.test.ts"];
 const KUBERNETES = ["test/kubernetes/**/*.test.ts"];
 // The guest VM end-to-end test takes minutes: `npm run test:e2e` runs it (vitest.e2e.config.ts).
 const EXCLUDE = [...configDefaults.exclude, "test/e2e/**"];
+/** Every project's first global set-up: at the end, no process or temporary file of the run is left. */
+const LEFTOVERS = "test/support/leftovers.ts";
+/** The project's container image (built when missing) for the tests that run desktops from it. */
+const IMAGE = "test/support/project-image.ts";
 
 export default defineConfig({
   test: {
@@ -32,16 +36,28 @@ export default defineConfig({
     fileParallelism: true,
     maxWorkers: 2,
     projects: [
-      { extends: true, test: { name: "unit", include: UNIT, exclude: EXCLUDE } },
-      { extends: true, test: { name: "desktop", include: DESKTOP, exclude: [...EXCLUDE, ...UNIT] } },
-      { extends: true, test: { name: "host", include: HOST, exclude: [...EXCLUDE, ...UNIT] } },
+      { extends: true, test: { name: "unit", include: UNIT, exclude: EXCLUDE, globalSetup: [LEFTOVERS] } },
+      {
+        extends: true,
+        test: { name: "desktop", include: DESKTOP, exclude: [...EXCLUDE, ...UNIT], globalSetup: [LEFTOVERS] },
+      },
+      {
+        extends: true,
+        test: {
+          name: "host",
+          include: HOST,
+          exclude: [...EXCLUDE, ...UNIT],
+          // The tiny guest of the snapshot tests, made once before the files that boot it run side by side.
+          globalSetup: [LEFTOVERS, IMAGE, "test/host/tiny-guest.ts"],
+        },
+      },
       {
         extends: true,
         test: {
           name: "kubernetes",
           include: KUBERNETES,
           exclude: EXCLUDE,
-          globalSetup: ["test/kubernetes/global-setup.ts"],
+          globalSetup: [LEFTOVERS, IMAGE, "test/kubernetes/global-setup.ts"],
           hookTimeout: 180_000,
           // One cluster for all the files, and one of them restarts its API server: one file at a time.
           fileParallelism: false,
@@ -53,6 +69,7 @@ export default defineConfig({
           name: "servers",
           include: ["test/**/*.test.ts"],
           exclude: [...EXCLUDE, ...UNIT, ...DESKTOP, ...HOST, ...KUBERNETES],
+          globalSetup: [LEFTOVERS],
         },
       },
     ],

@@ -11,7 +11,7 @@
  *   F × their RAM.
  *
  * Run: HANGAR_GUEST_IMAGE=disk.img node --import tsx bench/guest-snapshots.ts [--runs 10] [--forks 8]
- * (without HANGAR_GUEST_IMAGE the image is built into build/guest/ first, as root).
+ * (without HANGAR_GUEST_IMAGE the image of this checkout is built first: test/e2e/guest-image.ts).
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";

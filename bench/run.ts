@@ -31,6 +31,7 @@ const ALL = [
   "recording",
   "trajectory",
   "osworld",
+  "envd",
 ];
 const args = process.argv.slice(2);
 const compare = args.some((arg) => arg.startsWith("--compare"));

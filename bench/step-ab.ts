@@ -1,9 +1,12 @@
 /**
  * The step an agent waits on, A/B between two builds of Hangar on the same screen: `computer_action`
  * left_click + its 1280x800 PNG screenshot of a 1920x1080 scene (changed before each call, and
- * unchanged), and the JPEG q80 and PNG screenshots of the changed 1080p screen. Both servers
+ * unchanged), a bare `left_click` (what an action's effect check costs when it is not asked to
+ * verify), and the JPEG q80 and PNG screenshots of the changed 1080p screen. Both servers
  * (`hangar serve --no-virtual-display`, separate processes) drive one Xvfb + openbox; rounds
- * alternate which goes first, so that the machine's load weighs on both alike.
+ * alternate which goes first, so that the machine's load weighs on both alike. Claude's computer
+ * toolset (a turn of `left_click` and `screenshot`), and the same with `verify: true`, are measured
+ * on A alone when the baseline predates them (`baseline: false`).
  *
  *   npm run build && node --import tsx bench/step-ab.ts --baseline ../main/bin/hangar.js [--rounds 6]
  *
@@ -36,6 +39,18 @@ const click = {
 };
 /** On the bare desktop: nothing on the screen changes (a click in the entry restarts its caret's blink). */
 const stillClick = { ...click, action: { action: "left_click", coordinate: [1150, 400] } };
+/** The same step as Claude's computer toolset asks for it: a turn of two member calls. */
+const member = (id: string, name: string, input: Record<string, unknown>) => ({
+  type: "tool_use",
+  id,
+  name,
+  input,
+  toolset_name: "computer",
+});
+const toolsetTurn = (coordinate: number[]) => ({
+  actions: [member("toolu_1", "left_click", { coordinate }), member("toolu_2", "screenshot", {})],
+  display: click.display,
+});
 
 const display = await startVirtualDisplay({ width: WIDTH, height: HEIGHT });
 const scene = await sceneOn(display.display, WIDTH, HEIGHT);
@@ -55,6 +70,8 @@ try {
     runs: number;
     target: string;
     changed: boolean;
+    /** False: the baseline has no such call; A alone is measured. */
+    baseline?: boolean;
   }[] = [
     {
       name: "computer_action left_click + 1280x800 PNG, screen changed",
@@ -63,6 +80,36 @@ try {
       runs: 10,
       target: "≤ 15 ms",
       changed: true,
+    },
+    {
+      name: "toolset turn left_click + screenshot member (1280x800 PNG), screen changed",
+      command: "computer_action",
+      params: toolsetTurn([640, 780]),
+      runs: 10,
+      target: "≤ 15 ms",
+      changed: true,
+      baseline: false,
+    },
+    {
+      name: "toolset turn type + screenshot with verify: true (the entry redraws: no wait to the bound)",
+      command: "computer_action",
+      params: {
+        actions: [member("toolu_1", "type", { text: "x" }), member("toolu_2", "screenshot", {})],
+        display: click.display,
+        verify: true,
+      },
+      runs: 10,
+      target: "",
+      changed: true,
+      baseline: false,
+    },
+    {
+      name: "left_click at x,y (its effect answered at once, unverified)",
+      command: "left_click",
+      params: { x: 960, y: 1053 },
+      runs: 20,
+      target: "B + ≤ 2 ms",
+      changed: false,
     },
     {
       name: "screenshot JPEG q80 1920x1080, screen changed",
@@ -89,30 +136,41 @@ try {
       target: "",
       changed: false,
     },
+    {
+      name: "toolset turn left_click + screenshot, verify: true, the click changes nothing (waits 500 ms)",
+      command: "computer_action",
+      params: { ...toolsetTurn([1150, 400]), verify: true },
+      runs: 5,
+      target: "",
+      changed: false,
+      baseline: false,
+    },
   ];
   const cells: string[][] = [];
   for (const op of operations) {
     const setup = op.changed ? change : undefined;
-    for (const url of sides) {
-      const call = timedPost(url, op.command, op.params);
+    const measured = op.baseline === false ? [0] : [0, 1];
+    for (const i of measured) {
+      const call = timedPost(sides[i], op.command, op.params);
       await sample(5, call.run, { setup });
       call.check();
     }
     const samples: [number[], number[]] = [[], []];
     for (let round = 0; round < ROUNDS; round++) {
-      for (const i of round % 2 === 0 ? [0, 1] : [1, 0]) {
+      for (const i of round % 2 === 0 ? measured : [...measured].reverse()) {
         const call = timedPost(sides[i], op.command, op.params);
         samples[i].push(...(await sample(op.runs, call.run, { setup, warmup: 1 })));
         call.check();
         await sleep(100);
       }
     }
-    const [ours, theirs] = samples.map(median);
+    const ours = median(samples[0]);
+    const theirs = samples[1].length > 0 ? median(samples[1]) : undefined;
     cells.push([
       op.name,
       `${ms(ours)} (p95 ${ms(p95(samples[0]))})`,
-      `${ms(theirs)} (p95 ${ms(p95(samples[1]))})`,
-      `${(theirs / ours).toFixed(2)}×`,
+      theirs === undefined ? "—" : `${ms(theirs)} (p95 ${ms(p95(samples[1]))})`,
+      theirs === undefined ? "—" : `${(theirs / ours).toFixed(2)}×`,
       op.target,
     ]);
   }

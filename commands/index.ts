@@ -3,7 +3,7 @@ import type { AnyCommand } from "../src/computer/core/command.js";
 import accessibility from "./accessibility.js";
 import browser from "./browser.js";
 import clipboard from "./clipboard.js";
-import computerAction from "./computer-action.js";
+import computerAction from "./computer-action/index.js";
 import control from "./control.js";
 import file from "./file.js";
 import input from "./input.js";

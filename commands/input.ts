@@ -1,14 +1,17 @@
 /**
  * Pointer and keyboard commands. All of them are `input: true`: they run one at a time through the
  * registry's input queue, so two clients never interleave a drag or a hotkey. Those that go to a
- * point are `pointer: true`: the timeline draws where they went.
+ * point are `pointer: true`: the timeline draws where they went. Each answers `effect` and
+ * `evidence` (effect.ts): whether it looks like it worked, waited for with `verify: true`.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
-import { defineCommand } from "../src/computer/core/command.js";
+import { type CommandContext, defineCommand } from "../src/computer/core/command.js";
 import type { DesktopBackend, MouseButton, Point } from "../src/desktop/backend.js";
+import type { Aim } from "../src/desktop/effect.js";
 import { normalizeCombo, normalizeKey, parseKeySequence } from "../src/desktop/keys.js";
+import { effectFields, type VerifyParams, verifyParams, withEffect } from "./effect.js";
 
 const coordinate = z.number().finite();
 /** x and y, or `coordinate: [x, y]` as Anthropic's computer tool sends it. */
@@ -64,20 +67,61 @@ const modifiersParam = normalized(z.array(z.string().min(1)).max(8), (keys: stri
 )
   .nullish()
   .describe('Keys held during the click, e.g. ["ctrl", "shift"]');
-const empty = z.object({});
+/** What a keyboard command answers: whether it looks like it worked. */
+const keyResult = z.object(effectFields);
 /**
  * What a pointer command answers: where the pointer ended, read back from the desktop after the
  * action, so that a client can tell a click that landed elsewhere (a clamped point, another
- * client's move) from one that landed where it aimed.
+ * client's move) from one that landed where it aimed; and whether it looks like it worked.
  */
 const pointerResult = z.object({
   position: z
     .object({ x: z.number(), y: z.number() })
     .describe("Where the pointer is after the action, in screen pixels"),
+  ...effectFields,
 });
 
-async function pointerEnded(desktop: DesktopBackend): Promise<z.infer<typeof pointerResult>> {
+async function pointerEnded(desktop: DesktopBackend): Promise<{ position: Point }> {
   return { position: await desktop.cursorPosition() };
+}
+
+/** A pointer action's aim: where the pointer ended, and where it started when given. */
+const aimedAt =
+  (...from: Point[]) =>
+  ({ position }: { position: Point }): Aim => ({ kind: "pointer", points: [...from, position] });
+
+/** Runs a pointer action inside a check of its effect; the answer is where the pointer ended. */
+function pointerAction(
+  ctx: CommandContext,
+  params: VerifyParams,
+  action: (desktop: DesktopBackend) => Promise<unknown>,
+  from: Point[] = [],
+) {
+  return withEffect(
+    ctx,
+    params,
+    async (desktop) => {
+      await action(desktop);
+      return pointerEnded(desktop);
+    },
+    aimedAt(...from),
+  );
+}
+
+/** Runs a keyboard action inside a check of its effect (`typed`: the text it types). */
+function keyAction(
+  ctx: CommandContext,
+  params: VerifyParams,
+  action: (desktop: DesktopBackend) => Promise<unknown>,
+  typed?: string,
+) {
+  const aim: Aim = { kind: "keyboard", typed };
+  return withEffect(
+    ctx,
+    params,
+    (desktop) => action(desktop).then(() => ({})),
+    () => aim,
+  );
 }
 
 async function moveIfGiven(desktop: DesktopBackend, params: PointParams) {
@@ -141,20 +185,17 @@ function clickCommand<N extends string>(
     description,
     input: true,
     pointer: true,
-    params: z.object({ ...pointFields, modifiers: modifiersParam }).superRefine(wholePoint(false)),
+    params: z
+      .object({ ...pointFields, modifiers: modifiersParam, ...verifyParams })
+      .superRefine(wholePoint(false)),
     result: pointerResult,
-    handler: async (params, ctx) => {
-      const { modifiers } = params;
-      const desktop = await ctx.desktop();
-      const at = pointOf(params);
-      if (!modifiers?.length) {
-        await click(desktop, button, count, at);
-        return pointerEnded(desktop);
-      }
-      await moveIfGiven(desktop, params);
-      await withModifiers(desktop, modifiers, () => click(desktop, button, count));
-      return pointerEnded(desktop);
-    },
+    handler: (params, ctx) =>
+      pointerAction(ctx, params, async (desktop) => {
+        const { modifiers } = params;
+        if (!modifiers?.length) return click(desktop, button, count, pointOf(params));
+        await moveIfGiven(desktop, params);
+        await withModifiers(desktop, modifiers, () => click(desktop, button, count));
+      }),
   });
 }
 
@@ -180,13 +221,9 @@ export const moveCursor = defineCommand({
   description: "Moves the pointer to x,y (screen pixels).",
   input: true,
   pointer: true,
-  params: z.object(pointFields).superRefine(wholePoint(true)),
+  params: z.object({ ...pointFields, ...verifyParams }).superRefine(wholePoint(true)),
   result: pointerResult,
-  handler: async (params, ctx) => {
-    const desktop = await ctx.desktop();
-    await desktop.moveCursor(pointOf(params)!);
-    return pointerEnded(desktop);
-  },
+  handler: (params, ctx) => pointerAction(ctx, params, (desktop) => desktop.moveCursor(pointOf(params)!)),
 });
 
 function buttonCommand<N extends string>(name: N, action: "down" | "up", description: string) {
@@ -195,15 +232,13 @@ function buttonCommand<N extends string>(name: N, action: "down" | "up", descrip
     description,
     input: true,
     pointer: true,
-    params: z.object({ ...pointFields, button: buttonParam }).superRefine(wholePoint(false)),
+    params: z.object({ ...pointFields, button: buttonParam, ...verifyParams }).superRefine(wholePoint(false)),
     result: pointerResult,
-    handler: async (params, ctx) => {
-      const { button } = params;
-      const desktop = await ctx.desktop();
-      await moveIfGiven(desktop, params);
-      await desktop.mouseButton(button, action);
-      return pointerEnded(desktop);
-    },
+    handler: (params, ctx) =>
+      pointerAction(ctx, params, async (desktop) => {
+        await moveIfGiven(desktop, params);
+        await desktop.mouseButton(params.button, action);
+      }),
   });
 }
 
@@ -272,14 +307,19 @@ export const dragTo = defineCommand({
     y: coordinate,
     button: buttonParam,
     duration: durationParam,
+    ...verifyParams,
   }),
   result: pointerResult,
-  deadlineMs: ({ duration }) => duration * 1000 + 30_000,
-  handler: async ({ x, y, button, duration }, ctx) => {
-    const desktop = await ctx.desktop();
-    const start = await desktop.cursorPosition();
-    await dragAlong(desktop, [start, { x, y }], button, duration, ctx.signal);
-    return pointerEnded(desktop);
+  deadlineMs: ({ duration, verify_ms }) => duration * 1000 + 30_000 + verify_ms,
+  handler: async (params, ctx) => {
+    const { x, y, button, duration } = params;
+    const start = await (await ctx.desktop()).cursorPosition();
+    return pointerAction(
+      ctx,
+      params,
+      (desktop) => dragAlong(desktop, [start, { x, y }], button, duration, ctx.signal),
+      [start],
+    );
   },
 });
 
@@ -295,15 +335,21 @@ export const drag = defineCommand({
       .max(10_000),
     button: buttonParam,
     duration: durationParam,
+    ...verifyParams,
   }),
   result: pointerResult,
-  deadlineMs: ({ duration }) => duration * 1000 + 30_000,
-  handler: async ({ path, button, duration }, ctx) => {
-    const desktop = await ctx.desktop();
-    const points = path.map(([x, y]) => ({ x, y }));
-    await desktop.moveCursor(points[0]);
-    await dragAlong(desktop, points, button, duration, ctx.signal);
-    return pointerEnded(desktop);
+  deadlineMs: ({ duration, verify_ms }) => duration * 1000 + 30_000 + verify_ms,
+  handler: (params, ctx) => {
+    const points = params.path.map(([x, y]) => ({ x, y }));
+    return pointerAction(
+      ctx,
+      params,
+      async (desktop) => {
+        await desktop.moveCursor(points[0]);
+        await dragAlong(desktop, points, params.button, params.duration, ctx.signal);
+      },
+      [points[0]],
+    );
   },
 });
 
@@ -314,13 +360,9 @@ export const scroll = defineCommand({
   description:
     "Turns the wheel where the pointer is, by x (horizontal, positive = right) and y (vertical, positive = up) notches.",
   input: true,
-  params: z.object({ x: notches, y: notches }),
+  params: z.object({ x: notches, y: notches, ...verifyParams }),
   result: pointerResult,
-  handler: async ({ x, y }, ctx) => {
-    const desktop = await ctx.desktop();
-    await desktop.scroll(x, y);
-    return pointerEnded(desktop);
-  },
+  handler: (params, ctx) => pointerAction(ctx, params, (desktop) => desktop.scroll(params.x, params.y)),
 });
 
 const clicksParam = z.number().int().min(1).max(1000).default(1);
@@ -330,13 +372,10 @@ function scrollByCommand<N extends string>(name: N, sign: 1 | -1, description: s
     name,
     description,
     input: true,
-    params: z.object({ clicks: clicksParam }),
+    params: z.object({ clicks: clicksParam, ...verifyParams }),
     result: pointerResult,
-    handler: async ({ clicks }, ctx) => {
-      const desktop = await ctx.desktop();
-      await desktop.scroll(0, sign * clicks);
-      return pointerEnded(desktop);
-    },
+    handler: (params, ctx) =>
+      pointerAction(ctx, params, (desktop) => desktop.scroll(0, sign * params.clicks)),
   });
 }
 
@@ -360,13 +399,12 @@ export const scrollDirection = defineCommand({
       return z.NEVER;
     }),
     clicks: clicksParam,
+    ...verifyParams,
   }),
   result: pointerResult,
-  handler: async ({ direction, clicks }, ctx) => {
-    const [dx, dy] = DIRECTIONS[direction];
-    const desktop = await ctx.desktop();
-    await desktop.scroll(dx * clicks, dy * clicks);
-    return pointerEnded(desktop);
+  handler: (params, ctx) => {
+    const [dx, dy] = DIRECTIONS[params.direction];
+    return pointerAction(ctx, params, (desktop) => desktop.scroll(dx * params.clicks, dy * params.clicks));
   },
 });
 
@@ -375,13 +413,11 @@ export const typeText = defineCommand({
   aliases: ["type"],
   description: "Types text exactly, any Unicode (symbols, accents, CJK, emoji) on any keyboard layout.",
   input: true,
-  params: z.object({ text: z.string().max(100_000) }),
-  result: empty,
-  deadlineMs: ({ text }) => 30_000 + text.length * 10,
-  handler: async ({ text }, ctx) => {
-    await (await ctx.desktop()).typeText(text, ctx.signal);
-    return {};
-  },
+  params: z.object({ text: z.string().max(100_000), ...verifyParams }),
+  result: keyResult,
+  deadlineMs: ({ text, verify_ms }) => 30_000 + text.length * 10 + verify_ms,
+  handler: (params, ctx) =>
+    keyAction(ctx, params, (desktop) => desktop.typeText(params.text, ctx.signal), params.text),
 });
 
 /**
@@ -412,13 +448,12 @@ export const pressKey = defineCommand({
     "(KP_Enter, XF86AudioMute), one character, or in xdotool's syntax a combination (ctrl+shift+t, alt+F4) " +
     "and several separated by spaces, pressed in turn.",
   input: true,
-  params: z.object({ key: normalized(z.string().min(1).max(1000), parseKeySequence) }),
-  result: empty,
-  handler: async ({ key: combos }, ctx) => {
-    const desktop = await ctx.desktop();
-    for (const combo of combos) await pressCombo(desktop, combo);
-    return {};
-  },
+  params: z.object({ key: normalized(z.string().min(1).max(1000), parseKeySequence), ...verifyParams }),
+  result: keyResult,
+  handler: (params, ctx) =>
+    keyAction(ctx, params, async (desktop) => {
+      for (const combo of params.key) await pressCombo(desktop, combo);
+    }),
 });
 
 function keyCommand<N extends string>(name: N, action: "down" | "up", description: string) {
@@ -426,12 +461,9 @@ function keyCommand<N extends string>(name: N, action: "down" | "up", descriptio
     name,
     description,
     input: true,
-    params: z.object({ key: keyParam }),
-    result: empty,
-    handler: async ({ key }, ctx) => {
-      await (await ctx.desktop()).key(key, action);
-      return {};
-    },
+    params: z.object({ key: keyParam, ...verifyParams }),
+    result: keyResult,
+    handler: (params, ctx) => keyAction(ctx, params, (desktop) => desktop.key(params.key, action)),
   });
 }
 
@@ -457,12 +489,10 @@ export const hotkey = defineCommand({
     keys: normalized(z.array(keyText).min(1, "keys is empty").max(16), (keys: string[]) =>
       normalizeCombo(keys),
     ),
+    ...verifyParams,
   }),
-  result: empty,
-  handler: async ({ keys }, ctx) => {
-    await pressCombo(await ctx.desktop(), keys);
-    return {};
-  },
+  result: keyResult,
+  handler: (params, ctx) => keyAction(ctx, params, (desktop) => pressCombo(desktop, params.keys)),
 });
 
 export default [

@@ -35,7 +35,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -z "$DISPLAY_SIZE" ] || [[ "$DISPLAY_SIZE" =~ ^[0-9]{3,5}x[0-9]{3,5}$ ]] || { echo "--display must be WxH, e.g. 1280x800" >&2; exit 2; }
-[ "$(id -u)" -eq 0 ] || { echo "build-guest-image.sh: run as root (debootstrap and chroot need it)" >&2; exit 1; }
+# As root (debootstrap and chroot need it): through sudo otherwise.
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "build-guest-image.sh: run it as root (debootstrap and chroot need it)" >&2; exit 1; }
+  exec sudo --preserve-env=DEBOOTSTRAP_MIRROR "$PWD/scripts/build-guest-image.sh" "$@"
+fi
 for tool in debootstrap chroot mkfs.ext4 mkfs.vfat mcopy mmd sfdisk syslinux npm node; do
   command -v "$tool" >/dev/null || {
     echo "build-guest-image.sh: $tool is missing (./scripts/install-deps.sh installs it)" >&2

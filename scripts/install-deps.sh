@@ -22,6 +22,8 @@ RUNTIME=(
   xvfb xauth openbox xdotool xclip wmctrl x11-utils x11-xserver-utils xterm
   dbus dbus-x11 at-spi2-core
   xwallpaper fonts-dejavu-core fonts-wqy-microhei fonts-noto-color-emoji openssl ca-certificates
+  # certutil: the host installs a caged desktop's egress CA into Chromium's NSS database (docs/egress.md)
+  libnss3-tools
   # a desktop an agent can work in (the container's and the guest VM's): a panel with a task list
   # and a clock (lxpanel shares its libraries with pcmanfm; tint2 pulls ~70 MB of image loaders),
   # a browser, a GTK text editor and file manager, AT-SPI for GTK 2, and `xdg-open` (which needs
@@ -48,6 +50,9 @@ PACKAGES=(
   python3-gi gir1.2-gtk-3.0 gir1.2-atspi-2.0
   # the host service's VMs
   qemu-system-x86 qemu-utils ovmf
+  # caged desktops (docs/egress.md): the bridge and filter of a container's cage (iproute2, iptables),
+  # and socat, which relays each of a caged VM's connections to its egress gate
+  iproute2 iptables socat
   # images: a real OCI registry for the tests, htpasswd for its Basic auth
   docker-registry apache2-utils
   # container desktops: the engine the tests start (podman's Docker-compatible API service) with

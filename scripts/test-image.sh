@@ -2,7 +2,10 @@
 # Builds the desktop container from the Dockerfile and tries it from outside as a user would
 # (test/image/check.ts says what is checked). CI runs it on every run (.ci/run).
 #
-#   sudo ./scripts/test-image.sh [--cache DIR] [--no-build]
+#   ./scripts/test-image.sh [--cache DIR] [--no-build] [--if-missing]     (as root: through sudo otherwise)
+#
+# `npm test` runs it with --if-missing when the image is not there (test/support/project-image.ts):
+# then an image already built is left as it is. One run at a time uses a cache: a second waits.
 #
 # With a Docker daemon: `docker build`, then `docker run`. Without one: buildah (`--isolation
 # chroot`, overlay storage, or vfs where the kernel cannot mount overlay, Docker format so the
@@ -23,18 +26,27 @@ cd "$(dirname "$0")/.."
 
 CACHE=${HANGAR_IMAGE_CACHE:-/var/cache/hangar-image}
 BUILD=1
+IF_MISSING=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --cache) CACHE=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
+    --if-missing) IF_MISSING=1; shift ;;
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "test-image.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
-[ "$(id -u)" -eq 0 ] || { echo "test-image.sh: run as root (buildah's chroot builds and namespaces need it)" >&2; exit 1; }
+# As root (buildah's chroot builds and the runs' namespaces need it): through sudo otherwise.
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "test-image.sh: run it as root (buildah's chroot builds and the runs' namespaces need it)" >&2; exit 1; }
+  exec sudo --preserve-env=HANGAR_IMAGE_CACHE,HANGAR_IMAGE_CACHE_GB,DEBOOTSTRAP_MIRROR "$PWD/scripts/test-image.sh" "$@"
+fi
 CACHE=$(realpath -m "$CACHE")
 REPO_DIR=$PWD
 mkdir -p "$CACHE"
+# The storage, its layers and the runs' names are this script's own: one run at a time.
+exec 9>"$CACHE/.lock"
+flock -n 9 || { echo "test-image.sh: another run is using $CACHE; waiting for it to end"; flock 9; }
 IMAGE=localhost/hangar:test
 BASE=docker.io/library/node:20-bookworm-slim
 
@@ -78,9 +90,18 @@ else
   rm -rf "$probe"
   STORAGE=$CACHE/storage-$DRIVER
   BUILDAH=(buildah --root "$STORAGE" --runroot "$CACHE/run" --storage-driver "$DRIVER")
-  # Working containers an interrupted run left behind (the storage is this script's own).
-  "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
 fi
+if [ "$IF_MISSING" -eq 1 ]; then
+  if [ "$ENGINE" = docker ]; then built() { docker image inspect "$IMAGE" >/dev/null 2>&1; }; else
+    built() { "${BUILDAH[@]}" inspect --type image "$IMAGE" >/dev/null 2>&1; }
+  fi
+  if built; then
+    echo "test-image.sh: $IMAGE is built already (--if-missing: left as it is)"
+    exit 0
+  fi
+fi
+# Working containers an interrupted run left behind (the storage is this script's own).
+[ "$ENGINE" = docker ] || "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
 LOGS="$CACHE/logs"
 mkdir -p "$LOGS"
 echo "test-image.sh: engine $ENGINE${DRIVER:+ ($DRIVER storage)}, cache $CACHE, logs $LOGS"
@@ -153,7 +174,20 @@ elif ! "${BUILDAH[@]}" inspect --type image "$BASE" >/dev/null 2>&1; then
   fi
 fi
 
-# 2. The image, with the layer cache.
+# 2. The image, with the layer cache. A build whose checks do not all pass is not left under the name
+# the tests use (--if-missing would take it for a good one); its layers stay cached.
+UNCHECKED=0
+drop_unchecked() {
+  [ "$UNCHECKED" -eq 1 ] || return 0
+  echo "test-image.sh: the image did not pass its checks: $IMAGE removed (its layers stay cached)" >&2
+  if [ "$ENGINE" = docker ]; then
+    command docker rmi -f "$IMAGE" hangar >/dev/null 2>&1
+  else
+    "${BUILDAH[@]}" rmi -f "$IMAGE" localhost/hangar >/dev/null 2>&1
+  fi
+  return 0
+}
+trap drop_unchecked EXIT
 
 phase "build the Dockerfile"
 if [ "$BUILD" -eq 0 ]; then
@@ -165,6 +199,7 @@ else
   step 60m "$LOGS/build.log" "${BUILDAH[@]}" bud --isolation chroot --format docker --layers --pull=false \
     -v "$CACHE/npm:/root/.npm" -t "$IMAGE" .
 fi
+[ "$BUILD" -eq 0 ] || UNCHECKED=1
 
 # 3. Run the image as a user would and check it from outside (test/image/check.ts).
 if [ "$ENGINE" = docker ]; then
@@ -172,7 +207,8 @@ if [ "$ENGINE" = docker ]; then
   SIZE="$(($(docker image inspect -f '{{.Size}}' "$IMAGE") / 1000000)) MB"
 else
   "${BUILDAH[@]}" tag "$IMAGE" localhost/hangar
-  SIZE=$("${BUILDAH[@]}" images --format '{{.Size}}' "$IMAGE" | head -1)
+  # sed, not head: head's early exit would kill the writer with SIGPIPE, which pipefail makes fatal.
+  SIZE=$("${BUILDAH[@]}" images --format '{{.Size}}' "$IMAGE" | sed -n 1p)
   mapfile -t IMAGE_ENV < <("${BUILDAH[@]}" inspect --type image --format '{{range .OCIv1.Config.Env}}{{println .}}{{end}}' "$IMAGE" | grep .)
 fi
 CHECK=(node --import tsx test/image/check.ts)
@@ -234,7 +270,7 @@ docker() {
   " >"$LOGS/run-$RUN.log" 2>&1 &
   RUNNER=$!
   # timeout → unshare → (forked) PID 1 of the new namespace, which becomes tini.
-  PID1=$(timeout 10 bash -c "until u=\$(pgrep -P $RUNNER) && pgrep -P \$u; do sleep 0.1; done" | head -1) ||
+  PID1=$(timeout 10 bash -c "until u=\$(pgrep -P $RUNNER) && pgrep -P \$u; do sleep 0.1; done" | sed -n 1p) ||
     fail "the container did not start (log: $LOGS/run-$RUN.log)"
   STARTED_MS=$(date +%s%3N)
 }
@@ -286,7 +322,7 @@ container_pids_in() {
 in_container() { nsenter -t "$PID1" --net --mount --pid chroot --userspec=10001:10001 "$ROOT" /usr/bin/env -i "${IMAGE_ENV[@]}" "$@"; }
 
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+trap 'rm -rf "$WORK"; drop_unchecked' EXIT
 cd "$WORK"
 REPO=$OLDPWD
 CHECK=(node --import "$REPO/node_modules/tsx/dist/loader.mjs" "$REPO/test/image/check.ts")
@@ -346,6 +382,7 @@ check vnc
 stop_container
 [ "$STOP_CODE" -eq 0 ] || fail "SIGTERM: exit $STOP_CODE"
 
+UNCHECKED=0
 phase "done: image $IMAGE, $SIZE uncompressed"
 exit 0
 }

@@ -24,6 +24,13 @@ if [[ -s $DIR/vmlinuz && -s $DIR/initramfs.cpio.gz ]]; then
   exit 0
 fi
 mkdir -p "$DIR"
+# One build at a time; a second waits for it and finds the guest made.
+exec 9>"$DIR/.lock"
+flock 9
+if [[ -s $DIR/vmlinuz && -s $DIR/initramfs.cpio.gz ]]; then
+  echo "$DIR"
+  exit 0
+fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 BUSYBOX=$(command -v busybox || true)

@@ -92,6 +92,42 @@ describe("the import graph", () => {
 });
 
 /**
+ * The agent SDKs (Anthropic's, OpenAI's, Google's) are optional peer dependencies of the client's
+ * adapters (`hangar/client/anthropic`, `hangar/client/openai-agents`): the servers run without them,
+ * so no module outside `src/client/` loads one at run time (a type-only import is erased).
+ */
+const AGENT_SDKS = /^(@anthropic-ai\/sdk|@openai\/agents(-[a-z]+)?|@google\/genai|openai)(\/|$)/;
+
+describe("the agent SDKs", () => {
+  it("are loaded by the client alone, never by the servers", () => {
+    const files = Object.keys(graph).filter((file) => !/^src\/client\//.test(file));
+    expect(files.length).toBeGreaterThan(100);
+    const loads = files.flatMap((file) =>
+      runtimeImports(readFileSync(`${ROOT}/${file}`, "utf8"))
+        .filter((spec) => AGENT_SDKS.test(spec))
+        .map((spec) => `${file} loads ${spec}`),
+    );
+    expect(loads).toEqual([]);
+  });
+
+  it("are told apart from other packages", () => {
+    const source = [
+      'import Anthropic from "@anthropic-ai/sdk";',
+      'import type { Computer } from "@openai/agents";',
+      'import { type Part } from "@google/genai";',
+      'export { x } from "@openai/agents-core/model";',
+      'const m = await import("openai");',
+      'import { z } from "zod";',
+    ].join("\n");
+    expect(runtimeImports(source).filter((spec) => AGENT_SDKS.test(spec))).toEqual([
+      "@anthropic-ai/sdk",
+      "@openai/agents-core/model",
+      "openai",
+    ]);
+  });
+});
+
+/**
  * What a transport or the core knows of a command is what its definition says (`input`, `pointer`,
  * `capture`, a bytes field's media type), never its name: a string literal naming a command there
  * is a list that the next command would have to be added to.
@@ -124,6 +160,46 @@ function stringLiterals(source: string): string[] {
   const found: string[] = [];
   const visit = (node: ts.Node) => {
     if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) found.push(node.text);
+    ts.forEachChild(node, visit);
+  };
+  visit(ts.createSourceFile("module.ts", source, ts.ScriptTarget.Latest, false));
+  return found;
+}
+
+/**
+ * The modules a TypeScript source loads at run time: its imports and re-exports that are not
+ * type-only (all-type named imports are erased too), and its `import()` and `require()` calls.
+ */
+function runtimeImports(source: string): string[] {
+  const found: string[] = [];
+  const visit = (node: ts.Node) => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+      const clause = node.importClause;
+      const named = clause?.namedBindings;
+      const erased =
+        clause?.isTypeOnly ||
+        (clause &&
+          !clause.name &&
+          named &&
+          ts.isNamedImports(named) &&
+          named.elements.every((e) => e.isTypeOnly));
+      if (!erased) found.push(node.moduleSpecifier.text);
+    } else if (
+      ts.isExportDeclaration(node) &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
+      if (!node.isTypeOnly) found.push(node.moduleSpecifier.text);
+    } else if (
+      ts.isCallExpression(node) &&
+      node.arguments.length > 0 &&
+      ts.isStringLiteral(node.arguments[0])
+    ) {
+      const callee = node.expression;
+      const loads =
+        callee.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(callee) && callee.text === "require");
+      if (loads) found.push(node.arguments[0].text);
+    }
     ts.forEachChild(node, visit);
   };
   visit(ts.createSourceFile("module.ts", source, ts.ScriptTarget.Latest, false));

@@ -1,10 +1,12 @@
 /** `hangar host serve`: the VM host service (/svc API, QEMU). */
+import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import type { Ulimit } from "../host/container/container-runtime.js";
 import { parseUlimit } from "../host/container/ulimits.js";
 import { E2B_API_KEYS_ENV } from "../host/e2b/api-keys.js";
 import { DEFAULT_HOST_PORT } from "../host/port.js";
+import { webhookUrl } from "../host/webhooks.js";
 import { HOST_TOKEN_ENV, readTokenFile } from "./host-client.js";
 import { browserAccess, browserAccessOptions, logLevelOption, onShutdown, parsePort } from "./util.js";
 
@@ -18,6 +20,19 @@ function runtimeKind(value: string) {
 function reachMode(value: string) {
   if (value !== "relay" && value !== "pod-ip") throw new InvalidArgumentError("expected relay or pod-ip");
   return value;
+}
+
+function collectWebhook(value: string, previous: string[] = []) {
+  try {
+    return [...previous, webhookUrl(value)];
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message.replace(/^--webhook: /, ""));
+  }
+}
+
+/** A repeatable option's values, in order. */
+function collect(value: string, previous: string[] = []) {
+  return [...previous, value];
 }
 
 function collectUlimit(value: string, previous: Ulimit[] = []) {
@@ -87,6 +102,16 @@ export function registerHost(program: Command) {
       "give every container desktop an API key of its own (its computer server in cloud mode)",
     )
     .option(
+      "--webhook <url>",
+      "POST every lifecycle event (create, ready, claim, release, hibernate, resume, delete, failure) " +
+        "to this URL as JSON, retried with backoff; repeatable (GET /svc/events streams the same)",
+      collectWebhook,
+    )
+    .option(
+      "--webhook-secret-file <file>",
+      "sign webhook posts: X-Hangar-Signature: sha256=<HMAC-SHA256 of the body with this file's secret>",
+    )
+    .option(
       "--e2b-port <port>",
       "serve E2B's sandbox API (its SDKs, unmodified) on this port, e.g. 3000",
       parsePort,
@@ -108,6 +133,16 @@ export function registerHost(program: Command) {
     .option(
       "--e2b-desktop-image <ref>",
       "with --e2b-port: the image of E2B's desktop template (default hangar-desktop:latest, built on --desktop-image when missing)",
+    )
+    .option(
+      "--egress-resolver <ip[:port]>",
+      "caged desktops (docs/egress.md): a DNS server the egress proxy resolves names with, instead of the host's (repeat it)",
+      collect,
+    )
+    .option(
+      "--egress-trust <file>",
+      "caged desktops: a PEM file of CAs that servers' certificates may be signed by, where the proxy adds credentials (repeat it)",
+      collect,
     );
   browserAccessOptions(serve).action(async (opts) => {
     const log = createLogger({ level: opts.logLevel, name: "host" });
@@ -147,6 +182,8 @@ export function registerHost(program: Command) {
           desktopTemplateImage: opts.e2bDesktopImage,
         },
       }),
+      egressResolvers: opts.egressResolver,
+      egressTrust: (opts.egressTrust as string[] | undefined)?.map((file) => readFileSync(file, "utf8")),
       ...((opts.kubeconfig || opts.namespace || opts.kubernetesReach || opts.poolsInCluster) && {
         kubernetes: {
           kubeconfig: opts.kubeconfig,
@@ -154,6 +191,12 @@ export function registerHost(program: Command) {
           reach: opts.kubernetesReach,
           poolsInCluster: opts.poolsInCluster,
           leaseDurationSeconds: leaseSeconds,
+        },
+      }),
+      ...(opts.webhook && {
+        webhooks: {
+          urls: opts.webhook,
+          secret: opts.webhookSecretFile ? readTokenFile(opts.webhookSecretFile) : undefined,
         },
       }),
       ...browserAccess(opts),

@@ -1,4 +1,4 @@
-/** `hangar pool create|ls|get|resize|rm|claim|release`: warm pools of ready desktops on the host service. */
+/** `hangar pool create|ls|get|resize|rm|claim|keepalive|release`: warm pools of ready desktops on the host service. */
 import { type Command, InvalidArgumentError } from "commander";
 import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
 
@@ -21,6 +21,7 @@ function poolRows(pools: Json[]) {
     ...p,
     ttlText: p.ttl === null ? "-" : `${p.ttl}s`,
     counts: `${p.ready}/${p.starting}/${p.claimed}`,
+    asleep: p.hibernated ?? 0,
   }));
 }
 
@@ -29,8 +30,10 @@ function describePool(p: Json): string {
     `name:      ${p.name}`,
     `runtime:   ${p.runtime}`,
     `template:  ${p.template} (${p.templateKind})`,
-    `size:      ${p.size} (ready ${p.ready}, starting ${p.starting}, claimed ${p.claimed})`,
-    `claim ttl: ${p.ttl === null ? "until released" : `${p.ttl} s`}`,
+    ...(p.fromSnapshot ? [`snapshot:  ${p.fromSnapshot} (members are forks of it)`] : []),
+    `size:      target ${p.target}, min ${p.min}, max ${p.max} (ready ${p.ready}, starting ${p.starting}, asleep ${p.hibernated}, claimed ${p.claimed})`,
+    `claim ttl: ${p.ttl === null ? "until released" : `${p.ttl} s, then ${p.onExpire === "hibernate" ? "put to sleep" : "released"}`}`,
+    ...(p.idleTimeout ? [`idle time: ${p.idleTimeout} s (beyond the target)`] : []),
     ...(p.lastError ? [`last error: ${p.lastError}`] : []),
   ];
   const desktops = p.desktops.length
@@ -52,14 +55,24 @@ export function registerPool(program: Command) {
       "Warm pools: desktops kept started, handed out in milliseconds (claim) and removed after use (release)",
     );
 
-  clientOptions(pool.command("create <name>").description("Create a pool that keeps SIZE desktops ready"))
-    .requiredOption("--size <n>", "desktops kept ready (1 to 256)", wholeNumber)
+  clientOptions(
+    pool
+      .command("create <name>")
+      .description("Create a pool that keeps SIZE desktops ready, or follows demand between --min and --max"),
+  )
+    .option("--size <n>", "desktops kept ready (1 to 256): min, max and target at once", wholeNumber)
+    .option("--min <n>", "unclaimed desktops kept at least (those beyond the target asleep)", wholeNumber)
+    .option("--max <n>", "unclaimed desktops at most (claims start one up to it)", wholeNumber)
+    .option("--target <n>", "unclaimed desktops kept awake and ready", wholeNumber)
+    .option("--idle-timeout <duration>", "how long one beyond the target stays awake, e.g. 300s or 5m")
+    .option("--from-snapshot <snapshot>", "a memory snapshot of the template (QEMU): members are its forks")
     .option(
       "--template <desktop-or-image>",
       "a stopped desktop to clone, or an image (default: the desktop image)",
     )
     .option("--runtime <kind>", "container, kubernetes or qemu (default: the template's, else the service's)")
     .option("--ttl <seconds>", "a claim is released by itself after this long (default: never)", wholeNumber)
+    .option("--on-expire <what>", "what a claim whose ttl ran out becomes: release (default) or hibernate")
     .option("--cpu <n>", "CPUs of each desktop made from an image", wholeNumber)
     .option("--memory <size>", "memory of each desktop made from an image, e.g. 2GB")
     .option("--display <WxH>", "screen of each desktop made from an image, e.g. 1280x800")
@@ -67,6 +80,12 @@ export function registerPool(program: Command) {
       const created = await clientOf(opts).request<Json>("POST", "/svc/pools", {
         name,
         size: opts.size,
+        min: opts.min,
+        max: opts.max,
+        target: opts.target,
+        idleTimeout: opts.idleTimeout,
+        fromSnapshot: opts.fromSnapshot,
+        onExpire: opts.onExpire,
         template: opts.template,
         runtime: opts.runtime,
         ttl: opts.ttl,
@@ -93,6 +112,7 @@ export function registerPool(program: Command) {
             ["size", "SIZE"],
             ["counts", "READY/STARTING/CLAIMED"],
             ["ttlText", "TTL"],
+            ["asleep", "ASLEEP"],
             ["lastError", "LAST ERROR"],
           ]),
     );
@@ -148,6 +168,26 @@ export function registerPool(program: Command) {
           ...(d.vncUrl ? [`viewer:          ${d.vncUrl}`] : []),
           `expires:         ${d.claim.expiresAt ?? "when released"} (hangar pool release ${d.name})`,
         ].join("\n"),
+      );
+    });
+
+  clientOptions(
+    pool
+      .command("keepalive <name> <desktop>")
+      .description("Renew a claim's lease: it ends that long from now (its own ttl unless --ttl)"),
+  )
+    .option("--ttl <seconds>", "the new lease, from now", wholeNumber)
+    .action(async (name, desktop, opts) => {
+      const kept = await clientOf(opts).request<Json>(
+        "POST",
+        `${poolPath(name)}/claims/${encodeURIComponent(desktop)}/keepalive`,
+        opts.ttl === undefined ? {} : { ttl: opts.ttl },
+      );
+      output(
+        opts,
+        kept,
+        (k) =>
+          `${k.name}: claimed until ${k.claim.expiresAt ?? `${Math.round(k.claim.remainingMs / 1000)} s after it wakes`}.`,
       );
     });
 

@@ -5,10 +5,12 @@ import { createLogger } from "../common/logger.js";
 import { forgetMemorySettings } from "../common/memory-env.js";
 import { parseBytes } from "../common/sizes.js";
 import {
+  DEFAULT_ENVD_PORT,
   DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
   DEFAULT_OSWORLD_PORT,
   startComputerServer,
 } from "../computer/server.js";
+import { readTokenFile } from "../computer/transports/envd/envd-token.js";
 import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
 import { type DesktopSession, parseDisplaySize, startDesktopSession } from "../desktop/session.js";
 import { DEFAULT_WARM_SHELLS } from "../os/warm-shells.js";
@@ -110,6 +112,15 @@ export function registerServe(program: Command) {
       parsePort,
     )
     .option(
+      "--envd-port <port>",
+      `also serve E2B's envd (the process and filesystem services E2B's SDKs use) on this port, e.g. ${DEFAULT_ENVD_PORT}; docs/e2b.md`,
+      parsePort,
+    )
+    .option(
+      "--envd-token-file <path>",
+      "envd's access token (first line of the file; needed beyond loopback): clients send it in X-Access-Token",
+    )
+    .option(
       "--backend <name>",
       `desktop backend: ${BACKEND_NAMES.join(" or ")}`,
       parseBackend,
@@ -125,6 +136,12 @@ export function registerServe(program: Command) {
     const bodyLimitBytes = parseBytes(opts.bodyLimit);
     const cloud = await cloudServeOptions(opts, log);
     const access = browserAccess(opts);
+    if (opts.envdTokenFile && opts.envdPort === undefined)
+      throw new Error("--envd-token-file goes with --envd-port");
+    const envd =
+      opts.envdPort === undefined
+        ? undefined
+        : { port: opts.envdPort, token: opts.envdTokenFile ? readTokenFile(opts.envdTokenFile) : undefined };
     // Check every option before starting a virtual display that a mistake would leave behind.
     const desktop = await startDesktopSession({
       virtualDisplay: opts.virtualDisplay,
@@ -155,6 +172,7 @@ export function registerServe(program: Command) {
         opts.osworld === undefined
           ? undefined
           : { port: opts.osworld === true ? DEFAULT_OSWORLD_PORT : opts.osworld },
+      envd,
       trajectories: {
         dir: opts.trajectoryDir,
         always: opts.trajectoryDir !== undefined,
@@ -167,6 +185,7 @@ export function registerServe(program: Command) {
     log.info({ url: server.url }, "computer server listening");
     process.stdout.write(`${listeningLine(server.url, Boolean(cloud.cloud), desktop, opts.backend)}\n`);
     if (server.osworldUrl) process.stdout.write(`OSWorld controller API on ${server.osworldUrl}\n`);
+    if (server.envdUrl) process.stdout.write(`E2B envd on ${server.envdUrl}\n`);
     onShutdown(async () => {
       log.info("shutting down");
       await server.close();

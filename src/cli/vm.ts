@@ -1,11 +1,13 @@
 /**
  * `hangar vm ls|get|create|rm|clone|set|run|wait|logs|stop`: the VM routes of the host service;
- * `snapshot|snapshots|restore|fork` are in vm-snapshots.ts.
+ * `snapshot|snapshots|restore|fork` are in vm-snapshots.ts, `hibernate|resume` in vm-sleep.ts.
  */
 import { type Command, InvalidArgumentError } from "commander";
 import { formatBytes } from "../common/sizes.js";
+import { describeNetwork, policyArgument, registerEgress } from "./egress.js";
 import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
 import { UsageError } from "./util.js";
+import { registerVmSleep } from "./vm-sleep.js";
 import { registerVmSnapshots } from "./vm-snapshots.js";
 
 type Vm = Json;
@@ -36,7 +38,7 @@ function describeVm(vm: Vm): string {
   const row = vmRow(vm);
   const lines: [string, unknown][] = [
     ["name", vm.name],
-    ["status", vm.status],
+    ["status", vm.hibernation ? `${vm.status} (${vm.hibernation})` : vm.status],
     ["os", vm.os],
     ["cpu", vm.cpuCount],
     ["memory", row.memory],
@@ -48,6 +50,7 @@ function describeVm(vm: Vm): string {
     ["vnc", vm.vncUrl],
     ["ssh available", vm.sshAvailable],
     ["mac address", vm.macAddress],
+    ["network", describeNetwork(vm.network)],
     [
       "shared dirs",
       vm.sharedDirectories
@@ -109,8 +112,14 @@ export function registerVm(program: Command) {
     .option("--storage <location>", "storage location (name or path)")
     .option("--runtime <kind>", "what runs it: qemu, container or kubernetes (default: the service's)")
     .option("--image <ref>", "a container desktop's image (default: the service's desktop image)")
+    .option(
+      "--network <policy>",
+      "cage it: an egress policy, deny, allow or JSON (docs/egress.md)",
+      policyArgument,
+    )
     .action(async (name, opts) => {
       const body = {
+        network: opts.network,
         name,
         runtime: opts.runtime,
         image: opts.image,
@@ -247,6 +256,8 @@ export function registerVm(program: Command) {
     });
 
   registerVmSnapshots(vm, { withProgress, waitSeconds });
+  registerVmSleep(vm, { withProgress, waitSeconds });
+  registerEgress(program, vm);
 }
 
 function seconds(value: string): number {

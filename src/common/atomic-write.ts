@@ -24,8 +24,10 @@ import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { fileKind, notRegularFile } from "./errors.js";
 
-/** A new file (`wx`) whose writes are synced, where the system has O_DSYNC (not Windows). */
-const NEW_SYNCED_FILE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_DSYNC ?? 0);
+/** A new file (`wx`). */
+const NEW_FILE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL;
+/** A new file whose writes are synced, where the system has O_DSYNC (not Windows). */
+const NEW_SYNCED_FILE = NEW_FILE | (constants.O_DSYNC ?? 0);
 /** Links followed before giving up, as the kernel's ELOOP limit. */
 const MAX_LINKS = 40;
 
@@ -34,28 +36,81 @@ export async function writeFileAtomic(
   data: string | Uint8Array,
   options: { mode?: number } = {},
 ) {
+  const write = await beginAtomicWrite(path, { ...options, synced: true });
+  try {
+    await writeAll(write.handle, typeof data === "string" ? Buffer.from(data, "utf8") : data);
+  } catch (err) {
+    await write.abort();
+    throw err;
+  }
+  await write.commit();
+}
+
+/** A write in progress to a temporary file beside its target (see `beginAtomicWrite`). */
+export interface AtomicWrite {
+  /** The temporary file, open for writing from its start. */
+  readonly handle: FileHandle;
+  /** Puts the data on disk and renames the file over the target; on a failure nothing is left behind. */
+  commit(): Promise<void>;
+  /** Closes and removes the temporary file. */
+  abort(): Promise<void>;
+}
+
+/**
+ * Opens the temporary file of a write to `path` (through its symbolic links), for data that comes in
+ * pieces (an upload streamed to disk): the target changes only at `commit`. The file's mode is `mode`,
+ * else the target's when it exists, else 0644; a directory at the target is refused at once
+ * (EISDIR). With `synced`, each write reaches the disk before it returns (O_DSYNC, where the system
+ * has it), which suits one large write; otherwise `commit` flushes once.
+ */
+export async function beginAtomicWrite(
+  path: string,
+  options: { mode?: number; synced?: boolean } = {},
+): Promise<AtomicWrite> {
   const { target, existing } = await followLinks(path);
+  if (existing?.isDirectory())
+    throw Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${path}'`), {
+      code: "EISDIR",
+      path,
+    });
   const temp = join(dirname(target), `.${basename(target)}.${randomBytes(6).toString("hex")}.tmp`);
   const mode = options.mode ?? (existing ? existing.mode & 0o7777 : 0o644);
+  const synced = options.synced && Boolean(constants.O_DSYNC);
   const note = await journal.note(temp);
+  let handle: FileHandle;
   try {
-    const handle = await open(temp, NEW_SYNCED_FILE, mode);
-    try {
-      await writeAll(handle, typeof data === "string" ? Buffer.from(data, "utf8") : data);
-      // The data and the size that reaches it are on disk before the name points at them: with
-      // O_DSYNC each write returns once they are (one trip through the thread pool fewer).
-      if (!constants.O_DSYNC) await handle.datasync();
-      // An open file can be renamed: both at once, one trip through the thread pool fewer.
-      await Promise.all([rename(temp, target), handle.close()]);
-    } catch (err) {
-      await handle.close().catch(() => undefined);
-      await unlink(temp).catch(() => undefined);
-      throw err;
-    }
-  } finally {
-    // Not waited for: once the file is renamed, a leftover entry points at nothing and is swept.
+    handle = await open(temp, synced ? NEW_SYNCED_FILE : NEW_FILE, mode);
+  } catch (err) {
     void note.done();
+    throw err;
   }
+  const abort = async () => {
+    await handle.close().catch(() => undefined);
+    await unlink(temp).catch(() => undefined);
+    // Not waited for: once the file is gone, a leftover entry points at nothing and is swept.
+    void note.done();
+  };
+  return {
+    handle,
+    commit: async () => {
+      try {
+        // The data and the size that reaches it are on disk before the name points at them.
+        if (!synced) await handle.datasync();
+        // An open file can be renamed: both at once, one trip through the thread pool fewer.
+        await Promise.all([rename(temp, target), handle.close()]);
+      } catch (err) {
+        await abort();
+        throw err;
+      }
+      void note.done();
+    },
+    abort,
+  };
+}
+
+/** Whether a directory entry's name is the temporary file of a write in progress (`.name.<hex>.tmp`). */
+export function isTemporaryWriteName(name: string): boolean {
+  return /^\..+\.[0-9a-f]{12}\.tmp$/.test(name);
 }
 
 /** Writes all of `data` from the file's start, in as few calls as the system allows (one, usually). */

@@ -2,6 +2,7 @@
  * The computer server's HTTP surface: `/status`, `/commands`, `/openapi.json` and `POST /cmd`.
  * Transports only parse, frame and write; every command goes through `registry.run()`.
  */
+import { readFileSync } from "node:fs";
 import type { IncomingMessage, RequestListener } from "node:http";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { type Logger, silentLogger } from "../common/logger.js";
@@ -22,6 +23,7 @@ import { type ConsoleOptions, consoleRoutes } from "./transports/console/console
 import { ShareLinks, sharedRoutes, shareRoutes } from "./transports/console/share.js";
 import { fileRoutes } from "./transports/files/files-http.js";
 import { mcpOpenApiPaths } from "./transports/mcp/mcp-openapi.js";
+import type { CommandMetrics } from "./transports/metrics/metrics.js";
 import { playwrightRoutes } from "./transports/playwright/playwright.js";
 import { ptyRoutes } from "./transports/pty/pty.js";
 import { ptyOpenApiPaths } from "./transports/pty/pty-openapi.js";
@@ -38,6 +40,8 @@ export interface ComputerAppOptions {
   bodyLimitBytes?: number;
   /** Names reported in `/status` `features`. */
   features?: string[];
+  /** Where the launch's id is read for `/status` (default `BOOT_ID_FILE`). */
+  bootIdFile?: string;
   /**
    * Which web pages may use the server (see origin-policy.ts). Default: none but its own, and only
    * loopback names in `Host`.
@@ -53,6 +57,8 @@ export interface ComputerAppOptions {
   console?: Omit<ConsoleOptions, "registry" | "features">;
   /** Video recordings and trajectories (`GET /recordings`, …); see recording-routes.ts. */
   recordings?: RecordingRoutesOptions;
+  /** Prometheus metrics at `GET /metrics`, behind the same keys as `/cmd`. */
+  metrics?: CommandMetrics;
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024 * 1024;
@@ -64,15 +70,41 @@ export function osType(): "linux" | "darwin" | "windows" {
   return "linux";
 }
 
-/** The body of `GET /status` (the server also answers it before its app's adapter is loaded). */
-export function statusJson(features: string[] = []): string {
-  return JSON.stringify({
+/**
+ * Where a guest's agent (`hangar-snapshot-clock`) writes the id the host service gives each launch
+ * of the VM through fw_cfg: a restore or a fork of a snapshot has an id of its own, while the
+ * kernel's boot id is the snapshot's.
+ */
+export const BOOT_ID_FILE = "/run/hangar-boot-id";
+
+/**
+ * The body of `GET /status` (the server also answers it before its app's adapter is loaded), with
+ * `boot_id` where the launch's id is known, so that a client can tell forks of one snapshot apart.
+ * The JSON is made again only when the id changes.
+ */
+export function statusBody(features: string[] = [], bootIdFile = BOOT_ID_FILE): () => string {
+  const base = {
     status: "ok",
     os_type: osType(),
     features,
     // What cua's server has and this one answers with "not supported", and why.
     unsupported: UNSUPPORTED,
-  });
+  };
+  let last: { id: string | undefined; json: string } | undefined;
+  return () => {
+    const id = readBootId(bootIdFile);
+    if (!last || last.id !== id) last = { id, json: JSON.stringify(id ? { ...base, boot_id: id } : base) };
+    return last.json;
+  };
+}
+
+function readBootId(file: string): string | undefined {
+  try {
+    const id = readFileSync(file, "utf8").trim();
+    return /^[\w-]{1,64}$/.test(id) ? id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export function createComputerApp(options: ComputerAppOptions) {
@@ -80,12 +112,12 @@ export function createComputerApp(options: ComputerAppOptions) {
   const log = options.log ?? silentLogger;
   const spread = options.spreadResult ?? true;
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
-  const status = statusJson(options.features);
+  const status = statusBody(options.features, options.bootIdFile);
 
   const app = new Hono<ComputerEnv>();
   const policy = options.originPolicy ?? new OriginPolicy({ listenHost: "127.0.0.1" });
   app.use(originGuard(policy, (detail) => ({ detail }), refusalLogger(log)));
-  app.get("/status", (c) => c.body(status, 200, { "content-type": "application/json" }));
+  app.get("/status", (c) => c.body(status(), 200, { "content-type": "application/json" }));
   if (options.websocket) app.get("/ws", options.websocket);
   // Share links (view-only, expiring): their routes are checked by their own token, before auth.
   const links = new ShareLinks();
@@ -102,6 +134,13 @@ export function createComputerApp(options: ComputerAppOptions) {
   if (options.recordings) app.route("/", recordingRoutes(options.recordings));
 
   app.get("/commands", (c) => c.json(commandCatalog(registry)));
+  const { metrics } = options;
+  if (metrics) {
+    app.get("/metrics", async (c) => {
+      const { contentType, text } = await metrics.scrape();
+      return c.body(text, 200, { "content-type": contentType });
+    });
+  }
   const extraPaths = { ...(options.pty ? ptyOpenApiPaths : {}), ...mcpOpenApiPaths };
   app.get("/openapi.json", (c) => c.json(openApiDocument(registry, extraPaths)));
 

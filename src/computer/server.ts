@@ -3,7 +3,6 @@
  * and listens. Used by `hangar serve` and by the tests (on port 0).
  */
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { allCommands } from "../../commands/index.js";
@@ -17,21 +16,23 @@ import {
   QUIET_COLLECT_MS,
 } from "../common/idle.js";
 import { createLazyAdaptorServer } from "../common/lazy-node-server.js";
+import { closeServer, listening } from "../common/listen.js";
 import { type Logger, silentLogger } from "../common/logger.js";
-import { nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
+import { isLoopbackName, nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
 import { LazyWebSocketServer } from "../common/ws-server.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
 import { Recordings } from "../desktop/recording/recordings.js";
 import { WarmShells } from "../os/warm-shells.js";
-import { computerListener, createComputerApp, DEFAULT_BODY_LIMIT, statusJson } from "./app.js";
+import { computerListener, createComputerApp, DEFAULT_BODY_LIMIT, statusBody } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
 import { ControlLease } from "./core/control.js";
 import { CommandRegistry } from "./core/registry.js";
 import { Trajectories } from "./core/trajectories/trajectories.js";
 import type { TlsFiles } from "./tls.js";
+import { CommandMetrics } from "./transports/metrics/metrics.js";
 import { PtySessions, type PtySessionsOptions } from "./transports/pty/pty-sessions.js";
 import { wsTransport } from "./transports/ws/ws.js";
 
@@ -46,6 +47,8 @@ export interface ComputerServerOptions {
    */
   accessibility?: AccessibilityProvider;
   spreadResult?: boolean;
+  /** Where `/status` reads this launch's id (a guest's restore or fork; default `BOOT_ID_FILE`). */
+  bootIdFile?: string;
   /**
    * Check every result against its command's result schema (see `RegistryOptions.checkResults`);
    * default: when `HANGAR_CHECK_RESULTS=1`, as the tests set it.
@@ -98,9 +101,17 @@ export interface ComputerServerOptions {
    * (default 5000; 0 picks a free one) on the server's address, with the same origin policy and keys.
    */
   osworld?: { port?: number; openFileTimeoutSeconds?: number };
+  /**
+   * E2B's envd on its own listener (`--envd-port`, docs/e2b.md): its port (E2B's is 49983; 0 picks a
+   * free one) on the server's address, with the origin policy, and the access token from
+   * `--envd-token-file` (required beyond loopback; else the first `POST /init` may set one).
+   */
+  envd?: { port: number; token?: string };
 }
 
 export const DEFAULT_OSWORLD_PORT = 5000;
+/** envd's port in E2B's sandboxes. */
+export const DEFAULT_ENVD_PORT = 49983;
 
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
@@ -110,6 +121,8 @@ export interface RunningComputerServer {
   readonly registry: CommandRegistry;
   /** The OSWorld controller's URL, when it is served. */
   readonly osworldUrl?: string;
+  /** envd's URL, when it is served. */
+  readonly envdUrl?: string;
   close(): Promise<void>;
 }
 
@@ -118,6 +131,12 @@ export async function startComputerServer(
 ): Promise<RunningComputerServer> {
   const log = options.log ?? silentLogger;
   const host = options.host ?? "127.0.0.1";
+  if (options.envd && !options.envd.token && !isLoopbackName(host)) {
+    throw new Error(
+      `envd on ${host} (beyond loopback) needs --envd-token-file: without a token, anyone who reaches ` +
+        "its port runs commands on this desktop",
+    );
+  }
   const originPolicy = new OriginPolicy({
     listenHost: host,
     allowOrigins: options.allowOrigins,
@@ -162,6 +181,7 @@ export async function startComputerServer(
       outcome: { success: true, result: {} },
     }),
   );
+  const metrics = new CommandMetrics();
   const registry = new CommandRegistry(allCommands, {
     control,
     desktop: options.desktop,
@@ -172,7 +192,10 @@ export async function startComputerServer(
     trajectories,
     log,
     checkResults: options.checkResults ?? resultsCheckedByEnv(),
-    observe: (run) => activity.record(run),
+    observe: (run) => {
+      activity.record(run);
+      metrics.observe(run);
+    },
   });
   const pty = new PtySessions(options.pty);
   const authenticator =
@@ -195,11 +218,13 @@ export async function startComputerServer(
     spreadResult: options.spreadResult,
     bodyLimitBytes: options.bodyLimitBytes,
     features,
+    bootIdFile: options.bootIdFile,
     pty,
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
     console: { activity, desktop: options.desktop ?? noDesktop, control },
     recordings: { recordings, trajectories },
+    metrics,
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
   });
   const tls = options.tls && {
@@ -210,7 +235,7 @@ export async function startComputerServer(
   await trajectories.ready;
   // `GET /status` and `POST /cmd` are answered before hono's Node adapter, with the app's origin
   // policy and keys (app.ts); the adapter is loaded at the first other request (lazy-node-server.ts).
-  const answerStatus = statusAnswer(statusJson(features), originPolicy);
+  const answerStatus = statusAnswer(statusBody(features, options.bootIdFile), originPolicy);
   const front = (adapter: RequestListener): RequestListener => {
     const listener = computerListener(
       {
@@ -238,11 +263,12 @@ export async function startComputerServer(
   // The time to receive a request's headers must exceed it, or Node cuts reused connections short.
   server.headersTimeout = server.keepAliveTimeout + 5000;
   void sweepInterruptedWrites();
-  await new Promise<void>((resolve, reject) => {
-    server.once("listening", resolve);
-    server.once("error", reject);
-    server.listen(options.port ?? (tls ? 8443 : 8000), host);
+  const { port, url } = await listening(server, {
+    host,
+    tls: Boolean(tls),
+    listen: () => server.listen(options.port ?? (tls ? 8443 : 8000), host),
   });
+  listeningPort = port;
   const idle = idleTimer(IDLE_COLLECT_MS, () => {
     collectGarbage();
     const mb = (bytes: number) => Math.round(bytes / 1e5) / 10;
@@ -269,10 +295,20 @@ export async function startComputerServer(
     // Not on "upgrade": a second listener there stops @hono/node-server from answering upgrade
     // requests to routes that are not WebSockets (they would hang).
   }
-  const { port } = server.address() as AddressInfo;
-  listeningPort = port;
-  const shownHost = host.includes(":") ? `[${host}]` : host;
-  const url = `${tls ? "https" : "http"}://${shownHost}:${port}`;
+  const envd = options.envd
+    ? await startEnvdListener(options.envd, {
+        host,
+        originPolicy,
+        bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+        pty,
+        shells,
+        tls,
+        log,
+      }).catch((err) => {
+        server.close();
+        throw err;
+      })
+    : undefined;
   const osworld = options.osworld
     ? await startOsworld(options.osworld, {
         url,
@@ -285,7 +321,8 @@ export async function startComputerServer(
         certificate: options.tls?.cert,
         bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
         log,
-      }).catch((err) => {
+      }).catch(async (err) => {
+        await envd?.close();
         server.close();
         throw err;
       })
@@ -295,8 +332,10 @@ export async function startComputerServer(
     port,
     registry,
     osworldUrl: osworld?.url,
+    envdUrl: envd?.url,
     close: async () => {
       await osworld?.close();
+      await envd?.close();
       idle.cancel();
       quiet.cancel();
       shells?.close();
@@ -304,9 +343,7 @@ export async function startComputerServer(
       pty.close();
       sockets.terminateAll();
       sockets.close();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      if ("closeAllConnections" in server) server.closeAllConnections();
-      await Promise.all([closed, browser.close(), recordings.close(), trajectories.close()]);
+      await Promise.all([closeServer(server), browser.close(), recordings.close(), trajectories.close()]);
     },
   };
 }
@@ -316,13 +353,15 @@ export async function startComputerServer(
  * policy lets through without CORS headers (probes, clients, the host service). Any other (refused,
  * or from a page that is allowed) goes to the app, which answers it with the same body.
  */
-function statusAnswer(json: string, policy: OriginPolicy) {
-  const body = Buffer.from(json);
+function statusAnswer(json: () => string, policy: OriginPolicy) {
   return (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== "GET" || !(req.url === "/status" || req.url?.startsWith("/status?"))) return false;
     const verdict = policy.check(policyHeaders((name) => nodeHeader(req, name)));
     if (!verdict.ok || verdict.cors) return false;
-    res.writeHead(200, { "content-type": "application/json", "content-length": body.length }).end(body);
+    const body = json();
+    res
+      .writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+      .end(body);
     return true;
   };
 }
@@ -376,26 +415,26 @@ async function startOsworld(
     port: options.port ?? DEFAULT_OSWORLD_PORT,
     ...(server.tls as object),
   });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      listener.once("listening", resolve);
-      listener.once("error", reject);
-    });
-  } catch (err) {
+  const { url } = await listening(listener, { host: server.host, tls: Boolean(server.tls) }).catch((err) => {
     python.close();
     throw err;
-  }
-  const { port } = listener.address() as AddressInfo;
-  const shownHost = server.host.includes(":") ? `[${server.host}]` : server.host;
+  });
   return {
-    url: `${server.tls ? "https" : "http"}://${shownHost}:${port}`,
+    url,
     close: async () => {
-      const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
-      if ("closeAllConnections" in listener) listener.closeAllConnections();
-      await closed;
+      await closeServer(listener);
       python.close();
     },
   };
+}
+
+/** envd's listener; its modules are loaded only when it is served. */
+async function startEnvdListener(
+  options: NonNullable<ComputerServerOptions["envd"]>,
+  server: Omit<import("./transports/envd/envd-server.js").EnvdOptions, "port" | "token">,
+) {
+  const { startEnvd } = await import("./transports/envd/envd-server.js");
+  return startEnvd({ ...server, port: options.port, token: options.token });
 }
 
 /** The desktop's variables (DISPLAY, its session bus), or none when there is no desktop. */

@@ -200,3 +200,28 @@ describe("OSWorld's controller", () => {
     expect(() => containerSettings({ HANGAR_OSWORLD: "yes" }, [])).toThrow(/HANGAR_OSWORLD must be a port/);
   });
 });
+
+describe("E2B's envd", () => {
+  it("is served on HANGAR_ENVD's port with the mounted token file, and not without HANGAR_ENVD", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hangar-secrets-"));
+    try {
+      writeFileSync(join(dir, "envd-token"), "token\n", { mode: 0o600 });
+      const on = containerSettings({ HANGAR_ENVD: "49983", HANGAR_SECRETS_DIR: dir }, []);
+      expect(on.serveArgs.slice(-4)).toEqual([
+        "--envd-port",
+        "49983",
+        "--envd-token-file",
+        join(dir, "envd-token"),
+      ]);
+      expect(containerSettings({ HANGAR_SECRETS_DIR: dir }, []).serveArgs).not.toContain("--envd-port");
+      expect(containerSettings({ HANGAR_ENVD: "off", HANGAR_SECRETS_DIR: dir }, []).serveArgs).not.toContain(
+        "--envd-token-file",
+      );
+      const flag = containerSettings({ HANGAR_SECRETS_DIR: dir }, ["--envd-port", "5999"]);
+      expect(flag.serveArgs).toContain("--envd-token-file");
+      expect(() => containerSettings({ HANGAR_ENVD: "on" }, [])).toThrow(/HANGAR_ENVD must be a port/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

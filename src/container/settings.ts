@@ -22,6 +22,9 @@
  *                                  display, apps or VNC here (HANGAR_VNC is ignored: the SDK's own
  *                                  x11vnc and noVNC take 5900 and 6080), and the server drives that
  *                                  display once it appears
+ *   HANGAR_ENVD=49983              E2B's envd on this port (`--envd-port`, docs/e2b.md); off unless set;
+ *                                  its access token from the secrets directory's `envd-token` file
+ *                                  (→ `--envd-token-file`), which it needs beyond loopback
  *   CONTAINER_NAME is read by `hangar serve` itself; HANGAR_API_KEYS and HANGAR_AUTH_URL reach only
  *   the server (main.ts), never the desktop or the commands.
  * Flags given as arguments win over the environment, which wins over the mounted files.
@@ -116,13 +119,22 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
   }
   const serveArgs = ["serve", ...(given.has("--host") ? [] : ["--host", host])];
   serveArgs.push(...(given.has("--port") ? [] : ["--port", String(port)]), ...all);
-  const osworld = env.HANGAR_OSWORLD;
-  if (osworld && osworld !== "off" && !given.has("--osworld")) {
-    const osworldPort = Number(osworld);
-    if (!Number.isInteger(osworldPort) || osworldPort <= 0 || osworldPort > 65535) {
-      throw new Error(`HANGAR_OSWORLD must be a port number from 1 to 65535 or off, not ${osworld}`);
+  // A listener the image may add, on the port its variable names (or `off`), unless a flag gives it.
+  for (const [variable, flag] of [
+    ["HANGAR_OSWORLD", "--osworld"],
+    ["HANGAR_ENVD", "--envd-port"],
+  ] as const) {
+    const value = env[variable];
+    if (!value || value === "off" || given.has(flag)) continue;
+    const listenerPort = Number(value);
+    if (!Number.isInteger(listenerPort) || listenerPort <= 0 || listenerPort > 65535) {
+      throw new Error(`${variable} must be a port number from 1 to 65535 or off, not ${value}`);
     }
-    serveArgs.push("--osworld", String(osworldPort));
+    serveArgs.push(flag, String(listenerPort));
+  }
+  const envdToken = join(secrets, "envd-token");
+  if (flagNames(serveArgs).has("--envd-port") && !given.has("--envd-token-file") && existsSync(envdToken)) {
+    serveArgs.push("--envd-token-file", readable(envdToken));
   }
 
   const externalDisplay = env.HANGAR_EXTERNAL_DISPLAY || undefined;

@@ -69,6 +69,8 @@ export interface AccessibilityBackend {
   element(id: string): Promise<AccessibleNode>;
   /** Performs the element's click-like action; the name of the action done, or null if it has none. */
   activate(id: string): Promise<string | null>;
+  /** Optional: the element that has the keyboard focus, or null when none is known. */
+  focused?(): Promise<AccessibleNode | null>;
   /** Gives the element the keyboard focus; false when it cannot take it that way. */
   focus(id: string): Promise<boolean>;
   /** Replaces an editable element's text and returns the text read back. */

@@ -47,6 +47,26 @@ export interface WindowInfo {
   minimized: boolean;
 }
 
+/**
+ * Where the screen changed since a watch began, as the backend learns of it (X DAMAGE): what tells
+ * whether an action had an effect. Made before the action, so that its changes are all seen.
+ */
+export interface ChangeWatch {
+  /** The boxes that changed so far, in screen pixels (a few at most: later ones are merged). */
+  readonly changes: readonly Rect[];
+  /**
+   * Resolves true as soon as `enough(changes)` holds (at once if it already does), false after
+   * `timeoutMs` or when `signal` aborts.
+   */
+  until(
+    enough: (changes: readonly Rect[]) => boolean,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<boolean>;
+  /** Stops watching; later changes are not recorded. */
+  stop(): void;
+}
+
 export interface DesktopBackend {
   readonly name: string;
 
@@ -59,6 +79,8 @@ export interface DesktopBackend {
    * need not capture to find out. Captures others make in between hide nothing from it.
    */
   waitForChange?(since: RawImage | undefined, timeoutMs: number): Promise<boolean>;
+  /** Optional: starts recording where the screen changes (undefined: this backend cannot see it). */
+  watchChanges?(): ChangeWatch | undefined;
 
   // pointer
   cursorPosition(): Promise<Point>;

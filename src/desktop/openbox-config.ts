@@ -4,9 +4,9 @@
  * and switches between them on a wheel turn over the bare desktop, after which every window is gone
  * from screenshots. Kept: clicking to focus, moving and resizing by the frame, the title bar buttons.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { makeOwnedTempDir } from "../os/owned-temp-dir.js";
 
 const FRAME_BINDINGS = `
     <context name="Frame">
@@ -57,9 +57,12 @@ export const OPENBOX_RC = `<?xml version="1.0" encoding="UTF-8"?>
 </openbox_config>
 `;
 
-/** Writes the configuration to a private directory; `remove()` deletes it. */
+/**
+ * Writes the configuration to a private directory; `remove()` deletes it, and so does the next
+ * desktop's start when this process was killed (owned-temp-dir.ts).
+ */
 export async function writeOpenboxConfig(): Promise<{ file: string; remove(): Promise<void> }> {
-  const dir = await mkdtemp(join(tmpdir(), "hangar-openbox-"));
+  const dir = await makeOwnedTempDir("hangar-openbox-");
   const file = join(dir, "rc.xml");
   await writeFile(file, OPENBOX_RC);
   return { file, remove: () => rm(dir, { recursive: true, force: true }) };

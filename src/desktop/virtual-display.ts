@@ -1,12 +1,14 @@
 /**
  * A private X desktop: Xvfb on a free display number (Xvfb picks it, via -displayfd), an EWMH
  * window manager (openbox, configured by openbox-config.ts: one desktop), and optionally a session D-Bus with the AT-SPI accessibility bus.
- * `hangar serve` starts one when there is no display; every desktop test starts its own.
+ * `hangar serve` starts one when there is no display; every desktop test starts its own. They end
+ * with the process that started them, however it ends.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
+import { withParentDeathSignal } from "../os/parent-death.js";
 import { writeOpenboxConfig } from "./openbox-config.js";
 
 export interface VirtualDisplayOptions {
@@ -32,6 +34,12 @@ export interface VirtualDisplay {
 
 const AT_SPI_LAUNCHER = "/usr/libexec/at-spi-bus-launcher";
 
+/**
+ * The desktop's programs end with the process that started them, a killed one too: SIGTERM, which
+ * each handles by cleaning up (Xvfb removes its lock file and socket).
+ */
+const dieWithUs = (file: string, args: string[]) => withParentDeathSignal(file, args, "TERM");
+
 export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): Promise<VirtualDisplay> {
   const width = options.width ?? 1280;
   const height = options.height ?? 800;
@@ -44,8 +52,7 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
 
   try {
     const xvfb = spawn(
-      "Xvfb",
-      [
+      ...dieWithUs("Xvfb", [
         "-displayfd",
         "3",
         "-screen",
@@ -56,7 +63,7 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
         "-noreset",
         "+extension",
         "XTEST",
-      ],
+      ]),
       { stdio: ["ignore", "ignore", "pipe", "pipe"] },
     );
     children.push(xvfb);
@@ -73,7 +80,7 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
       // Hangar's own configuration: one desktop, no wheel or key bindings that switch desktops.
       const config = await writeOpenboxConfig();
       removeConfig = config.remove;
-      const wm = spawn("openbox", ["--sm-disable", "--config-file", config.file], {
+      const wm = spawn(...dieWithUs("openbox", ["--sm-disable", "--config-file", config.file]), {
         stdio: "ignore",
         env: { ...process.env, ...env },
       });
@@ -104,7 +111,7 @@ export async function startAccessibilityBus(env: Record<string, string>): Promis
     for (const child of [...children].reverse()) await terminate(child);
   };
   try {
-    const bus = spawn("dbus-daemon", ["--session", "--nofork", "--print-address=1"], {
+    const bus = spawn(...dieWithUs("dbus-daemon", ["--session", "--nofork", "--print-address=1"]), {
       stdio: ["ignore", "pipe", "ignore"],
     });
     children.push(bus);
@@ -114,7 +121,7 @@ export async function startAccessibilityBus(env: Record<string, string>): Promis
       GTK_A11Y: "atspi",
     };
     if (existsSync(AT_SPI_LAUNCHER)) {
-      const launcher = spawn(AT_SPI_LAUNCHER, ["--launch-immediately"], {
+      const launcher = spawn(...dieWithUs(AT_SPI_LAUNCHER, ["--launch-immediately"]), {
         stdio: "ignore",
         env: { ...process.env, ...env, ...busEnv },
       });

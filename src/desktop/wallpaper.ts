@@ -5,12 +5,12 @@
  */
 import { execFile } from "node:child_process";
 import { constants } from "node:fs";
-import { mkdtemp, open, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { open, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { CommandError, describeOsError } from "../common/errors.js";
 import { findProgram } from "../os/launch.js";
+import { makeOwnedTempDir } from "../os/owned-temp-dir.js";
 import { expandPath } from "../os/paths.js";
 
 /** Largest wallpaper file read (a 16k photo is well below). */
@@ -38,7 +38,7 @@ const run = promisify(execFile);
 export async function setX11Wallpaper(image: Buffer, env: Readonly<Record<string, string>>): Promise<void> {
   needXwallpaper();
   const { default: sharp } = await import("sharp");
-  const dir = await mkdtemp(join(tmpdir(), "hangar-wallpaper-"));
+  const dir = await makeOwnedTempDir("hangar-wallpaper-");
   try {
     const file = join(dir, "wallpaper.png");
     try {

@@ -8,18 +8,24 @@ import { Hono, type MiddlewareHandler } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
+import type { Registry } from "prom-client";
 import { describeOsError } from "../common/errors.js";
 import type { Logger } from "../common/logger.js";
 import { OriginPolicy, originGuard } from "../common/origin-policy.js";
 import { PACKAGE_VERSION } from "../common/version.js";
 import { pageRoutes } from "../common/web-page.js";
 import { HostError, HTTP_STATUS } from "./errors.js";
+import { eventRoutes } from "./events.js";
+import { metricsRoutes } from "./metrics.js";
 import { acceleratorStatus } from "./qemu/accel.js";
 import { configRoutes } from "./routes/config.js";
+import { egressRoutes } from "./routes/egress.js";
 import { imageRoutes } from "./routes/images.js";
 import { ipswRoutes } from "./routes/ipsw.js";
 import { logRoutes } from "./routes/logs.js";
 import { poolRoutes } from "./routes/pools.js";
+import { secretRoutes } from "./routes/secrets.js";
+import { sleepRoutes } from "./routes/sleep.js";
 import { snapshotRoutes } from "./routes/snapshots.js";
 import { vmRoutes } from "./routes/vms.js";
 import type { HostServices } from "./services.js";
@@ -31,6 +37,8 @@ export interface HostAppOptions {
   originPolicy?: OriginPolicy;
   /** When set, every route needs `Authorization: Bearer <token>`. */
   token?: string;
+  /** Served at `GET /metrics` when given (metrics.ts). */
+  metrics?: Registry;
 }
 
 export function createHostApp(services: HostServices, options: HostAppOptions = {}) {
@@ -69,12 +77,17 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
   });
   app.get("/vnc/:name", vncRelay(services.vms, log));
   vmRoutes(app, services);
+  egressRoutes(app, services);
+  secretRoutes(app, services);
   snapshotRoutes(app, services);
+  sleepRoutes(app, services);
   poolRoutes(app, services);
   imageRoutes(app, services);
   configRoutes(app, services);
   logRoutes(app, services);
   ipswRoutes(app, services);
+  eventRoutes(app, services.events);
+  if (options.metrics) metricsRoutes(app, options.metrics);
 
   app.notFound((c) => c.json({ message: `Not found: ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

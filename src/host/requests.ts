@@ -3,6 +3,9 @@
  * the services take the types derived from them (one definition, never written twice).
  */
 import { z } from "zod";
+import { networkFieldSchema, networkPolicySchema } from "./egress/policy.js";
+import { ON_EXPIRE } from "./pools/pool-types.js";
+import { HIBERNATION_MODES } from "./runtimes/hibernation.js";
 import { RUNTIME_KINDS } from "./runtimes/kinds.js";
 
 /** Which runtime backs a desktop: `qemu`, `container` or `kubernetes`. */
@@ -19,7 +22,8 @@ export const createSchema = z.object({
   display: z.string(),
   ipsw: z.string().optional(),
   storage: z.string().optional(),
-  network: z.string().optional(),
+  /** lume's network mode (`nat`), or a network policy (docs/egress.md). */
+  network: networkFieldSchema,
   runtime: runtimeSchema.optional(),
   /** The image a container desktop runs (default: the service's desktop image); not for QEMU. */
   image: z.string().optional(),
@@ -58,6 +62,15 @@ export const runSchema = z.object({
 });
 
 export const snapshotSchema = z.object({ name: z.string() });
+/** What a hibernating desktop keeps (runtimes/hibernation.ts); its runtime's default when left out. */
+export const hibernateSchema = z.object({
+  mode: z
+    .enum(HIBERNATION_MODES, {
+      error: (issue) =>
+        `Unknown hibernation mode '${String(issue.input)}' (expected ${HIBERNATION_MODES.join(", ")})`,
+    })
+    .optional(),
+});
 export const restoreSchema = z.object({ snapshot: z.string() });
 
 /** The most forks one request makes. */
@@ -126,27 +139,120 @@ const poolSize = z
   .int({ error: "expected a whole number of desktops" })
   .min(1, { error: `a pool holds from 1 to ${MAX_POOL_SIZE} desktops` })
   .max(MAX_POOL_SIZE, { error: `a pool holds from 1 to ${MAX_POOL_SIZE} desktops` });
+/** `min` and `target` may be 0 (a pool that starts desktops only when claimed). */
+const poolCount = z
+  .number()
+  .int({ error: "expected a whole number of desktops" })
+  .min(0, { error: `expected 0 to ${MAX_POOL_SIZE} desktops` })
+  .max(MAX_POOL_SIZE, { error: `expected 0 to ${MAX_POOL_SIZE} desktops` });
+/** The longest idle time: a day. */
+export const MAX_IDLE_SECONDS = 24 * 3600;
+const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600 };
+/** A time of idleness: `300s`, `5m`, `1h`, or a whole number of seconds; from 1 s to a day. */
+export const idleTimeoutSchema = z
+  .union([z.number(), z.string()], { error: "expected a duration such as 300s, 5m or 1h" })
+  .transform((value, ctx) => {
+    const match = typeof value === "string" ? /^(\d+)([smh])$/.exec(value.trim()) : null;
+    const seconds =
+      typeof value === "number"
+        ? value
+        : match
+          ? Number(match[1]) * (DURATION_UNITS[match[2]] ?? 1)
+          : Number.NaN;
+    if (typeof value === "string" && !match) {
+      ctx.addIssue({ code: "custom", message: `'${value}' is not a duration: expected e.g. 300s, 5m or 1h` });
+      return z.NEVER;
+    }
+    if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_IDLE_SECONDS) {
+      ctx.addIssue({
+        code: "custom",
+        message: `expected 1 second to ${MAX_IDLE_SECONDS / 3600} hours, not ${JSON.stringify(value)}`,
+      });
+      return z.NEVER;
+    }
+    return seconds;
+  });
+const onExpire = z.enum(ON_EXPIRE, {
+  error: (issue) => `Unknown onExpire '${String(issue.input)}' (expected ${ON_EXPIRE.join(" or ")})`,
+});
+
+/**
+ * How a pool is sized: `size` (min = max = target = size, as before), or `max` with `min` and
+ * `target` (both 0 when left out); min and target may not pass max.
+ */
+function sizing<T extends { size?: number; min?: number; max?: number; target?: number }>(
+  pool: T,
+  ctx: z.RefinementCtx,
+  required: boolean,
+) {
+  const parts = [pool.min, pool.max, pool.target].filter((v) => v !== undefined).length;
+  if (pool.size !== undefined && parts > 0) {
+    ctx.addIssue({
+      code: "custom",
+      message: "give either size, or min, max and target, not both",
+      path: ["size"],
+    });
+  } else if (required && pool.size === undefined && pool.max === undefined) {
+    ctx.addIssue({
+      code: "custom",
+      message: "size is required (or max, with min and target)",
+      path: ["size"],
+    });
+  }
+  for (const key of ["min", "target"] as const) {
+    const value = pool[key];
+    if (value !== undefined && pool.max !== undefined && value > pool.max) {
+      ctx.addIssue({ code: "custom", message: `${value} is more than max (${pool.max})`, path: [key] });
+    }
+  }
+}
 const ttl = z
   .number()
   .int({ error: "expected a whole number of seconds" })
   .min(1, { error: `expected 1 to ${MAX_TTL_SECONDS} seconds` })
   .max(MAX_TTL_SECONDS, { error: `expected 1 to ${MAX_TTL_SECONDS} seconds` });
 
-export const poolCreateSchema = z.object({
-  name: z.string(),
-  /** A stopped desktop to clone, or an image reference (default: the service's desktop image). */
-  template: z.string().optional(),
-  size: poolSize,
-  runtime: runtimeSchema.optional(),
-  /** How long a claim lasts unless released (seconds); none: until released. */
-  ttl: ttl.optional(),
-  cpu: z.number().int().min(1).max(1024).optional(),
-  memory: z.string().optional(),
-  diskSize: z.string().optional(),
-  display: z.string().optional(),
-});
+export const poolCreateSchema = z
+  .object({
+    name: z.string(),
+    /** A stopped desktop to clone, or an image reference (default: the service's desktop image). */
+    template: z.string().optional(),
+    /** A memory snapshot of `template` (a QEMU VM): members are forks of it, not boots. */
+    fromSnapshot: z.string().optional(),
+    size: poolSize.optional(),
+    min: poolCount.optional(),
+    max: poolSize.optional(),
+    target: poolCount.optional(),
+    runtime: runtimeSchema.optional(),
+    /** How long a claim lasts unless released or kept alive (seconds); none: until released. */
+    ttl: ttl.optional(),
+    /** What a claim whose ttl ran out becomes: released (the default) or hibernated. */
+    onExpire: onExpire.optional(),
+    /** How long a desktop beyond the target stays awake, unclaimed, before it sleeps or goes. */
+    idleTimeout: idleTimeoutSchema.optional(),
+    cpu: z.number().int().min(1).max(1024).optional(),
+    memory: z.string().optional(),
+    diskSize: z.string().optional(),
+    display: z.string().optional(),
+    /** The network policy of each desktop made from an image (docs/egress.md); a clone keeps its template's. */
+    network: networkPolicySchema.optional(),
+  })
+  .superRefine((pool, ctx) => sizing(pool, ctx, true));
 
-export const poolUpdateSchema = z.object({ size: poolSize.optional(), ttl: ttl.optional() });
+export const poolUpdateSchema = z
+  .object({
+    size: poolSize.optional(),
+    min: poolCount.optional(),
+    max: poolSize.optional(),
+    target: poolCount.optional(),
+    ttl: ttl.optional(),
+    onExpire: onExpire.optional(),
+    idleTimeout: idleTimeoutSchema.optional(),
+  })
+  .superRefine((pool, ctx) => sizing(pool, ctx, false));
+
+/** A claim's lease renewed: by `ttl` seconds from now (default: the claim's own ttl). */
+export const keepaliveSchema = z.object({ ttl: ttl.optional() });
 
 export const claimSchema = z.object({
   /** Wait for a desktop when none is ready (default true); false answers 503 at once. */
@@ -176,3 +282,4 @@ export type ConfigChange = z.infer<typeof configSchema>;
 export type PoolCreateRequest = z.infer<typeof poolCreateSchema>;
 export type PoolUpdateRequest = z.infer<typeof poolUpdateSchema>;
 export type ClaimRequest = z.infer<typeof claimSchema>;
+export type KeepaliveRequest = z.infer<typeof keepaliveSchema>;

@@ -4,9 +4,9 @@
  * Closing it leaves the VMs running; a new service finds them again.
  */
 import { existsSync } from "node:fs";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { serve } from "@hono/node-server";
+import { closeServer, listening } from "../common/listen.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { isLoopbackName, OriginPolicy } from "../common/origin-policy.js";
 import { LazyWebSocketServer } from "../common/ws-server.js";
@@ -15,11 +15,14 @@ import { ContainerRuntime, type Ulimit } from "./container/container-runtime.js"
 import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
 import { parseUlimit } from "./container/ulimits.js";
 import type { E2bOptions, RunningE2bService } from "./e2b/service.js";
+import { EgressService } from "./egress/egress-service.js";
+import { LifecycleEvents } from "./events.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./image-service.js";
 import { ConfigMapPoolStore } from "./kubernetes/configmap-pool-store.js";
 import { KubernetesRuntime, type KubernetesRuntimeOptions } from "./kubernetes/kubernetes-runtime.js";
 import { LeaderLease } from "./kubernetes/leader-lease.js";
+import { hostMetrics } from "./metrics.js";
 import { FilePoolStore } from "./pools/file-pool-store.js";
 import { PoolManager, type PoolManagerOptions } from "./pools/pool-manager.js";
 import type { PoolStore } from "./pools/pool-store.js";
@@ -29,8 +32,10 @@ import { QemuRuntime, type QemuRuntimeOptions } from "./qemu/qemu-runtime.js";
 import type { DesktopRuntime, RuntimeKind } from "./runtimes/runtime.js";
 import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
+import type { LifecycleEvent } from "./sleep/lifecycle.js";
 import { VmService } from "./vm-service.js";
 import { VmStore } from "./vm-store.js";
+import { type WebhookOptions, Webhooks } from "./webhooks.js";
 
 export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions {
   host?: string;
@@ -68,6 +73,12 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
     /** How long the leader Lease lasts unless renewed (default 15 s; `--lease-duration`). */
     leaseDurationSeconds?: number;
   };
+  /** Lifecycle events are posted to these URLs (`--webhook`, `--webhook-secret-file`). */
+  webhooks?: WebhookOptions;
+  /** DNS servers the egress proxy resolves desktops' names with (`--egress-resolver`; default the host's). */
+  egressResolvers?: string[];
+  /** More CAs (PEM) servers' certificates may be signed by, where the proxy adds credentials (`--egress-trust`). */
+  egressTrust?: string[];
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
@@ -112,15 +123,20 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const log = new HostLog(async () => join(await settings.homeDirectory(), ".logs"), logger);
   // The composition root: every service is built here, and handed what it needs.
   const store = new VmStore(settings);
+  const egress = new EgressService(async () => join(await settings.homeDirectory(), ".egress"), log, {
+    resolvers: options.egressResolvers,
+    upstreamCa: options.egressTrust,
+  });
+  await egress.load();
   const images = new ImageService({
     settings,
     store,
     log,
     isRunning: (vm): Promise<boolean> => qemu.isRunning(vm),
   });
-  const qemu = new QemuRuntime(settings, store, log, images, options);
+  const qemu = new QemuRuntime(settings, store, log, images, options, egress);
   const runtimes: DesktopRuntime[] = [qemu];
-  const containers = await containerRuntime(options, settings, log);
+  const containers = await containerRuntime(options, settings, log, egress);
   if (containers) runtimes.push(containers);
   let kubernetes: KubernetesRuntime | undefined;
   if (options.kubernetes || options.defaultRuntime === "kubernetes") {
@@ -136,27 +152,32 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     runtimes.push(kubernetes);
   }
   const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log);
+  const events = new LifecycleEvents();
+  vms.lifecycle.on((transition) => events.emit(...operatorEvent(transition)));
+  vms.addToRecords((record) => ({ network: egress.record(record.name, record.runtime) }));
   const shared = kubernetes && options.kubernetes?.poolsInCluster && !options.poolStore;
   const poolStore =
     options.poolStore ??
     (shared && kubernetes
       ? new ConfigMapPoolStore(kubernetes.cluster)
       : new FilePoolStore(join(await settings.homeDirectory(), ".pools", "pools.json")));
-  const pools = new PoolManager(vms, poolStore, log, { ...options.pools, shared: Boolean(shared) });
+  const pools = new PoolManager(vms, poolStore, log, { ...options.pools, shared: Boolean(shared) }, events);
   const lease =
     shared && kubernetes
       ? new LeaderLease(kubernetes.cluster, pools, log, {
           durationSeconds: options.kubernetes?.leaseDurationSeconds,
         })
       : undefined;
-  const services: HostServices = { settings, vms, pools, images, log };
+  const services: HostServices = { settings, vms, pools, images, log, events, egress };
+  const metrics = hostMetrics(services, events);
+  const webhooks = options.webhooks?.urls.length ? new Webhooks(events, options.webhooks, log) : undefined;
   await vms.recover();
   await images.recover();
   await pools.start();
   await lease?.start();
   void detectAccelerator(); // probe once now, so the first run does not wait for it
 
-  const app = createHostApp(services, { log: logger, originPolicy, token });
+  const app = createHostApp(services, { log: logger, originPolicy, token, metrics: metrics.registry });
   // The page's VNC view (`WS /vnc/{name}`); its frames are small, the VNC protocol's own.
   const sockets = new LazyWebSocketServer(1024 * 1024);
   const server = serve({
@@ -165,23 +186,19 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     port: options.port ?? DEFAULT_HOST_PORT,
     websocket: { server: sockets },
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("listening", resolve);
-    server.once("error", reject);
-  });
-  const { port } = server.address() as AddressInfo;
+  const { port, url } = await listening(server, { host, tls: false });
   let e2b: RunningE2bService | undefined;
   const close = async () => {
     await e2b?.close();
     sockets.terminateAll();
     sockets.close();
-    await new Promise<void>((resolve) => {
-      if ("closeAllConnections" in server) server.closeAllConnections();
-      server.close(() => resolve());
-    });
+    await closeServer(server);
     await lease?.close();
     await pools.close();
+    webhooks?.close();
+    metrics.close();
     await vms.close();
+    await egress.close();
     await images.settled();
     await acceleratorSettled();
     await log.flush();
@@ -196,10 +213,33 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
         throw err;
       });
   }
-  const shownHost = host.includes(":") ? `[${host}]` : host;
-  const url = `http://${shownHost}:${port}`;
   await log.info("Host service started", { url, settings: settings.file });
   return { url, port, services, e2b, close };
+}
+
+/** A desktop's transition as the operator's event stream names it (events.ts). */
+function operatorEvent(transition: LifecycleEvent): Parameters<LifecycleEvents["emit"]> {
+  const fields = { desktop: transition.name, runtime: transition.runtime };
+  switch (transition.type) {
+    case "created":
+      return ["create", fields];
+    case "started":
+      return ["run", fields];
+    case "stopped":
+      return ["stop", fields];
+    case "deleted":
+      return ["delete", fields];
+    case "ready":
+      return ["ready", { ...fields, ms: transition.ms }];
+    case "hibernated":
+      return ["hibernate", { ...fields, ms: transition.ms, mode: transition.mode }];
+    case "resumed":
+      return ["resume", { ...fields, ms: transition.ms }];
+    case "woke":
+      return ["resume", { ...fields, ms: transition.ms, woke: transition.why }];
+    case "failed":
+      return ["failure", { ...fields, error: `${transition.operation} failed: ${transition.error}` }];
+  }
 }
 
 /**
@@ -211,6 +251,7 @@ async function containerRuntime(
   options: HostServiceOptions,
   settings: SettingsStore,
   log: HostLog,
+  egress: EgressService,
 ): Promise<ContainerRuntime | undefined> {
   if (options.containerEngine === false) return undefined;
   const configured = (await settings.read()).containers;
@@ -226,6 +267,7 @@ async function containerRuntime(
       desktopKeys: options.desktopKeys,
       stopGraceMs: options.stopGraceMs,
       secretsDir: join(await settings.homeDirectory(), ".containers"),
+      egress,
     },
     log,
   );

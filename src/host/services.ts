@@ -1,4 +1,10 @@
-/** What every group of /svc routes is handed: the settings, the VMs, the pools, the images and the log. */
+/**
+ * What every group of /svc routes is handed: the settings, the VMs, the pools, the images, the log,
+ * the lifecycle events and egress.
+ */
+
+import type { EgressService } from "./egress/egress-service.js";
+import type { LifecycleEvents } from "./events.js";
 import type { HostLog } from "./host-log.js";
 import type { ImageService } from "./image-service.js";
 import type { PoolManager } from "./pools/pool-manager.js";
@@ -11,4 +17,7 @@ export interface HostServices {
   pools: PoolManager;
   images: ImageService;
   log: HostLog;
+  events: LifecycleEvents;
+  /** Network policies, the egress proxy and its audit (docs/egress.md). */
+  egress: EgressService;
 }

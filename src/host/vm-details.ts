@@ -15,7 +15,8 @@ export interface VmDetails {
   memorySize: number;
   diskSize: DiskUsage;
   display: string;
-  status: "running" | "stopped";
+  /** lume's two, and Hangar's `hibernated` (asleep, its identity kept: runtimes/hibernation.ts). */
+  status: "running" | "stopped" | "hibernated";
   provisioningOperation: null;
   vncUrl: string | null;
   ipAddress: string | null;
@@ -34,7 +35,14 @@ export function vmDetails(
   vm: VmRef,
   config: VmConfig,
   disk: DiskUsage,
-  state: { starting: boolean; session?: Session; lastError: string | null; ssh: SshProbe },
+  state: {
+    starting: boolean;
+    session?: Session;
+    lastError: string | null;
+    ssh: SshProbe;
+    /** Asleep: `session` is the run it will resume as (nothing is probed: a probe would wake it). */
+    hibernated?: boolean;
+  },
 ): VmDetails {
   const { session } = state;
   const ip = session?.ipAddress || null;
@@ -47,13 +55,13 @@ export function vmDetails(
     memorySize: config.memorySize ?? 0,
     diskSize: disk,
     display: config.display,
-    status: state.starting || session ? "running" : "stopped",
+    status: state.hibernated ? "hibernated" : state.starting || session ? "running" : "stopped",
     provisioningOperation: null,
     vncUrl: vnc?.port ? `vnc://:${vnc.password}@${vnc.host}:${vnc.port}` : null,
     ipAddress: ip,
-    sshAvailable: ip && ports["22"] ? state.ssh.available(ip, ports["22"]) : null,
+    sshAvailable: ip && ports["22"] && !state.hibernated ? state.ssh.available(ip, ports["22"]) : null,
     locationName: vm.location.name,
-    sharedDirectories: session ? session.sharedDirectories : null,
+    sharedDirectories: session && !state.hibernated ? session.sharedDirectories : null,
     networkMode: config.networkMode ?? "nat",
     downloadProgress: null,
     macAddress: config.macAddress ?? null,

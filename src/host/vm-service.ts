@@ -17,7 +17,8 @@ import type {
   StopRequest,
   UpdateRequest,
 } from "./requests.js";
-import { type Readiness, ReadinessTracker } from "./runtimes/readiness.js";
+import type { HibernationMode } from "./runtimes/hibernation.js";
+import { ReadinessTracker } from "./runtimes/readiness.js";
 import type {
   DesktopRuntime,
   LogOptions,
@@ -27,10 +28,12 @@ import type {
   SnapshotRecord,
   StopOutcome,
 } from "./runtimes/runtime.js";
-import type { PullRecord, PushState, VmActivity } from "./vm-activity.js";
+import { Lifecycle } from "./sleep/lifecycle.js";
+import { type Awake, SleepControl } from "./sleep/sleep-control.js";
+import type { PullRecord, VmActivity } from "./vm-activity.js";
+import type { VmRecord } from "./vm-record.js";
 
-/** A desktop's record: lume's keys, Hangar's, its runtime, its readiness, and `push` once pushed. */
-export type VmRecord = RuntimeRecord & Readiness & { push?: PushState };
+export type { VmRecord } from "./vm-record.js";
 
 /** The longest `waitReady` waits (a cold boot under software emulation takes about a minute). */
 export const MAX_WAIT_MS = 15 * 60_000;
@@ -43,6 +46,11 @@ export class VmService {
   private readonly listeners: ((name: string) => void)[] = [];
   /** When each runtime that failed to list last said so in the log (one line a minute). */
   private readonly listFailures = new Map<RuntimeKind, number>();
+  /** Every desktop's transitions (created, started, hibernated, woke …), for whoever watches them. */
+  readonly lifecycle = new Lifecycle();
+  private readonly sleep: SleepControl;
+  /** What other services add to every record (its network policy). */
+  private readonly additions: ((record: RuntimeRecord) => object)[] = [];
 
   constructor(
     runtimes: DesktopRuntime[],
@@ -54,18 +62,43 @@ export class VmService {
     if (!this.byKind.has(defaultRuntime)) {
       throw new Error(`the default runtime '${defaultRuntime}' is not available`);
     }
-    this.readiness = new ReadinessTracker((record) => this.runtime(record.runtime).find(record.name));
+    this.readiness = new ReadinessTracker(
+      (record) => this.runtime(record.runtime).find(record.name),
+      undefined,
+      (record, ms) => this.lifecycle.emit({ type: "ready", name: record.name, runtime: record.runtime, ms }),
+    );
     for (const runtime of runtimes) {
       runtime.onChange?.((name) => {
         this.readiness.notify();
         for (const listener of this.listeners) listener(name);
       });
     }
+    this.sleep = new SleepControl(
+      {
+        locate: (name) =>
+          this.locateOrFail(name).then(({ runtime, record }) => ({
+            runtime,
+            record: this.withReadiness(record),
+          })),
+        find: (name) => this.find(name),
+        list: () => this.list(),
+        waitReady: (name, ms, signal) => this.waitReady(name, ms, signal),
+        changed: () => this.readiness.notify(),
+        runtimes: () => [...this.byKind.values()],
+      },
+      this.lifecycle,
+      log,
+    );
   }
 
   /** Calls `listener` with a desktop's name when its runtime says it changed (started, stopped, vanished). */
   onChange(listener: (name: string) => void) {
     this.listeners.push(listener);
+  }
+
+  /** Adds keys of another service's to every record (`network`, egress/egress-service.ts). */
+  addToRecords(addition: (record: RuntimeRecord) => object) {
+    this.additions.push(addition);
   }
 
   /** The runtimes this service has, the default first. */
@@ -170,13 +203,16 @@ export class VmService {
       await runtime.create({ ...request, name });
     });
     this.readiness.notify();
+    this.lifecycle.emit({ type: "created", name, runtime: runtime.kind });
     return { name, runtime: runtime.kind };
   }
 
   async remove(name: string, storage?: string) {
     const { runtime, record } = await this.locateOrFail(name, storage);
     await runtime.remove(record.name, storage);
+    await this.sleep.forget(record.name);
     this.readiness.notify();
+    this.lifecycle.emit({ type: "deleted", name: record.name, runtime: runtime.kind });
   }
 
   async clone(request: CloneRequest) {
@@ -197,18 +233,48 @@ export class VmService {
     await found.runtime.update(found.record.name, request);
   }
 
+  /** Starts the desktop; a hibernated one is resumed (as `virsh start` does after a managed save). */
   async run(name: string, request: RunRequest) {
     const { runtime, record } = await this.locateOrFail(name, request.storage);
+    if (record.status === "hibernated") return this.sleep.resume(record.name);
     await runtime.run(record.name, request);
     this.readiness.notify();
+    this.lifecycle.emit({ type: "started", name: record.name, runtime: runtime.kind });
+    // Waiting for it keeps its readiness probed, so that `ready` is told with nobody asking.
+    void this.waitReady(record.name, MAX_WAIT_MS).catch(() => undefined);
     return record;
   }
 
+  /** Stops the desktop; a hibernated one gives up its saved state and is stopped. */
   async stop(name: string, request: StopRequest = {}): Promise<StopOutcome> {
     const { runtime, record } = await this.locateOrFail(name, request.storage);
+    if (record.status === "hibernated") await this.sleep.forget(record.name);
     const outcome = await runtime.stop(record.name, request);
     this.readiness.notify();
+    this.lifecycle.emit({ type: "stopped", name: record.name, runtime: runtime.kind });
     return outcome;
+  }
+
+  /**
+   * Puts a running desktop to sleep, its identity kept (runtimes/hibernation.ts); `mode` is the
+   * runtime's default when left out. A desktop that does not run is a 409, nothing changed.
+   */
+  hibernate(name: string, mode?: HibernationMode): Promise<VmRecord> {
+    return this.sleep.hibernate(name, mode);
+  }
+
+  /** Wakes a hibernated desktop; its record once it runs. A running or stopped one is a 409. */
+  resume(name: string): Promise<VmRecord> {
+    return this.sleep.resume(name);
+  }
+
+  /**
+   * The desktop awake, for whatever forwards requests to it: a hibernated desktop is resumed and
+   * waited for until ready (`woke: true`), a running one answered at once. One wake per desktop
+   * at a time. A stopped desktop is a 409.
+   */
+  ensureAwake(name: string, why?: string): Promise<Awake> {
+    return this.sleep.ensureAwake(name, why);
   }
 
   async logs(name: string, options: LogOptions): Promise<Readable> {
@@ -304,6 +370,7 @@ export class VmService {
     }
     // Running desktops are probed from now on, so that they read as ready before anyone asks.
     await this.list().catch(() => undefined);
+    await this.sleep.recover();
   }
 
   /** Waits for every start in progress (tests and shutdown). */
@@ -312,6 +379,7 @@ export class VmService {
   }
 
   async close() {
+    await this.sleep.close();
     this.readiness.close();
     await Promise.all([...this.byKind.values()].map((runtime) => runtime.close()));
   }
@@ -332,7 +400,8 @@ export class VmService {
   }
 
   private withReadiness(record: RuntimeRecord): VmRecord {
-    return { ...record, ...this.readiness.of(record) };
+    const added = this.additions.map((addition) => addition(record));
+    return Object.assign({ ...record, ...this.readiness.of(record) }, ...added);
   }
 
   /**

@@ -41,7 +41,9 @@ export function vncRelay(vms: VmService, log?: Logger): MiddlewareHandler {
 
 /** Where the VM's VNC server listens: only a running VM's, and only on loopback. */
 async function vncAddress(vms: VmService, name: string): Promise<{ host: string; port: number }> {
-  const vm = await vms.get(name);
+  let vm = await vms.get(name);
+  // A sleeping desktop is woken for the person who opened its screen.
+  if (vm.status === "hibernated") vm = (await vms.ensureAwake(name, "the host page's screen")).record;
   const url = "vncUrl" in vm && vm.vncUrl ? new URL(vm.vncUrl) : undefined;
   if (!url) throw new Error(`VM ${name} has no screen: it is not running, or runs without VNC`);
   const host = url.hostname.replace(/^\[|\]$/g, "");

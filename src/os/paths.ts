@@ -1,11 +1,11 @@
-/** Paths from requests: `~` expanded, made absolute against the server's working directory. */
+/** Paths from requests: `~` expanded, made absolute against the server's working directory (or `base`). */
 import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { CommandError } from "../common/errors.js";
 
-export function expandPath(path: string): string {
+export function expandPath(path: string, base?: string): string {
   if (path.includes("\0"))
     throw new CommandError("invalid_params", "Invalid params: path: contains a NUL byte");
   const expanded = path === "~" ? homedir() : path.startsWith("~/") ? `${homedir()}${path.slice(1)}` : path;
-  return resolve(expanded);
+  return base === undefined ? resolve(expanded) : resolve(base, expanded);
 }

@@ -6,7 +6,7 @@
 import { spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
 import { constants } from "node:os";
-import type { Readable } from "node:stream";
+import type { Readable, Writable } from "node:stream";
 import { describeOsError } from "../common/errors.js";
 
 export interface ShellRun {
@@ -22,6 +22,8 @@ export interface ShellRun {
   maxOutputBytes?: number;
   /** Waiting shells to run the command in, when one can take it (warm-shells.ts). */
   warm?: ShellPool;
+  /** Give the command a pipe on stdin (`StartedShell.stdin`); a warm shell cannot, so it is spawned. */
+  stdin?: boolean;
 }
 
 /** Shells started ahead: one running the command, or undefined when it is to be spawned. */
@@ -46,6 +48,8 @@ export interface ShellResult {
 /** A shell running a command: spawned for it, or a warm one. Its pid is its process group's. */
 export interface StartedShell {
   readonly pid: number | undefined;
+  /** The command's stdin when `ShellRun.stdin` asked for it, else null (stdin is at its end). */
+  readonly stdin: Writable | null;
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
   readonly warm: boolean;
@@ -74,7 +78,7 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
   return new Promise((resolve, reject) => {
     let child: StartedShell;
     try {
-      child = options.warm?.start(options) ?? spawnShell(options);
+      child = startShell(options);
     } catch (err) {
       reject(describeOsError(err));
       return;
@@ -86,14 +90,7 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
     let settled = false;
 
     /** Kills the process group, background children included, even after the shell has exited. */
-    const killGroup = () => {
-      if (child.pid === undefined) return;
-      try {
-        process.kill(process.platform === "win32" ? child.pid : -child.pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    };
+    const killGroup = () => signalGroup(child.pid, "SIGKILL");
     const timer =
       options.timeoutSeconds !== undefined
         ? setTimeout(() => {
@@ -112,7 +109,6 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
     const finish = (code: number) => {
       if (settled) return;
       settled = true;
-      clearTimeout(drain);
       options.signal?.removeEventListener("abort", onAbort);
       for (const stream of streams) stream?.destroy();
       if (timedOut || cancelled) {
@@ -140,7 +136,6 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
       killGroup();
       reject(describeOsError(error));
     };
-    let drain: NodeJS.Timeout | undefined;
     /**
      * Keeps the timeout while the group has members; once it is empty its id may be reused by an
      * unrelated process group, which the timeout must then not kill.
@@ -155,15 +150,7 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
       const watch = setInterval(check, LEFTOVER_CHECK_MS).unref();
       check();
     };
-    const groupAlive = () => {
-      if (process.platform === "win32") return false;
-      try {
-        process.kill(-child.pid!, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
+    const groupAlive = () => process.platform !== "win32" && signalGroup(child.pid, 0);
 
     child.on("error", fail);
     if (!child.stdout || !child.stderr) {
@@ -181,12 +168,50 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
         options.onOutput?.(name, chunk);
       });
     }
-    child.on("exit", (code) => {
-      drain = setTimeout(() => finish(code), DRAIN_AFTER_EXIT_MS);
-    });
-    child.on("close", (code) => finish(code));
+    onShellEnd(child, finish);
     if (options.signal?.aborted) onAbort();
   });
+}
+
+/**
+ * Starts the command line in its own process group: in a warm shell when the pool can take it,
+ * else in a shell spawned from this process. Throws what `spawn` throws.
+ */
+export function startShell(options: ShellRun): StartedShell {
+  return options.warm?.start(options) ?? spawnShell(options);
+}
+
+/**
+ * Sends `signal` to the process group led by `pid` (to the process alone on Windows); 0 only asks
+ * whether the group has members. False when there is no such group (or no pid).
+ */
+export function signalGroup(pid: number | undefined, signal: NodeJS.Signals | 0): boolean {
+  if (pid === undefined) return false;
+  try {
+    process.kill(process.platform === "win32" ? pid : -pid, signal);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Calls `ended` once with the shell's exit status: when its output pipes have closed, or
+ * `DRAIN_AFTER_EXIT_MS` after it exited when a background child holds them open.
+ */
+export function onShellEnd(child: StartedShell, ended: (status: number) => void) {
+  let drain: NodeJS.Timeout | undefined;
+  let done = false;
+  const end = (status: number) => {
+    if (done) return;
+    done = true;
+    clearTimeout(drain);
+    ended(status);
+  };
+  child.on("exit", (status) => {
+    drain = setTimeout(() => end(status), DRAIN_AFTER_EXIT_MS);
+  });
+  child.on("close", end);
 }
 
 /** Spawns `/bin/sh -c command` (`cmd.exe` on Windows) in a new process group. */
@@ -196,12 +221,13 @@ function spawnShell(options: ShellRun): StartedShell {
   const child = spawn(shell, args, {
     cwd: options.cwd,
     env: options.env ? { ...process.env, ...options.env } : process.env,
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: [options.stdin ? "pipe" : "ignore", "pipe", "pipe"],
     detached: process.platform !== "win32",
     windowsHide: true,
   });
   const started = Object.assign(new EventEmitter(), {
     pid: child.pid,
+    stdin: child.stdin,
     stdout: child.stdout,
     stderr: child.stderr,
     warm: false,

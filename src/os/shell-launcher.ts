@@ -438,6 +438,8 @@ function dropWaiting(shell: Waiting) {
 /** A command running in a warm shell, seen as `runShell` sees a spawned one. */
 class WarmShell extends EventEmitter implements StartedShell {
   readonly warm = true;
+  /** Its stdin is the end of its script. */
+  readonly stdin = null;
   private status?: number;
   private open = 2;
   /**

@@ -67,8 +67,8 @@ export interface WarmShellsOptions {
 /**
  * The pool of waiting shells of one server. `start()` hands a command to a waiting shell, or
  * answers undefined when the command should be spawned the usual way: not on Linux, a system
- * without what the launcher needs, a command with its own environment variables or one the
- * protocol cannot carry, no shell waiting, or a launcher that has just died.
+ * without what the launcher needs, a command with its own environment variables or a stdin pipe,
+ * one the protocol cannot carry, no shell waiting, or a launcher that has just died.
  */
 export class WarmShells implements ShellPool {
   private readonly sizes: PoolSizes;
@@ -88,7 +88,7 @@ export class WarmShells implements ShellPool {
 
   /** A shell already running the command, or undefined when the caller should spawn one. */
   start(run: ShellRun): StartedShell | undefined {
-    if (this.unsupported || this.closed || run.env) return undefined;
+    if (this.unsupported || this.closed || run.env || run.stdin) return undefined;
     const launcher = this.currentLauncher();
     if (!launcher) return undefined;
     const script = scriptOf(run.command, run.cwd ?? process.cwd(), launcher.cwd);

@@ -6,8 +6,8 @@ import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildProgram } from "../../src/cli/main.js";
 import { startTestHost, type TestHost } from "../host/support.js";
+import { runCli } from "../support/cli-in-process.js";
 
 let host: TestHost;
 beforeAll(async () => {
@@ -17,23 +17,7 @@ afterAll(async () => {
   await host.cleanup();
 });
 
-/** Runs the CLI in-process and returns what it printed. */
-async function hangar(...args: string[]) {
-  let out = "";
-  const write = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: string) => {
-    out += chunk;
-    return true;
-  }) as typeof process.stdout.write;
-  try {
-    const program = buildProgram();
-    program.exitOverride();
-    await program.parseAsync(["node", "hangar", ...args]);
-  } finally {
-    process.stdout.write = write;
-  }
-  return out;
-}
+const hangar = runCli;
 
 describe("hangar vm / config / logs", () => {
   it("creates, lists as a table and as JSON, updates and deletes VMs", async () => {

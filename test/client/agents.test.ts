@@ -5,8 +5,6 @@
  */
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -19,6 +17,7 @@ import {
   openaiComputerCallOutput,
 } from "../../src/client/index.js";
 import { APPS, type DesktopServer, eventually, PYTHON, startDesktopServer } from "../support/desktop.js";
+import { type RecordedApi, startRecordedApi } from "../support/recorded-api.js";
 
 const fixture = (name: string) =>
   JSON.parse(readFileSync(join(import.meta.dirname, "fixtures", name), "utf8"));
@@ -131,27 +130,21 @@ describe("agent adapters on a real desktop", () => {
 
   describe("the examples, against recorded API replies served on loopback", () => {
     const ROOT = join(import.meta.dirname, "../..");
-    let api: Server;
+    let api: RecordedApi;
     let apiUrl: string;
-    let replies: unknown[] = [];
-    let requests: { url: string; headers: Record<string, unknown>; body: any }[] = [];
+    let requests: RecordedApi["requests"];
+    /** Starts a fresh exchange: these replies, no requests yet. */
+    const reply = (...replies: unknown[]) => {
+      api.requests.length = 0;
+      api.replies.splice(0, api.replies.length, ...replies);
+    };
 
     beforeAll(async () => {
-      api = createServer((req, res) => {
-        let body = "";
-        req.setEncoding("utf8");
-        req.on("data", (chunk) => {
-          body += chunk;
-        });
-        req.on("end", () => {
-          requests.push({ url: req.url ?? "", headers: req.headers, body: JSON.parse(body) });
-          res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(replies.shift()));
-        });
-      });
-      await new Promise<void>((resolve) => api.listen(0, "127.0.0.1", resolve));
-      apiUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+      api = await startRecordedApi();
+      apiUrl = api.url;
+      requests = api.requests;
     });
-    afterAll(() => new Promise((resolve) => api?.close(resolve)));
+    afterAll(() => api?.close());
 
     /** Runs an example as a user would (`npx tsx examples/…`), resolving `hangar/client` to the sources. */
     function runExample(file: string, env: Record<string, string>, answer = "") {
@@ -174,16 +167,12 @@ describe("agent adapters on a real desktop", () => {
     }
 
     it("claude-agent.ts sends the beta header and the tool results back, and acts on the desktop", async () => {
-      requests = [];
-      replies = [
-        fixture("anthropic-message.json"),
-        {
-          type: "message",
-          role: "assistant",
-          content: [{ type: "text", text: "Done." }],
-          stop_reason: "end_turn",
-        },
-      ];
+      reply(fixture("anthropic-message.json"), {
+        type: "message",
+        role: "assistant",
+        content: [{ type: "text", text: "Done." }],
+        stop_reason: "end_turn",
+      });
       const run = await runExample("examples/claude-agent.ts", {
         ANTHROPIC_BASE_URL: apiUrl,
         ANTHROPIC_API_KEY: "sk-test",
@@ -200,11 +189,10 @@ describe("agent adapters on a real desktop", () => {
     }, 30_000);
 
     it("openai-agent.ts asks before acknowledging a safety check, and chains the responses", async () => {
-      requests = [];
-      replies = [
-        fixture("openai-response.json"),
-        { id: "resp_2", output: [{ type: "message", content: [{ type: "output_text", text: "Done." }] }] },
-      ];
+      reply(fixture("openai-response.json"), {
+        id: "resp_2",
+        output: [{ type: "message", content: [{ type: "output_text", text: "Done." }] }],
+      });
       const run = await runExample(
         "examples/openai-agent.ts",
         { OPENAI_BASE_URL: apiUrl, OPENAI_API_KEY: "sk-test" },

@@ -47,7 +47,9 @@ describe("hangar/client", () => {
     }>();
     expectTypeOf<CommandResult<"wait">>().toEqualTypeOf<{ waited_ms: number }>();
     const hangar = new Hangar({ url: server.url });
-    expectTypeOf(hangar.typeText).parameter(0).toEqualTypeOf<{ text: string }>();
+    expectTypeOf(hangar.typeText)
+      .parameter(0)
+      .toEqualTypeOf<{ text: string; verify?: boolean; verify_ms?: number }>();
     expectTypeOf(hangar.computerAction).returns.resolves.toHaveProperty("tool_result");
     expectTypeOf<"left_click">().toExtend<CommandName>();
     expectTypeOf<"no_such_command">().not.toExtend<CommandName>();
@@ -138,22 +140,43 @@ describe("hangar/client", () => {
     expect(resolved).toBe(nowhere);
   });
 
-  it("imports none of the server's modules at run time (type-only imports)", () => {
-    const seen = new Set<string>();
-    const visit = (file: string) => {
-      if (seen.has(file)) return;
-      seen.add(file);
-      const source = readFileSync(file, "utf8");
-      for (const m of source.matchAll(/^(?:import|export)\s+(?!type\b)[^;]*?from\s+"([^"]+)"/gm)) {
-        const spec = m[1];
-        if (spec.startsWith(".")) visit(resolve(dirname(file), spec.replace(/\.js$/, ".ts")));
-        else expect(["ws"], `${file} imports ${spec}`).toContain(spec);
-      }
-      for (const m of source.matchAll(/import\("([^"]+)"\)/g)) expect(["ws"]).toContain(m[1]);
-    };
+  it("imports none of the server's modules at run time (type-only imports), and no agent SDK", () => {
     const client = join(import.meta.dirname, "../../src/client");
-    visit(join(client, "index.ts"));
-    for (const file of seen) expect(file.startsWith(client), file).toBe(true);
-    expect(seen.size).toBeGreaterThanOrEqual(3);
+    const main = runtimeImports(join(client, "index.ts"));
+    for (const file of main.files) expect(file.startsWith(client), file).toBe(true);
+    expect(main.files.size).toBeGreaterThanOrEqual(3);
+    expect([...main.packages]).toEqual(["ws"]);
+    // The SDK adapters are subpaths of their own: each loads its SDK (or only its types), nothing of the server.
+    const anthropic = runtimeImports(join(client, "anthropic.ts"));
+    for (const file of anthropic.files) expect(file.startsWith(client), file).toBe(true);
+    expect([...anthropic.packages].sort()).toEqual([
+      "@anthropic-ai/sdk/helpers/beta/toolsets",
+      "node:timers/promises",
+      "ws",
+    ]);
+    const agents = runtimeImports(join(client, "openai-agents.ts"));
+    for (const file of agents.files) expect(file.startsWith(client), file).toBe(true);
+    expect([...agents.packages]).toEqual(["ws"]);
   });
 });
+
+/** The modules a client entry loads at run time (following relative imports) and the packages they load. */
+function runtimeImports(entry: string): { files: Set<string>; packages: Set<string> } {
+  const files = new Set<string>();
+  const packages = new Set<string>();
+  const visit = (file: string) => {
+    if (files.has(file)) return;
+    files.add(file);
+    const source = readFileSync(file, "utf8");
+    const specs = [
+      ...[...source.matchAll(/^(?:import|export)\s+(?!type\b)[^;]*?from\s+"([^"]+)"/gm)].map((m) => m[1]),
+      ...[...source.matchAll(/import\("([^"]+)"\)/g)].map((m) => m[1]),
+    ];
+    for (const spec of specs) {
+      if (spec.startsWith(".")) visit(resolve(dirname(file), spec.replace(/\.js$/, ".ts")));
+      else packages.add(spec);
+    }
+  };
+  visit(entry);
+  return { files, packages };
+}

@@ -74,7 +74,7 @@ describe("cloud mode over HTTPS", () => {
     await expect(send(`${server.url}/status`)).rejects.toThrow(/self-signed|certificate/);
   });
 
-  for (const route of ["/cmd", "/commands", "/openapi.json", "/no-such-route"]) {
+  for (const route of ["/cmd", "/commands", "/openapi.json", "/metrics", "/no-such-route"]) {
     it.each(matrix)(`${route}: %s`, async (_case, headers, status, detail) => {
       const r =
         route === "/cmd"

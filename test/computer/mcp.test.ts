@@ -47,7 +47,12 @@ const text = (r: CallToolResult) => (r.content[0] as { type: "text"; text: strin
 describe("/mcp (streamable HTTP)", () => {
   it("lists every registry command as a tool with its description and JSON Schema", async () => {
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(server.registry.commands.map((c) => c.name).sort());
+    // Beside the commands, the tools they declare (the computer toolset's members, computer_*).
+    const declared = server.registry.tools.map((t) => t.name);
+    expect(declared).toContain("computer_left_click");
+    expect(tools.map((t) => t.name).sort()).toEqual(
+      [...server.registry.commands.map((c) => c.name), ...declared].sort(),
+    );
     const run = tools.find((t) => t.name === "run_command")!;
     expect(run.description).toBe(server.registry.resolve("run_command")!.description);
     expect(run.inputSchema.type).toBe("object");

@@ -22,7 +22,7 @@ describe("unknown parameters", () => {
     const reply = await desk.cmd("left_click", { X: 300, y: 200 });
     expect(reply).toMatchObject({ success: false, code: "invalid_params" });
     expect(reply.error).toBe(
-      "Invalid params: unknown parameter 'X' (did you mean 'x'?) for left_click; it takes: x, y, coordinate, modifiers",
+      "Invalid params: unknown parameter 'X' (did you mean 'x'?) for left_click; it takes: x, y, coordinate, modifiers, verify, verify_ms",
     );
     expect(await desk.pointer()).toEqual({ x: 10, y: 10 });
     const waited = await desk.cmd("wait", { durration: 2 });

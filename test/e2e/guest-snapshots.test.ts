@@ -4,18 +4,17 @@
  * a screenshot with that app's window still the active one, the forks with the host's clock.
  * Prints its timings.
  *
- * Slow (minutes): only `npm run test:e2e` (or `.ci/run` with HANGAR_E2E=1) runs it.
+ * Slow (minutes): only `npm run test:e2e` runs it.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { type RunningHostService, startHostService } from "../../src/host/server.js";
 import { copySparse } from "../../src/host/sparse-copy.js";
 import { killQemusUnder } from "../host/support.js";
 import { postCmd } from "../support/server.js";
-import { ensureGuestImage } from "./guest-image.js";
 
 const VM = "snap-guest";
 /** How old the snapshot is when forked: a fork keeping its clock would be this far behind. */
@@ -55,7 +54,7 @@ async function look(url: string) {
 }
 
 beforeAll(async () => {
-  const built = await timed("image ready", ensureGuestImage);
+  const built = inject("guestImage");
   dir = await mkdtemp(join(tmpdir(), "hangar-e2e-snap-"));
   host = await startHostService({
     port: 0,
@@ -146,6 +145,18 @@ describe("snapshots of the guest desktop", () => {
         expect(seen.title).toMatch(/Mousepad/);
       }
       timings["fork of 2 → both screenshots"] = Date.now() - started;
+      // Each fork answers as itself: its /status carries the launch id of its record (the guest's
+      // agent writes it within half a second of the resume), and the two differ.
+      const ids = forked.body.forks.map((fork: { bootId: string }) => fork.bootId);
+      expect(new Set(ids).size).toBe(2);
+      for (const fork of forked.body.forks) {
+        await expect
+          .poll(async () => (await (await fetch(`${fork.computerServerUrl}/status`)).json()).boot_id, {
+            timeout: 10_000,
+            interval: 200,
+          })
+          .toBe(fork.bootId);
+      }
       // Long after the snapshot, the forks' clocks are the host's (hangar-snapshot-clock in the guest).
       expect(Date.now() - Date.parse(snap.body.createdAt)).toBeGreaterThan(CLOCK_GAP_MS);
       for (const fork of forked.body.forks) {

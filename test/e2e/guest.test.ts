@@ -3,18 +3,17 @@
  * there is no KVM), the computer server inside answers on the VM's `ipAddress:8000`, takes a
  * screenshot of the guest's desktop and runs a command in the guest, and the VM stops.
  *
- * Slow (minutes): only `npm run test:e2e` (or `.ci/run` with HANGAR_E2E=1) runs it.
+ * Slow (minutes): only `npm run test:e2e` runs it.
  */
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import sharp from "sharp";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { type RunningHostService, startHostService } from "../../src/host/server.js";
 import { copySparse } from "../../src/host/sparse-copy.js";
 import { postCmd } from "../support/server.js";
-import { ensureGuestImage } from "./guest-image.js";
 
 const VM = "e2e-guest";
 // The VM's display, which the guest's virtual desktop takes (not the image's default 1280x800).
@@ -61,7 +60,7 @@ async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<
 }
 
 beforeAll(async () => {
-  const built = await timed("image ready", ensureGuestImage);
+  const built = inject("guestImage");
   image = built.path;
   if (built.builtInMs !== null) timings["image build"] = built.builtInMs;
   dir = await mkdtemp(join(tmpdir(), "hangar-e2e-"));

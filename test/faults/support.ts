@@ -6,6 +6,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
+import { withParentDeathSignal } from "../../src/os/parent-death.js";
 import { commandPid } from "../support/cli-process.js";
 
 const CLI = join(import.meta.dirname, "../../bin/hangar.js");
@@ -21,12 +22,17 @@ export interface ServeProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `hangar serve --no-virtual-display --port 0 …args`; `nofile` then limits its descriptors (`prlimit`). */
+/**
+ * Starts `hangar serve --no-virtual-display --port 0 …args` (`display`: `--virtual-display WxH`
+ * instead); `nofile` then limits its descriptors (`prlimit`).
+ */
 export async function serveProcess(
   args: string[] = [],
-  options: { env?: Record<string, string | undefined>; nofile?: number } = {},
+  options: { env?: Record<string, string | undefined>; nofile?: number; display?: string } = {},
 ): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [CLI, "serve", "--no-virtual-display", "--port", "0", ...args], {
+  const display = options.display ? ["--virtual-display", options.display] : ["--no-virtual-display"];
+  const serve = [CLI, "serve", ...display, "--port", "0", ...args];
+  const child = spawn(...withParentDeathSignal(process.execPath, serve, "TERM"), {
     env: { ...process.env, HANGAR_LOG_LEVEL: "info", ...options.env },
     stdio: ["ignore", "ignore", "pipe"],
   });

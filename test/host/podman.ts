@@ -2,24 +2,26 @@
  * A real container engine for the tests: podman's Docker-compatible API service, started here on
  * a socket in a temporary directory with storage of its own, and stopped (its containers removed)
  * by `cleanup()`. The project's image is not copied: the image cache that scripts/test-image.sh
- * builds into (/var/cache/hangar-image, or $HANGAR_IMAGE_CACHE) is this storage's read-only
- * additional image store, so the image is there at once.
+ * builds into (/var/cache/hangar-image, or $HANGAR_IMAGE_CACHE; the global set-up builds it when it
+ * is missing, test/support/project-image.ts) is this storage's read-only additional image store, so
+ * the image is there at once.
  *
  * This machine lets no container raise its limits: the desktops get nofile and nproc at most
  * 10,000 (and never above this process's own hard limits), through the API.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import type { Ulimit } from "../../src/host/container/container-runtime.js";
+import { withParentDeathSignal } from "../../src/os/parent-death.js";
+import { imageStore, TEST_IMAGE } from "../support/project-image.js";
 
 const run = promisify(execFile);
 
-export const TEST_IMAGE = process.env.HANGAR_TEST_IMAGE ?? "localhost/hangar:test";
-const CACHE = process.env.HANGAR_IMAGE_CACHE ?? "/var/cache/hangar-image";
+export { TEST_IMAGE };
 
 export interface TestEngine {
   root: string;
@@ -49,18 +51,6 @@ export function testUlimits(): Ulimit[] {
     { name: "nofile", soft: nofile, hard: nofile },
     { name: "nproc", soft: nproc, hard: nproc },
   ];
-}
-
-/** The image store scripts/test-image.sh builds into, and its storage driver. */
-function imageStore(): { path: string; driver: string } {
-  for (const driver of ["overlay", "vfs"]) {
-    const path = join(CACHE, `storage-${driver}`);
-    if (existsSync(join(path, `${driver}-images`, "images.json"))) return { path, driver };
-  }
-  throw new Error(
-    `The project's image is not built: no image store under ${CACHE}. Build it first with ` +
-      "sudo ./scripts/test-image.sh (CI does, before the tests)",
-  );
 }
 
 export async function startPodman(): Promise<TestEngine> {
@@ -94,11 +84,14 @@ export async function startPodman(): Promise<TestEngine> {
     podman,
     async start() {
       // runc, not crun: crun fails on this machine's hybrid cgroup hierarchy.
-      service = spawn("podman", ["--runtime", "runc", "system", "service", "--time=0", `unix://${socket}`], {
-        env,
-        stdio: ["ignore", "ignore", "pipe"],
-        detached: true,
-      });
+      service = spawn(
+        ...withParentDeathSignal(
+          "podman",
+          ["--runtime", "runc", "system", "service", "--time=0", `unix://${socket}`],
+          "TERM",
+        ),
+        { env, stdio: ["ignore", "ignore", "pipe"], detached: true },
+      );
       let stderr = "";
       service.stderr?.setEncoding("utf8").on("data", (c: string) => {
         stderr = (stderr + c).slice(-2000);
@@ -134,7 +127,7 @@ export async function startPodman(): Promise<TestEngine> {
   if (!images.split("\n").includes(TEST_IMAGE)) {
     await engine.cleanup();
     throw new Error(
-      `The image store at ${store.path} has no ${TEST_IMAGE}: build it with sudo ./scripts/test-image.sh`,
+      `podman does not see ${TEST_IMAGE} in the image store at ${store.path}: build it again with sudo ./scripts/test-image.sh`,
     );
   }
   return engine;

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ramPathIn } from "../../src/host/qemu/session.js";
 import { type HostServiceOptions, type RunningHostService, startHostService } from "../../src/host/server.js";
+import { withParentDeathSignal } from "../../src/os/parent-death.js";
 
 export interface TestHost {
   root: string;
@@ -157,8 +158,11 @@ export async function boundedRequest(url: string, method: string, path: string, 
  */
 export async function spawnServiceProcess(root: string): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(
-    process.execPath,
-    ["--import", "tsx", join(import.meta.dirname, "fixtures", "serve.ts"), root],
+    ...withParentDeathSignal(
+      process.execPath,
+      ["--import", "tsx", join(import.meta.dirname, "fixtures", "serve.ts"), root],
+      "TERM",
+    ),
     {
       stdio: ["ignore", "pipe", "pipe"],
     },

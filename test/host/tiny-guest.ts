@@ -15,6 +15,11 @@ export function tinyGuest(): string {
   return execFileSync(script, [], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim();
 }
 
+/** The host project's global set-up: the guest is made (when missing) before its test files start. */
+export default function setup() {
+  tinyGuest();
+}
+
 /** Makes the VM in `dir` boot the tiny guest's kernel (config.json's direct kernel boot keys). */
 export function bootTinyGuest(vmDir: string, guest: string) {
   const path = join(vmDir, "config.json");

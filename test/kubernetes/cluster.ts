@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { inject } from "vitest";
 import type { HostServiceOptions } from "../../src/host/server.js";
+import { withParentDeathSignal } from "../../src/os/parent-death.js";
 import { startTestHost, type TestHost } from "../host/support.js";
 
 export interface TestNamespace {
@@ -75,15 +76,13 @@ export interface ChildHost {
 
 /** A host service in a child process (test/host/fixtures/serve.ts), so that a test can kill -9 it. */
 export async function startChildHost(root: string, options: HostServiceOptions): Promise<ChildHost> {
+  const serve = join(import.meta.dirname, "..", "host", "fixtures", "serve.ts");
   const child = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      join(import.meta.dirname, "..", "host", "fixtures", "serve.ts"),
-      root,
-      JSON.stringify(options),
-    ],
+    ...withParentDeathSignal(
+      process.execPath,
+      ["--import", "tsx", serve, root, JSON.stringify(options)],
+      "TERM",
+    ),
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   let stderr = "";

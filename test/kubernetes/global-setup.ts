@@ -1,5 +1,6 @@
 /**
- * Starts one real single-node Kubernetes (v1.20, from `<repo>/../shared/k8s`: see its README) for
+ * Starts one real single-node Kubernetes (v1.20, from `<repo>/../shared/k8s`, or `$HANGAR_K8S_DIR`
+ * for a checkout elsewhere, a git worktree say: see its README) for
  * the whole run of the Kubernetes tests, with its registry, and pushes the light desktop image
  * (light-image.sh) into it; stops it at the end, which leaves nothing behind. Each test file makes
  * a namespace of its own. State in a temporary directory; ports from HANGAR_K8S_PORT_BASE
@@ -11,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import type { TestProject } from "vitest/node";
+import { imageStore, TEST_IMAGE } from "../support/project-image.js";
 
 const run = promisify(execFile);
 
@@ -31,7 +33,7 @@ declare module "vitest" {
 }
 
 const REPO = resolve(import.meta.dirname, "..", "..");
-export const K8S_DIR = resolve(REPO, "..", "shared", "k8s");
+export const K8S_DIR = process.env.HANGAR_K8S_DIR ?? resolve(REPO, "..", "shared", "k8s");
 
 export default async function setup(project: TestProject) {
   const { cluster, stop } = await startTestCluster(Number(process.env.HANGAR_K8S_PORT_BASE ?? 17400));
@@ -46,7 +48,7 @@ export async function startTestCluster(
   if (!existsSync(join(K8S_DIR, "start-cluster.sh"))) {
     throw new Error(
       `The test cluster is not there: ${K8S_DIR}/start-cluster.sh is missing. The Kubernetes tests need ` +
-        "the shared/k8s directory beside the repository (its README says what it is), and its Debian " +
+        "the shared/k8s directory beside the repository, or HANGAR_K8S_DIR naming it (its README says what it is), and its Debian " +
         "packages (scripts/install-deps.sh installs them)",
     );
   }
@@ -90,31 +92,25 @@ export async function startTestCluster(
 
 /**
  * Pushes the project's desktop image from the image cache scripts/test-image.sh builds (used as a
- * read-only additional store) into the cluster's registry, uncompressed (the registry is local);
+ * read-only additional store; test/support/project-image.ts builds it when it is missing) into the cluster's registry, uncompressed (the registry is local);
  * resolves to its reference there.
  */
 export async function pushDesktopImage(registry: string, workDir: string): Promise<string> {
-  const cache = process.env.HANGAR_IMAGE_CACHE ?? "/var/cache/hangar-image";
-  const store = join(cache, "storage-overlay");
-  if (!existsSync(join(store, "overlay-images", "images.json"))) {
-    throw new Error(
-      `The project's image is not built: no image store at ${store}. Build it first with sudo ./scripts/test-image.sh`,
-    );
-  }
+  const store = imageStore();
   const conf = join(workDir, "storage.conf");
   writeFileSync(
     conf,
     [
       "[storage]",
-      'driver = "overlay"',
+      `driver = "${store.driver}"`,
       `graphroot = "${join(workDir, "storage")}"`,
       `runroot = "${join(workDir, "run")}"`,
       "[storage.options]",
-      `additionalimagestores = ["${store}"]`,
+      `additionalimagestores = ["${store.path}"]`,
       "",
     ].join("\n"),
   );
-  const image = process.env.HANGAR_TEST_IMAGE ?? "localhost/hangar:test";
+  const image = TEST_IMAGE;
   const target = `${registry}/hangar:test`;
   await run(
     "buildah",

@@ -119,8 +119,12 @@ describe("pools kept in a ConfigMap", () => {
       runtime: "kubernetes",
       template: { kind: "image", image: ns.lightImage },
       spec: { cpu: 1, memory: "128MB", diskSize: "256MB", display: "1024x768" },
-      size: 1,
+      min: 1,
+      max: 1,
+      target: 1,
       ttlSeconds: null,
+      onExpire: "release",
+      idleTimeoutSeconds: null,
       createdAt: new Date().toISOString(),
     });
     await a.addMember({

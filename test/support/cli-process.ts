@@ -6,6 +6,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { withParentDeathSignal } from "../../src/os/parent-death.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -24,7 +25,7 @@ export interface RunningCli {
 }
 
 export async function startCli(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<RunningCli> {
-  const child = spawn(process.execPath, ["bin/hangar.js", ...args], {
+  const child = spawn(...withParentDeathSignal(process.execPath, ["bin/hangar.js", ...args], "TERM"), {
     cwd: ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"],

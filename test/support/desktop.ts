@@ -153,6 +153,18 @@ export async function startRecorderTerminal(desk: DesktopServer): Promise<number
   return desk.waitForWindow("rawrec");
 }
 
+/**
+ * Moves a window so that its client area is at about `x, y` (the frame adds a little) and waits
+ * until it is there; returns the client area.
+ */
+export async function placeWindow(desk: DesktopServer, id: number, x: number, y: number) {
+  await desk.run("xdotool", ["windowmove", "--sync", String(id), String(x), String(y)]);
+  return eventually(async () => {
+    const g = await desk.geometry(id);
+    return Math.abs(g.x - x) < 50 && Math.abs(g.y - y) < 50 ? g : null;
+  });
+}
+
 /** Activates a window and waits until it has the focus. */
 export async function focusWindow(desk: DesktopServer, id: number) {
   await eventually(async () => {

@@ -9,6 +9,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { withParentDeathSignal } from "../../src/os/parent-death.js";
 
 export interface TestRegistry {
   /** `127.0.0.1:<port>`, as the pull and push options take it. */
@@ -78,9 +79,10 @@ export async function startRegistry(options: RegistryOptions = {}) {
       authBlock,
     ].join("\n"),
   );
-  const child: ChildProcess = spawn("docker-registry", ["serve", join(dir, "config.yml")], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child: ChildProcess = spawn(
+    ...withParentDeathSignal("docker-registry", ["serve", join(dir, "config.yml")], "TERM"),
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
   let buffered = "";
   child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
     buffered += chunk;

@@ -8,6 +8,7 @@ import { once } from "node:events";
 import { existsSync, rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
+import { withParentDeathSignal } from "../../src/os/parent-death.js";
 
 const execFileAsync = promisify(execFile);
 
@@ -27,7 +28,7 @@ export async function startXvfb(
 ): Promise<ChildProcess> {
   const args = [`:${n}`, "-screen", "0", options.size ?? "640x480x24", "-nolisten", "tcp"];
   if (!options.reset) args.push("-noreset");
-  const xvfb = spawn("Xvfb", args, { stdio: "ignore" });
+  const xvfb = spawn(...withParentDeathSignal("Xvfb", args, "TERM"), { stdio: "ignore" });
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
     if (xvfb.exitCode !== null) throw new Error(`Xvfb :${n} exited with ${xvfb.exitCode}`);

@@ -22,6 +22,13 @@ interface Vm {
   downloadProgress?: number;
   push?: { status: string; progress: number; error: string | null };
   lastError?: string | null;
+  /** While hibernated: what was kept (memory, paused, disk). */
+  hibernation?: string;
+  network?: {
+    egress: "deny" | "allow" | { allow: string[] };
+    credentials: { domain: string; secret: string }[];
+    caged: boolean;
+  };
 }
 
 class Unauthorized extends Error {}
@@ -184,12 +191,30 @@ function statusOf(vm: Vm): Node {
   if (vm.status === "pulling") return progress(vm.downloadProgress ?? 0, "pulling");
   if (vm.push?.status === "pushing") return progress(vm.push.progress, "pushing");
   const span = document.createElement("span");
-  span.className = vm.status === "running" ? "running" : "";
+  span.className = vm.status === "running" ? "running" : vm.status === "hibernated" ? "asleep" : "";
   const push =
     vm.push && vm.push.status !== "pushing"
       ? `, push ${vm.push.status}${vm.push.error ? `: ${vm.push.error}` : ""}`
       : "";
-  span.textContent = vm.status + (vm.lastError ? ` (${vm.lastError})` : "") + push;
+  const kept = vm.hibernation ? ` (${vm.hibernation})` : "";
+  span.textContent = vm.status + kept + (vm.lastError ? ` (${vm.lastError})` : "") + push;
+  return span;
+}
+
+/** The desktop's egress policy in a few words (docs/egress.md); the whole list as the cell's title. */
+function networkOf(vm: Vm): Node {
+  const span = document.createElement("span");
+  const network = vm.network;
+  if (!network) return span;
+  const { egress } = network;
+  const allow = typeof egress === "object" ? egress.allow : [];
+  span.textContent = !network.caged
+    ? "open"
+    : typeof egress === "string"
+      ? egress
+      : `allow ${allow.slice(0, 2).join(", ")}${allow.length > 2 ? ` +${allow.length - 2}` : ""}`;
+  if (network.credentials.length > 0) span.textContent += `, ${network.credentials.length} credential(s)`;
+  span.title = [...allow, ...network.credentials.map((c) => `${c.domain}: secret ${c.secret}`)].join("\n");
   return span;
 }
 
@@ -206,6 +231,15 @@ function vmRow(vm: Vm): HTMLTableRowElement {
     // A QEMU VM's VNC is relayed here; a container's viewer is its own noVNC page, on loopback.
     if (vm.vncUrl?.startsWith("vnc:")) actions.append(button("Screen", () => showScreen(vm)));
     else if (vm.vncUrl) actions.append(link("Viewer", vm.vncUrl));
+    actions.append(
+      button("Hibernate", () => act(`Hibernate ${vm.name}`, () => post(`/svc/vms/${name}/hibernate`))),
+    );
+  }
+  if (vm.status === "hibernated") {
+    actions.append(
+      button("Resume", () => act(`Resume ${vm.name}`, () => post(`/svc/vms/${name}/resume`))),
+      button("Stop", () => act(`Stop ${vm.name}`, () => post(`/svc/vms/${name}/stop`))),
+    );
   }
   if (vm.runtime === "qemu" && (vm.status === "running" || vm.status === "stopped")) {
     actions.append(
@@ -238,6 +272,7 @@ function vmRow(vm: Vm): HTMLTableRowElement {
     cell(gb(vm.memorySize)),
     cell(vm.diskSize ? `${gb(vm.diskSize.allocated)} / ${gb(vm.diskSize.total)}` : ""),
     cell(vm.ipAddress ?? ""),
+    cell(networkOf(vm)),
     cell(actions),
   );
   return row;

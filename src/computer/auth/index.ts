@@ -6,7 +6,7 @@
  * sockets, `/pty/{pid}/ws`, and no other route) may pass `container_name` and `api_key` as query
  * parameters instead, as the reference's clients do. Failures answer 401 `{"detail": "Container name required" | "API key required" |
  * "Authentication failed"}`, checked in that order; an address with too many failures gets 429.
- * `/ws` is not guarded here: it authenticates with its first frame (see `../ws.ts`).
+ * `/ws` is not guarded here: it authenticates with its first frame (see `../transports/ws/ws.ts`).
  *
  * @example
  * app.use("*", cloudAuth({ containerName: "vm-1", keys: ["sha256:9f86d0…"] }));

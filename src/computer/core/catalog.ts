@@ -5,7 +5,7 @@
 import { z } from "zod";
 import { PACKAGE_VERSION } from "../../common/version.js";
 import { base64ParamJsonSchema, isBase64Param } from "./bytes.js";
-import type { AnyCommand } from "./command.js";
+import type { AnyCommand, AnyParams } from "./command.js";
 import type { CommandRegistry } from "./registry.js";
 
 type JsonSchema = Record<string, unknown>;
@@ -15,7 +15,12 @@ type JsonSchema = Record<string, unknown>;
  * parameter, which also takes bytes decoded in the server, is a base64 string to clients.
  */
 export function paramsJsonSchema(def: AnyCommand): JsonSchema {
-  return z.toJSONSchema(def.params, {
+  return schemaJson(def.params);
+}
+
+/** JSON Schema of a parameter object (a command's, or one of its MCP tools'), as `paramsJsonSchema`. */
+export function schemaJson(params: AnyParams): JsonSchema {
+  return z.toJSONSchema(params, {
     io: "input",
     unrepresentable: "any",
     override: ({ zodSchema, jsonSchema }) => {

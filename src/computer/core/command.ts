@@ -38,8 +38,12 @@ export interface CommandContext {
   readonly recordings?: Recordings;
   /** Trajectories of every command (`start_trajectory`); undefined where the server writes none. */
   readonly trajectories?: Trajectories;
-  /** Runs another command through the registry (validation, queue and deadline included). */
+  /**
+   * Runs another command through the registry (validation, queue and deadline included). Given its
+   * definition rather than its name, the parameters are type-checked and the result is typed.
+   */
   run(name: string, params: unknown): Promise<Outcome>;
+  run<S extends AnyParams, R>(command: CommandDefinition<S, R>, params: z.input<S>): Promise<Outcome<R>>;
   /**
    * Sends an intermediate result to the client before the final one, for transports that can stream
    * (`/cmd`). Undefined where the transport answers exactly once per request.
@@ -71,6 +75,23 @@ export interface CommandDefinition<S extends AnyParams = AnyParams, R = unknown,
   /** Overrides the registry's default deadline, from the validated parameters. */
   readonly deadlineMs?: (params: z.output<S>) => number;
   readonly handler: (params: z.output<S>, ctx: CommandContext) => Promise<R> | R;
+  /**
+   * More MCP tools that run this command, each under its own name and parameters (a model's own
+   * tool names, e.g. the members of Claude's computer toolset). MCP lists them beside the commands.
+   */
+  readonly tools?: readonly CommandTool[];
+}
+
+/** An MCP tool that runs a command: its arguments mapped onto the command's parameters. */
+// biome-ignore lint/suspicious/noExplicitAny: the registry holds tools of every parameter shape
+export interface CommandTool<S extends AnyParams = z.ZodObject<any>> {
+  readonly name: string;
+  readonly description: string;
+  readonly params: S;
+  /** The command's parameters for the tool's validated arguments. */
+  toParams(args: z.output<S>): unknown;
+  /** What the tool answers for the command's result; `isError` marks an answer that reports a failure. */
+  answer?(result: unknown): { content: unknown; isError?: boolean };
 }
 
 /** Identity function that keeps the name, parameter and result types of a definition. */

@@ -2,8 +2,9 @@
 import type { ErrorCode } from "../../common/errors.js";
 import { Bytes } from "./bytes.js";
 
-export type Outcome =
-  | { readonly success: true; readonly result: unknown }
+/** `R`: the result's type, where the command is known (`ctx.run` given a definition). */
+export type Outcome<R = unknown> =
+  | { readonly success: true; readonly result: R }
   | {
       readonly success: false;
       readonly error: string;
@@ -12,7 +13,11 @@ export type Outcome =
       readonly fields: Readonly<Record<string, unknown>>;
     };
 
-export function failure(code: ErrorCode, error: string, fields: Record<string, unknown> = {}): Outcome {
+export function failure(
+  code: ErrorCode,
+  error: string,
+  fields: Record<string, unknown> = {},
+): Outcome<never> {
   return { success: false, error, code, fields };
 }
 

@@ -14,7 +14,7 @@ import type { Recordings } from "../../desktop/recording/recordings.js";
 import type { WarmShells } from "../../os/warm-shells.js";
 import type { CommandRun } from "./activity.js";
 import { isBase64Param } from "./bytes.js";
-import type { AnyCommand, CommandContext } from "./command.js";
+import type { AnyCommand, AnyParams, CommandContext, CommandDefinition, CommandTool } from "./command.js";
 import type { ControlLease, Lease, WhenPaused } from "./control.js";
 import { failure, type Outcome } from "./outcome.js";
 import { describeZodError, unknownParamsMessage } from "./param-messages.js";
@@ -67,6 +67,8 @@ export interface RunOptions {
 export class CommandRegistry {
   private readonly byName = new Map<string, AnyCommand>();
   private readonly aliasTable = new Map<string, string>();
+  /** The MCP tools commands declare (`tools`), by name, with the command each runs. */
+  private readonly toolTable = new Map<string, { def: AnyCommand; tool: CommandTool }>();
   private inputQueue: Promise<unknown> = Promise.resolve();
   private readonly desktop: DesktopProvider;
   private readonly accessibility: AccessibilityProvider;
@@ -120,6 +122,39 @@ export class CommandRegistry {
         this.aliasTable.set(alias, def.name);
       }
     }
+    for (const def of commands) {
+      for (const tool of def.tools ?? []) {
+        if (this.byName.has(tool.name) || this.aliasTable.has(tool.name) || this.toolTable.has(tool.name))
+          throw new Error(`Tool name defined twice: ${tool.name}`);
+        this.toolTable.set(tool.name, { def, tool: { ...tool, params: tool.params.strict() } });
+      }
+    }
+  }
+
+  /** The MCP tools the commands declare besides themselves (`tools` of a definition). */
+  get tools(): readonly CommandTool[] {
+    return [...this.toolTable.values()].map((entry) => entry.tool);
+  }
+
+  /** Whether `name` is one of those tools (and not a command). */
+  hasTool(name: string): boolean {
+    return this.toolTable.has(name);
+  }
+
+  /**
+   * Runs a tool a command declares: its arguments validated by the tool's schema, mapped onto the
+   * command's parameters, and the command's result turned into the tool's answer.
+   */
+  async runTool(name: string, rawArgs: unknown, options: RunOptions = {}): Promise<Outcome> {
+    const entry = this.toolTable.get(name);
+    if (!entry) return failure("unknown_command", this.unknownCommandMessage(name));
+    const parsed = entry.tool.params.safeParse(rawArgs ?? {});
+    if (!parsed.success) return failure("invalid_params", describeZodError(parsed.error));
+    const outcome = await this.run(entry.def.name, entry.tool.toParams(parsed.data), options);
+    if (!outcome.success || !entry.tool.answer) return outcome;
+    const answer = entry.tool.answer(outcome.result);
+    if (answer.isError) return failure("failed", String(answer.content));
+    return { success: true, result: answer.content };
   }
 
   /** Every definition, in registration order. */
@@ -391,10 +426,12 @@ class RunContext implements CommandContext {
     return this.options.connection;
   }
 
-  run(name: string, params: unknown): Promise<Outcome> {
+  run(name: string, params: unknown): Promise<Outcome>;
+  run<S extends AnyParams, R>(command: CommandDefinition<S, R>, params: unknown): Promise<Outcome<R>>;
+  run(command: string | AnyCommand, params: unknown): Promise<Outcome> {
     // A step of a batch: under this command's deadline, and its client's.
     this.stop.arm();
-    return this.registry.run(name, params, {
+    return this.registry.run(typeof command === "string" ? command : command.name, params, {
       signal: this.stop,
       transport: "batch",
       connection: this.options.connection,

@@ -16,7 +16,27 @@ import type {
 } from "../accessibility.js";
 import type { AccessibleRef, AtspiConnection } from "./connection.js";
 import { parseElementId, readActions, readNode, readText, walkTree } from "./read.js";
-import { IFACE } from "./states.js";
+import { encodeStates, IFACE, REGISTRY_ROOT } from "./states.js";
+
+/**
+ * `Collection.GetMatches`: a match rule (states, attributes, roles, interfaces, each with how it
+ * matches, then whether to invert), the sort order, the most matches, and whether to walk the subtree.
+ */
+const GET_MATCHES = "(aiia{ss}iaiiasib)uib";
+const MATCH_ALL = 1;
+const SORT_CANONICAL = 1;
+/** The rule: every element whose states include `focused` (the other criteria match anything). */
+const FOCUSED_RULE = [
+  encodeStates(["focused"]),
+  MATCH_ALL,
+  {},
+  MATCH_ALL,
+  [0, 0, 0, 0],
+  MATCH_ALL,
+  [],
+  MATCH_ALL,
+  false,
+];
 
 /** Action names that mean "click" in the toolkits, best first. */
 const CLICK_ACTIONS = ["click", "press", "activate", "toggle", "jump", "open"];
@@ -43,6 +63,40 @@ export class AtspiAccessibility implements AccessibilityBackend {
     const [done] = await this.connection.call<[boolean]>(ref, IFACE.action, "DoAction", "i", [wanted]);
     if (!done) throw new CommandError("failed", `The element refused its "${names[wanted]}" action: ${id}`);
     return names[wanted];
+  }
+
+  /**
+   * The element that has the keyboard focus: each application is asked for its focused element
+   * (one `GetMatches` each, in parallel); a toolkit says `focused` only while its window is active.
+   * Null when none says so (or none implements Collection).
+   */
+  async focused(): Promise<AccessibleNode | null> {
+    const [apps] = await this.connection.call<[[string, string][]]>(
+      REGISTRY_ROOT,
+      IFACE.accessible,
+      "GetChildren",
+    );
+    const matches = await Promise.all(
+      apps.map(([bus, path]) =>
+        this.connection
+          .call<[[string, string][]]>({ bus, path }, IFACE.collection, "GetMatches", GET_MATCHES, [
+            FOCUSED_RULE,
+            SORT_CANONICAL,
+            1,
+            true,
+          ])
+          .then(([found]) => found[0])
+          .catch(() => undefined),
+      ),
+    );
+    for (const match of matches) {
+      if (!match) continue;
+      const read = await readNode(this.connection, { bus: match[0], path: match[1] }, false).catch(
+        () => null,
+      );
+      if (read) return read.node;
+    }
+    return null;
   }
 
   async focus(id: string): Promise<boolean> {

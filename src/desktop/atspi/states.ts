@@ -57,6 +57,16 @@ export function decodeStates(words: readonly number[]): string[] {
   return names;
 }
 
+/** The two 32-bit words of a state set holding the named states (as `GetState` answers). */
+export function encodeStates(names: readonly (typeof STATE_NAMES)[number][]): [number, number] {
+  const words: [number, number] = [0, 0];
+  for (const name of names) {
+    const bit = STATE_NAMES.indexOf(name);
+    words[bit >> 5] |= 1 << (bit & 31);
+  }
+  return words;
+}
+
 export const IFACE = {
   accessible: "org.a11y.atspi.Accessible",
   component: "org.a11y.atspi.Component",
@@ -64,6 +74,7 @@ export const IFACE = {
   editableText: "org.a11y.atspi.EditableText",
   action: "org.a11y.atspi.Action",
   value: "org.a11y.atspi.Value",
+  collection: "org.a11y.atspi.Collection",
   properties: "org.freedesktop.DBus.Properties",
 } as const;
 

@@ -7,7 +7,16 @@
  * await desktop.moveCursor({ x: 10, y: 20 });
  * const image = await desktop.capture();
  */
-import type { DesktopBackend, MouseButton, Point, RawImage, Rect, Size, WindowInfo } from "../backend.js";
+import type {
+  ChangeWatch,
+  DesktopBackend,
+  MouseButton,
+  Point,
+  RawImage,
+  Rect,
+  Size,
+  WindowInfo,
+} from "../backend.js";
 import { ScreenCapture } from "./capture.js";
 import { readClipboard, writeClipboard } from "./clipboard.js";
 import { XConnection } from "./connection.js";
@@ -97,6 +106,10 @@ export class X11Backend implements DesktopBackend {
 
   waitForChange(since: RawImage | undefined, timeoutMs: number): Promise<boolean> {
     return this.screen.waitForChange(since, timeoutMs);
+  }
+
+  watchChanges(): ChangeWatch | undefined {
+    return this.screen.watch();
   }
 
   async capture(region?: Rect): Promise<RawImage> {

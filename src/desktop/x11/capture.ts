@@ -20,7 +20,7 @@ import { closeSync, ftruncateSync, openSync, readSync, unlinkSync } from "node:f
 import { CommandError } from "../../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../../common/idle.js";
 import { settled } from "../../common/settled.js";
-import type { RawImage, Rect, Size } from "../backend.js";
+import type { ChangeWatch, RawImage, Rect, Size } from "../backend.js";
 import { PixelMemory } from "../pixels.js";
 import type { XConnection, XExtension } from "./connection.js";
 
@@ -98,6 +98,8 @@ export class ScreenCapture {
   private readonly idle = idleTimer(IDLE_RELEASE_MS, () => this.releaseBuffers());
   /** Callers of `waitForChange`, woken by the next DamageNotify. */
   private readonly changeWaiters = new Set<() => void>();
+  /** The watches of `watch()` still running, each told of every change. */
+  private readonly watches = new Set<DamageWatch>();
 
   private constructor(
     private readonly conn: XConnection,
@@ -118,6 +120,12 @@ export class ScreenCapture {
           this.damaged = union(this.damaged, area);
           for (const wake of this.changeWaiters) wake();
           this.changeWaiters.clear();
+          if (this.watches.size > 0) {
+            // Degenerate boxes (no pixel) are reported too; they change nothing.
+            if (area.width > 0 && area.height > 0) for (const watch of this.watches) watch.add(area);
+            // The server reports a change only when the damaged box grows: emptied, the next is reported too.
+            damage.Subtract(this.damageId, 0, 0);
+          }
         },
       );
     }
@@ -170,6 +178,19 @@ export class ScreenCapture {
     });
   }
 
+  /**
+   * Records every change of the screen from now on (undefined without DAMAGE). Costs one request
+   * without a reply: the damage region is emptied, so that a change inside what was already damaged
+   * is reported too (the captures keep their own account of what changed, from the same events).
+   */
+  watch(): ChangeWatch | undefined {
+    if (this.damageId === null || !this.conn.alive) return undefined;
+    this.damage.Subtract(this.damageId, 0, 0);
+    const watch = new DamageWatch(() => this.watches.delete(watch));
+    this.watches.add(watch);
+    return watch;
+  }
+
   capture(region?: Rect): Promise<RawImage> {
     const run = this.queue.then(() => this.captureNow(region));
     this.queue = settled(run);
@@ -180,6 +201,7 @@ export class ScreenCapture {
     this.idle.cancel();
     // Whoever waits for a change looks now, and finds the connection gone.
     for (const wake of this.changeWaiters) wake();
+    for (const watch of this.watches) watch.stop();
     this.releaseBuffers();
     this.segment?.release(this.conn, this.shm);
     this.segment = null;
@@ -322,6 +344,65 @@ export class ScreenCapture {
     image.data.copy(target, at, 0, bytes);
     return this.conn.info.image_byte_order;
   }
+}
+
+/** The most boxes a watch keeps apart; more are merged into the last. */
+const WATCH_BOXES = 8;
+/** Boxes closer than this are one change. */
+const WATCH_MERGE_PX = 16;
+
+class DamageWatch implements ChangeWatch {
+  readonly changes: Rect[] = [];
+  private readonly waiters = new Set<() => void>();
+  private stopped = false;
+
+  constructor(private readonly onStop: () => void) {}
+
+  add(area: Rect) {
+    const near = this.changes.findIndex((box) => touches(box, area, WATCH_MERGE_PX));
+    if (near >= 0) this.changes[near] = union(this.changes[near], area) as Rect;
+    else if (this.changes.length < WATCH_BOXES) this.changes.push(area);
+    else this.changes[WATCH_BOXES - 1] = union(this.changes[WATCH_BOXES - 1], area) as Rect;
+    for (const wake of this.waiters) wake();
+  }
+
+  until(enough: (changes: readonly Rect[]) => boolean, timeoutMs: number, signal?: AbortSignal) {
+    if (enough(this.changes)) return Promise.resolve(true);
+    if (this.stopped || signal?.aborted) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const done = (value: boolean) => {
+        clearTimeout(timer);
+        this.waiters.delete(check);
+        signal?.removeEventListener("abort", aborted);
+        resolve(value);
+      };
+      const check = () => {
+        if (enough(this.changes)) done(true);
+        else if (this.stopped) done(false);
+      };
+      const aborted = () => done(false);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      signal?.addEventListener("abort", aborted, { once: true });
+      this.waiters.add(check);
+    });
+  }
+
+  stop() {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.onStop();
+    for (const wake of this.waiters) wake();
+  }
+}
+
+/** Whether two boxes overlap or lie within `gap` pixels of each other. */
+function touches(a: Rect, b: Rect, gap: number): boolean {
+  return (
+    a.x - gap < b.x + b.width &&
+    b.x - gap < a.x + a.width &&
+    a.y - gap < b.y + b.height &&
+    b.y - gap < a.y + a.height
+  );
 }
 
 /** Anything: the box of a change whose place is not known. */

@@ -5,6 +5,7 @@
  */
 import type { ContainerInspectInfo } from "dockerode";
 import type { RuntimeRecord } from "../runtimes/runtime.js";
+import type { SleepMark } from "./container-sleep.js";
 import { LABEL } from "./labels.js";
 import type { DesktopSecretValues } from "./secrets.js";
 
@@ -25,13 +26,24 @@ export type ContainerRecord = RuntimeRecord & {
 
 export function containerRecord(
   info: ContainerInspectInfo,
-  state: { starting: boolean; lastError: string | null; secrets: DesktopSecretValues },
+  state: {
+    starting: boolean;
+    lastError: string | null;
+    secrets: DesktopSecretValues;
+    /** How it went to sleep, when it did (container-sleep.ts). */
+    sleep?: SleepMark;
+  },
 ): ContainerRecord {
   const labels = info.Config.Labels ?? {};
-  const running = state.starting || info.State.Running || info.State.Paused || info.State.Restarting;
+  const paused = !state.starting && info.State.Paused;
+  const running = !paused && (state.starting || info.State.Running || info.State.Restarting);
+  // Stopped with its files after a `disk` hibernate; its ports are the engine's to give again.
+  const onDisk = !running && !paused && state.sleep?.mode === "disk";
+  const asleep = paused || onDisk;
   const ports = info.NetworkSettings?.Ports ?? {};
   const published = (port: string) => {
-    const binding = running ? ports[port]?.[0] : undefined;
+    const binding =
+      running || paused ? ports[port]?.[0] : onDisk ? info.HostConfig.PortBindings?.[port]?.[0] : undefined;
     if (!binding?.HostPort) return undefined;
     const host = binding.HostIp && binding.HostIp !== "0.0.0.0" ? binding.HostIp : "127.0.0.1";
     return {
@@ -53,7 +65,7 @@ export function containerRecord(
     info.HostConfig.CpuQuota && info.HostConfig.CpuPeriod
       ? info.HostConfig.CpuQuota / info.HostConfig.CpuPeriod
       : 0;
-  const exited = !running && info.State.FinishedAt && !info.State.FinishedAt.startsWith("0001");
+  const exited = !running && !asleep && info.State.FinishedAt && !info.State.FinishedAt.startsWith("0001");
   const engineError = info.State.Error ? info.State.Error : null;
   const record: ContainerRecord = {
     name: labels[LABEL.desktop] ?? info.Name.replace(/^\//, ""),
@@ -62,7 +74,7 @@ export function containerRecord(
     memorySize: info.HostConfig.Memory ?? 0,
     diskSize: { allocated: 0, total: Number(labels[LABEL.diskSize] ?? 0) },
     display: labels[LABEL.display] ?? "1280x800",
-    status: running ? "running" : "stopped",
+    status: asleep ? "hibernated" : running ? "running" : "stopped",
     provisioningOperation: null,
     vncUrl: viewer
       ? `http://${viewer.address}/vnc.html?autoconnect=1&password=${encodeURIComponent(password)}`
@@ -85,6 +97,11 @@ export function containerRecord(
           : null),
     runtime: "container",
     startedAt: running && !state.starting ? info.State.StartedAt : null,
+    ...(asleep && {
+      hibernation: paused ? ("paused" as const) : ("disk" as const),
+      hibernatedAt: state.sleep?.at ?? null,
+      hibernationBytes: 0,
+    }),
     image: labels[LABEL.image] ?? info.Config.Image,
     containerId: info.Id,
   };

@@ -14,13 +14,23 @@ import type { Readable } from "node:stream";
 import type Dockerode from "dockerode";
 import type { ContainerCreateOptions, ContainerInspectInfo } from "dockerode";
 import { formatBytes, parseLumeSize } from "../../common/sizes.js";
+import { ContainerCage } from "../egress/container-cage.js";
+import type { EgressService } from "../egress/egress-service.js";
+import { networkModeOf, policyOf } from "../egress/policy.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { needsMacHost } from "../macos.js";
 import { vmName } from "../names.js";
 import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
-import type { DesktopRuntime, LogOptions, RuntimeImage, StopOutcome } from "../runtimes/runtime.js";
+import type { HibernationMode } from "../runtimes/hibernation.js";
+import type {
+  HibernatingRuntime,
+  LogOptions,
+  RuntimeImage,
+  StopOutcome,
+  WakeAddress,
+} from "../runtimes/runtime.js";
 import { parseDisplay } from "../vm-config.js";
 import { demuxLogs } from "./container-logs.js";
 import {
@@ -31,6 +41,7 @@ import {
   OSWORLD_PORT,
   SERVER_PORT,
 } from "./container-record.js";
+import { clearMark, PausedWatch, readMark, writeMark } from "./container-sleep.js";
 import { DesktopImages } from "./desktop-image.js";
 import { connectEngine, type Engine, engineError, engineMessage, statusOf } from "./engine.js";
 import { EngineEvents } from "./engine-events.js";
@@ -67,6 +78,8 @@ export interface ContainerRuntimeOptions {
   secretsDir: string;
   /** The checkout whose Dockerfile builds the desktop image (default: this package's, if any). */
   buildContext?: string;
+  /** Cages desktops made with a network policy (egress/container-cage.ts); without: a policy is a 400. */
+  egress?: EgressService;
 }
 
 export const DEFAULT_DESKTOP_IMAGE = "hangar:latest";
@@ -85,11 +98,14 @@ interface DesktopSpec {
   stateImage?: string;
 }
 
-export class ContainerRuntime implements DesktopRuntime {
+export class ContainerRuntime implements HibernatingRuntime {
   readonly kind = "container" as const;
+  /** The engine's freezer (memory held) by default, or stopped with its files (container-sleep.ts). */
+  readonly hibernation = { modes: ["paused", "disk"] } as const;
   readonly engine: Engine;
   readonly images: DesktopImages;
   private readonly secrets: DesktopSecrets;
+  private readonly cage?: ContainerCage;
   private readonly locks = new KeyedLock();
   private readonly starting = new Map<string, Promise<void>>();
   private readonly startErrors = new Map<string, string>();
@@ -99,6 +115,9 @@ export class ContainerRuntime implements DesktopRuntime {
   private diskQuota = true;
   /** False once the engine said it has no update call for a container's limits (podman). */
   private liveUpdate = true;
+  /** Paused desktops watched for waiting requests (only with the engine on this host). */
+  private readonly paused: PausedWatch;
+  private wakeRequest?: (name: string, why: string) => Promise<void>;
 
   constructor(
     private readonly options: ContainerRuntimeOptions,
@@ -112,11 +131,17 @@ export class ContainerRuntime implements DesktopRuntime {
       options.buildContext,
     );
     this.secrets = new DesktopSecrets(options.secretsDir);
+    if (options.egress) this.cage = new ContainerCage(this.engine, options.egress, log);
     this.events = new EngineEvents(
       this.engine,
       (desktop) => this.changed(desktop),
       () => this.changed(""),
     );
+    this.paused = new PausedWatch((name) => {
+      this.wakeRequest?.(name, "a request waiting on its published port").catch((err: Error) =>
+        this.log.error("A paused desktop could not be woken for a request", { vm: name, error: err.message }),
+      );
+    });
   }
 
   get defaultImage(): string {
@@ -198,6 +223,7 @@ export class ContainerRuntime implements DesktopRuntime {
       starting: this.starting.has(name),
       lastError: this.startErrors.get(name) ?? null,
       secrets: await this.secrets.read(cname),
+      sleep: await readMark(this.secrets.dir(cname)),
     });
   }
 
@@ -213,10 +239,18 @@ export class ContainerRuntime implements DesktopRuntime {
     }
     if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
     noLocation(request.storage);
-    if (request.network !== undefined && request.network !== "nat") {
+    const mode = networkModeOf(request.network);
+    if (mode !== undefined && mode !== "nat") {
       throw new HostError(
         "not_supported",
-        `Network mode '${request.network}' is not supported for container desktops: use 'nat' (the engine's bridge, ports published on loopback)`,
+        `Network mode '${mode}' is not supported for container desktops: use 'nat' (the engine's bridge, ports published on loopback)`,
+      );
+    }
+    const policy = policyOf(request.network);
+    if (policy && !this.cage) {
+      throw new HostError(
+        "not_supported",
+        "Network policies are not enforced for container desktops on this host",
       );
     }
     const spec: DesktopSpec = {
@@ -229,7 +263,15 @@ export class ContainerRuntime implements DesktopRuntime {
       diskSize: size(request.diskSize, "diskSize", MIN_CONTAINER_MEMORY),
     };
     await this.images.ensure(spec.image);
-    await this.locks.run(name, () => this.makeContainer(spec, Boolean(this.options.desktopKeys)));
+    await this.locks.run(name, async () => {
+      if (policy) await this.cage?.remember(name, policy);
+      try {
+        await this.makeContainer(spec, Boolean(this.options.desktopKeys));
+      } catch (err) {
+        if (policy) await this.cage?.remove(name).catch(() => undefined);
+        throw err;
+      }
+    });
     this.changed(name);
     await this.log.info("Container desktop created", {
       vm: name,
@@ -243,7 +285,9 @@ export class ContainerRuntime implements DesktopRuntime {
     await this.locks.run(name, async () => {
       const info = await this.inspectOrFail(name);
       await this.starting.get(name);
+      this.paused.unwatch(name);
       await this.removeContainer(info);
+      await this.cage?.remove(name);
       this.startErrors.delete(name);
     });
     this.changed(name);
@@ -262,6 +306,7 @@ export class ContainerRuntime implements DesktopRuntime {
       const source = await this.inspectOrFail(sourceName);
       if (await this.inspect(newName)) throw alreadyExists(newName);
       const image = await this.commit(source);
+      await this.cage?.copy(sourceName, newName);
       await this.makeContainer(
         { ...specOf(source, sourceName), name: newName, image, stateImage: image },
         source.Config.Labels?.[LABEL.keyed] === "1",
@@ -321,7 +366,7 @@ export class ContainerRuntime implements DesktopRuntime {
     if (request.network !== undefined && request.network !== "nat") {
       throw new HostError(
         "not_supported",
-        `Network mode '${request.network}' is not supported for container desktops`,
+        `Network mode '${request.network}' is not supported for container desktops (a network policy is set with PUT /svc/vms/${name}/network)`,
       );
     }
     await this.locks.run(name, async () => {
@@ -345,7 +390,23 @@ export class ContainerRuntime implements DesktopRuntime {
     const outcome = await this.locks.run(name, async () => {
       await this.starting.get(name);
       const info = await this.inspectOrFail(name);
-      if (!info.State.Running) throw new HostError("failed", `Virtual machine not running: ${name}`);
+      const secretsDir = this.secrets.dir(containerName(name));
+      if (!info.State.Running) {
+        // Asleep on disk: it is stopped already; it stays so, and is no longer asleep.
+        if ((await readMark(secretsDir))?.mode === "disk") {
+          await clearMark(secretsDir);
+          return "quit";
+        }
+        throw new HostError("failed", `Virtual machine not running: ${name}`);
+      }
+      if (info.State.Paused) {
+        this.paused.unwatch(name);
+        await this.engine.docker
+          .getContainer(info.Id)
+          .unpause()
+          .catch(() => undefined);
+      }
+      await clearMark(secretsDir);
       const graceMs = request.force
         ? 0
         : request.graceSeconds !== undefined
@@ -364,6 +425,110 @@ export class ContainerRuntime implements DesktopRuntime {
     this.changed(name);
     await this.log.info("Container desktop stopped", { vm: name, outcome });
     return outcome as StopOutcome;
+  }
+
+  /**
+   * Puts a running desktop to sleep: `paused` (the freezer: CPU free, memory held) or `disk`
+   * (stopped with its files; started again on resume). A desktop that does not run is a 409.
+   */
+  async hibernate(name: string, mode: HibernationMode) {
+    if (mode !== "paused" && mode !== "disk") {
+      throw new HostError(
+        "invalid_params",
+        `A container desktop hibernates 'paused' or on 'disk', not '${mode}' (CRIU cannot checkpoint on this host)`,
+      );
+    }
+    const started = Date.now();
+    await this.locks.run(name, async () => {
+      await this.starting.get(name);
+      const info = await this.inspectOrFail(name);
+      const secretsDir = this.secrets.dir(containerName(name));
+      const container = this.engine.docker.getContainer(info.Id);
+      if (info.State.Paused || (!info.State.Running && (await readMark(secretsDir)))) {
+        throw new HostError("conflict", `${name} is already hibernated`);
+      }
+      if (!info.State.Running) throw new HostError("conflict", `Cannot hibernate ${name}: it is not running`);
+      if (mode === "paused") {
+        try {
+          await container.pause();
+        } catch (err) {
+          throw engineError(err, this.engine, `Pausing ${name}`);
+        }
+        await writeMark(secretsDir, "paused");
+        await this.watchPaused(name);
+        return;
+      }
+      // The mark first: a service killed during the stop finds the container stopped and marked.
+      await writeMark(secretsDir, "disk");
+      try {
+        await container.stop({ t: Math.max(1, Math.ceil((this.options.stopGraceMs ?? 10_000) / 1000)) });
+      } catch (err) {
+        if (statusOf(err) !== 304) {
+          await clearMark(secretsDir);
+          throw engineError(err, this.engine, `Stopping ${name} to hibernate it`);
+        }
+      }
+    });
+    this.changed(name);
+    await this.log.info("Container desktop hibernated", { vm: name, mode, ms: Date.now() - started });
+  }
+
+  /** Wakes a sleeping desktop: unpaused, or started again with its files (at the same ports on podman). */
+  async resume(name: string, beforeStart?: () => Promise<void>) {
+    const started = Date.now();
+    await this.locks.run(name, async () => {
+      const info = await this.inspectOrFail(name);
+      const secretsDir = this.secrets.dir(containerName(name));
+      const container = this.engine.docker.getContainer(info.Id);
+      if (info.State.Paused) {
+        this.paused.unwatch(name);
+        try {
+          await container.unpause();
+        } catch (err) {
+          throw engineError(err, this.engine, `Unpausing ${name}`);
+        }
+      } else if (info.State.Running || this.starting.has(name)) {
+        throw new HostError("conflict", `Virtual machine already running: ${name} (nothing to resume)`);
+      } else if ((await readMark(secretsDir))?.mode === "disk") {
+        await beforeStart?.();
+        try {
+          await container.start();
+        } catch (err) {
+          throw engineError(err, this.engine, `Starting ${name} again`);
+        }
+      } else {
+        throw new HostError("conflict", `Cannot resume ${name}: it is not hibernated (run it instead)`);
+      }
+      await clearMark(secretsDir);
+    });
+    this.changed(name);
+    await this.log.info("Container desktop resumed", { vm: name, ms: Date.now() - started });
+  }
+
+  /** A desktop asleep on disk is reached at its published ports, free while it is stopped. */
+  async wakeAddresses(name: string): Promise<WakeAddress[]> {
+    const record = await this.find(name);
+    if (record?.hibernation !== "disk" || !record.forwardedPorts) return [];
+    return Object.values(record.forwardedPorts).map((address) => {
+      const colon = address.lastIndexOf(":");
+      return {
+        host: address.slice(0, colon).replace(/^\[|\]$/g, ""),
+        port: Number(address.slice(colon + 1)),
+      };
+    });
+  }
+
+  onWakeRequest(wake: (name: string, why: string) => Promise<void>) {
+    this.wakeRequest = wake;
+  }
+
+  /** Looks for requests waiting on a paused desktop's ports, where the engine runs on this host. */
+  private async watchPaused(name: string) {
+    if (!this.engine.address.startsWith("unix://")) return;
+    const info = await this.inspect(name);
+    if (!info?.State.Paused) return;
+    const ports = [SERVER_PORT, NOVNC_PORT, OSWORLD_PORT].map((p) => Number.parseInt(p, 10));
+    this.paused.watch(name, info.State.Pid, ports);
   }
 
   /** The container's output, as `docker logs [-f] [-n N]` shows it. */
@@ -414,6 +579,19 @@ export class ContainerRuntime implements DesktopRuntime {
         );
     }
     await this.secrets.sweep(names);
+    // Asleep: paused ones are watched for requests; a mark left on a running one is stale.
+    for (const info of containers) {
+      const name = info.Labels?.[LABEL.desktop];
+      if (!name) continue;
+      const secretsDir = this.secrets.dir(containerName(name));
+      if (info.State === "paused") await this.watchPaused(name);
+      else if (info.State === "running") await clearMark(secretsDir);
+    }
+    const running = containers
+      .filter((c) => c.State === "running")
+      .map((c) => c.Labels?.[LABEL.desktop])
+      .filter((n): n is string => n !== undefined);
+    await this.cage?.recover(running);
   }
 
   async settled() {
@@ -422,7 +600,9 @@ export class ContainerRuntime implements DesktopRuntime {
 
   async close() {
     await this.settled();
+    this.paused.stop();
     await this.events.close();
+    await this.cage?.close();
   }
 
   onChange(listener: (name: string) => void) {
@@ -454,7 +634,9 @@ export class ContainerRuntime implements DesktopRuntime {
 
   private async start(name: string, info: ContainerInspectInfo) {
     try {
+      await this.cage?.beforeStart(name);
       await this.engine.docker.getContainer(info.Id).start();
+      await this.cage?.afterStart(name);
       await this.log.info("Container desktop started", { vm: name, container: info.Id.slice(0, 12) });
     } catch (err) {
       let message = engineMessage(err);
@@ -485,6 +667,7 @@ export class ContainerRuntime implements DesktopRuntime {
 
   private async createContainer(cname: string, spec: DesktopSpec, keyed: boolean, secretsDir: string) {
     const loopback = [{ HostIp: "127.0.0.1", HostPort: "" }];
+    const caged = (await this.cage?.containerSettings(spec.name)) ?? { Env: [], Binds: [] };
     const options: ContainerCreateOptions = {
       name: cname,
       Image: spec.image,
@@ -501,6 +684,7 @@ export class ContainerRuntime implements DesktopRuntime {
         `CONTAINER_NAME=${spec.name}`,
         "HANGAR_VNC=1",
         `HANGAR_VNC_PASSWORD_FILE=${SECRETS_MOUNT}/vnc-password`,
+        ...caged.Env,
       ],
       // With a key, the computer server asks for it over plain HTTP: its port is published on loopback only.
       Cmd: keyed ? ["--insecure-http"] : [],
@@ -511,9 +695,10 @@ export class ContainerRuntime implements DesktopRuntime {
         Memory: spec.memory,
         NanoCpus: Math.round(spec.cpu * 1e9),
         PortBindings: { [SERVER_PORT]: loopback, [NOVNC_PORT]: loopback, [OSWORLD_PORT]: loopback },
-        Binds: [`${secretsDir}:${SECRETS_MOUNT}:ro`],
+        Binds: [`${secretsDir}:${SECRETS_MOUNT}:ro`, ...caged.Binds],
         Ulimits: (this.options.ulimits ?? []).map((u) => ({ Name: u.name, Soft: u.soft, Hard: u.hard })),
         ...(this.diskQuota && { StorageOpt: { size: String(spec.diskSize) } }),
+        ...caged.HostConfig,
       },
     };
     try {

@@ -30,6 +30,7 @@ const STATUS_OF: Record<HostErrorKind, number> = {
   failed: 500,
   unavailable: 503,
   exhausted: 503,
+  conflict: 409,
 };
 
 /** The E2B answer to any failure: an `E2bError` as it is, a `HostError` by its kind, else a 500. */

@@ -15,16 +15,19 @@ import { PassThrough, type Readable } from "node:stream";
 import { Log, type V1Pod, type V1Secret } from "@kubernetes/client-node";
 import { displayOf, MIN_CONTAINER_MEMORY, positiveCpu, size } from "../container/container-runtime.js";
 import { containerImageReference } from "../container/image-reference.js";
+import { networkModeOf, policyOf, restricts } from "../egress/policy.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { needsMacHost } from "../macos.js";
 import { vmName } from "../names.js";
 import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
-import type { DesktopRuntime, LogOptions, StopOutcome } from "../runtimes/runtime.js";
+import type { HibernationMode } from "../runtimes/hibernation.js";
+import type { HibernatingRuntime, LogOptions, StopOutcome, WakeAddress } from "../runtimes/runtime.js";
 import { type Cluster, type ClusterOptions, clusterError, connectCluster, statusCode } from "./cluster.js";
 import { ClusterView } from "./cluster-view.js";
 import {
+  ANNOTATION,
   CONTAINER,
   checkDesktopName,
   claimName,
@@ -44,7 +47,13 @@ import {
   specAnnotations,
   specOf,
 } from "./objects.js";
-import { type KubernetesRecord, kubernetesRecord, type PodAddresses, podState } from "./pod-record.js";
+import {
+  type KubernetesRecord,
+  kubernetesRecord,
+  type PodAddresses,
+  podReady,
+  podState,
+} from "./pod-record.js";
 import { PodRelay } from "./relay.js";
 
 export const DEFAULT_KUBERNETES_IMAGE = "hangar:latest";
@@ -65,14 +74,18 @@ export interface KubernetesRuntimeOptions extends ClusterOptions {
 }
 
 interface Relays {
+  /** The Pod carried to; "" while the desktop sleeps or its new Pod starts (the relay is kept). */
   uid: string;
   server: PodRelay;
   vnc: PodRelay;
   opened: boolean;
 }
 
-export class KubernetesRuntime implements DesktopRuntime {
+export class KubernetesRuntime implements HibernatingRuntime {
   readonly kind = "kubernetes" as const;
+  /** A desktop sleeps as its Pod deleted and its home kept on its claim: `disk` only. */
+  readonly hibernation = { modes: ["disk"] } as const;
+  private wakeRequest?: (name: string, why: string) => Promise<void>;
   readonly cluster: Cluster;
   private readonly secrets: ClusterView<V1Secret>;
   private readonly pods: ClusterView<V1Pod>;
@@ -178,10 +191,22 @@ export class KubernetesRuntime implements DesktopRuntime {
       );
     }
     if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
-    if (request.network !== undefined && request.network !== "nat") {
+    const policy = policyOf(request.network);
+    if (policy && restricts(policy)) {
+      // A Pod's egress would need a NetworkPolicy to an egress proxy in the cluster, and a CNI that
+      // enforces it (the test cluster's bridge CNI stores NetworkPolicy objects without enforcing
+      // them): until then a restricting policy is refused rather than left unenforced.
       throw new HostError(
         "not_supported",
-        `Network mode '${request.network}' is not supported for Kubernetes desktops: a Pod is on the cluster's network ('nat')`,
+        'Kubernetes desktops cannot be caged yet: only {"egress": "allow"} (the cluster\'s open network) is accepted; ' +
+          "make a caged desktop with runtime 'container' or 'qemu' (docs/egress.md)",
+      );
+    }
+    const mode = networkModeOf(request.network);
+    if (mode !== undefined && mode !== "nat") {
+      throw new HostError(
+        "not_supported",
+        `Network mode '${mode}' is not supported for Kubernetes desktops: a Pod is on the cluster's network ('nat')`,
       );
     }
     const spec: DesktopSpec = {
@@ -212,6 +237,7 @@ export class KubernetesRuntime implements DesktopRuntime {
       if (specOf(secret).persistent) await this.deleteObject("PersistentVolumeClaim", claimName(name));
       await this.deleteObject("Secret", objectName(name));
       this.secrets.drop(secret);
+      this.closeRelay(name);
     });
     await this.log.info("Kubernetes desktop deleted", { vm: name, namespace: this.cluster.namespace });
   }
@@ -337,16 +363,131 @@ export class KubernetesRuntime implements DesktopRuntime {
       : request.graceSeconds !== undefined
         ? Math.ceil(request.graceSeconds)
         : this.graceSeconds();
+    let asleep = false;
     await this.locks.run(name, async () => {
-      this.secretOrFail(name, request.storage);
-      if (!podState(this.pods.get(objectName(name))).running) {
-        throw new HostError("failed", `Virtual machine not running: ${name}`);
-      }
+      const secret = this.secretOrFail(name, request.storage);
+      asleep = secret.metadata?.annotations?.[ANNOTATION.hibernatedAt] !== undefined;
+      const running = podState(this.pods.get(objectName(name))).running;
+      // Asleep: it stays without a Pod, and no longer sleeps (its relay closes).
+      if (asleep) await this.annotate(name, undefined);
+      if (!running && asleep) return this.closeRelay(name);
+      if (!running) throw new HostError("failed", `Virtual machine not running: ${name}`);
       await this.deletePod(name, grace);
     });
+    if (asleep && !podState(this.pods.get(objectName(name))).running) return "quit";
     this.event(name, "Stopped", `Pod ${objectName(name)} deleted (grace ${grace} s)`);
     await this.log.info("Kubernetes desktop stopped", { vm: name, graceSeconds: grace });
     return grace === 0 ? "killed" : "powered down";
+  }
+
+  /**
+   * Puts a running desktop to sleep: marked asleep on its Secret first (a killed service leaves a
+   * mark, never a lost desktop), then its Pod deleted; its home stays on its claim, so only a
+   * desktop made with `storage: "persistent"` can. Its relay stays open and wakes it.
+   */
+  async hibernate(name: string, mode: HibernationMode) {
+    if (mode !== "disk") {
+      throw new HostError(
+        "invalid_params",
+        `A Kubernetes desktop hibernates on 'disk' (its Pod goes, its home stays on its claim), not '${mode}'`,
+      );
+    }
+    const grace = this.graceSeconds();
+    await this.locks.run(name, async () => {
+      const secret = this.secretOrFail(name);
+      const running = podState(this.pods.get(objectName(name))).running;
+      if (!running) {
+        throw secret.metadata?.annotations?.[ANNOTATION.hibernatedAt] !== undefined
+          ? new HostError("conflict", `${name} is already hibernated`)
+          : new HostError("conflict", `Cannot hibernate ${name}: it is not running`);
+      }
+      if (!specOf(secret).persistent) {
+        throw new HostError(
+          "conflict",
+          `Cannot hibernate ${name}: its home goes with its Pod (storage 'kubernetes'); a desktop made with storage 'persistent' keeps it on a claim while it sleeps`,
+        );
+      }
+      await this.annotate(name, new Date().toISOString());
+      await this.deletePod(name, grace);
+    });
+    this.event(name, "Hibernated", `Pod ${objectName(name)} deleted; the home stays on its claim`);
+    await this.log.info("Kubernetes desktop hibernated", { vm: name, graceSeconds: grace });
+  }
+
+  /** Wakes a sleeping desktop: a new Pod on its home's claim; the mark goes once the Pod is made. */
+  async resume(name: string, beforeStart?: () => Promise<void>) {
+    await this.locks.run(name, async () => {
+      const secret = this.secretOrFail(name);
+      const existing = this.pods.get(objectName(name));
+      if (podState(existing).running) {
+        throw new HostError("conflict", `Virtual machine already running: ${name} (nothing to resume)`);
+      }
+      if (secret.metadata?.annotations?.[ANNOTATION.hibernatedAt] === undefined) {
+        throw new HostError("conflict", `Cannot resume ${name}: it is not hibernated (run it instead)`);
+      }
+      await beforeStart?.();
+      if (existing) await this.deletePod(name, 0);
+      try {
+        const pod = await this.cluster.core.createNamespacedPod({
+          namespace: this.cluster.namespace,
+          body: desktopPod(secret, this.graceSeconds()),
+        });
+        this.pods.put(pod);
+      } catch (err) {
+        throw clusterError(err, this.cluster, `creating the Pod of desktop ${name}`);
+      }
+      await this.annotate(name, undefined);
+    });
+    this.event(name, "Resumed", `Pod ${objectName(name)} created on the kept home`);
+    await this.log.info("Kubernetes desktop resumed", { vm: name, pod: objectName(name) });
+  }
+
+  /** Nothing to listen at: a sleeping desktop's relay stays open and wakes it itself. */
+  async wakeAddresses(): Promise<WakeAddress[]> {
+    return [];
+  }
+
+  onWakeRequest(wake: (name: string, why: string) => Promise<void>) {
+    this.wakeRequest = wake;
+  }
+
+  /** Marks the desktop asleep (`at`) or awake (undefined) on its Secret, with the version read. */
+  private async annotate(name: string, at: string | undefined) {
+    const secret = this.secretOrFail(name);
+    const annotations = { ...(secret.metadata?.annotations ?? {}) };
+    if (at === undefined) {
+      if (annotations[ANNOTATION.hibernatedAt] === undefined) return;
+      delete annotations[ANNOTATION.hibernatedAt];
+    } else annotations[ANNOTATION.hibernatedAt] = at;
+    try {
+      const replaced = await this.cluster.core.replaceNamespacedSecret({
+        name: objectName(name),
+        namespace: this.cluster.namespace,
+        body: { ...secret, metadata: { ...secret.metadata, annotations } },
+      });
+      this.secrets.put(replaced);
+    } catch (err) {
+      if (statusCode(err) === 409) {
+        throw new HostError("failed", `${name} was changed by someone else meanwhile: try again`);
+      }
+      throw clusterError(err, this.cluster, `marking desktop ${name} ${at ? "asleep" : "awake"}`);
+    }
+  }
+
+  /** Before a relayed connection: a desktop asleep, or whose Pod is not ready yet, is woken and waited for. */
+  private async awake(name: string) {
+    const pod = this.pods.get(objectName(name));
+    if (podState(pod).running && pod?.status?.phase === "Running" && podReady(pod)) return;
+    if (!this.wakeRequest) return;
+    await this.wakeRequest(name, "a connection to its relay");
+  }
+
+  private closeRelay(name: string) {
+    const relays = this.relays.get(objectName(name));
+    if (!relays) return;
+    relays.server.close();
+    relays.vnc.close();
+    this.relays.delete(objectName(name));
   }
 
   /** The Pod's output, as `kubectl logs [-f] [--tail N]` shows it. */
@@ -399,6 +540,20 @@ export class KubernetesRuntime implements DesktopRuntime {
       if (!this.secretOf(name)) {
         await this.log.info("Removing a Pod whose desktop is gone", { pod: pod.metadata?.name });
         await this.deletePod(name, 0).catch(() => undefined);
+      }
+    }
+    // A mark left on a desktop whose Pod runs (a resume whose service was killed): it is awake.
+    for (const secret of this.secrets.list()) {
+      const name = secret.metadata?.labels?.[LABEL.desktop] ?? "";
+      const marked = secret.metadata?.annotations?.[ANNOTATION.hibernatedAt] !== undefined;
+      if (marked && podState(this.pods.get(objectName(name))).running) {
+        await this.locks.run(name, () => this.annotate(name, undefined)).catch(() => undefined);
+      }
+    }
+    // Sleeping desktops get their relay back, to wake them.
+    if (this.reach === "relay") {
+      for (const record of await this.list()) {
+        if (record.status === "hibernated") this.openRelay(record.name, objectName(record.name), "");
       }
     }
   }
@@ -486,19 +641,21 @@ export class KubernetesRuntime implements DesktopRuntime {
   private recordOf(secret: V1Secret): KubernetesRecord {
     const name = secret.metadata?.labels?.[LABEL.desktop] ?? "";
     const pod = this.pods.get(objectName(name));
-    return kubernetesRecord(secret, pod, this.addressesOf(pod), this.cluster.namespace);
+    return kubernetesRecord(secret, pod, this.addressesOf(name, pod), this.cluster.namespace);
   }
 
-  private addressesOf(pod: V1Pod | undefined): PodAddresses {
-    if (!pod) return { server: null, vnc: null };
+  private addressesOf(name: string, pod: V1Pod | undefined): PodAddresses {
     if (this.reach === "pod-ip") {
-      const ip = pod.status?.podIP;
+      const ip = pod?.status?.podIP;
       return ip
         ? { server: `${ip}:${SERVER_PORT}`, vnc: `${ip}:${NOVNC_PORT}` }
         : { server: null, vnc: null };
     }
-    const relays = this.relays.get(pod.metadata?.name ?? "");
-    if (!relays?.opened || relays.uid !== pod.metadata?.uid) return { server: null, vnc: null };
+    // A relay kept while the desktop sleeps (or its new Pod starts) answers for it.
+    const relays = this.relays.get(objectName(name));
+    if (!relays?.opened || (relays.uid !== "" && relays.uid !== pod?.metadata?.uid)) {
+      return { server: null, vnc: null };
+    }
     return { server: relays.server.address, vnc: relays.vnc.address };
   }
 
@@ -509,38 +666,48 @@ export class KubernetesRuntime implements DesktopRuntime {
     if (this.reach === "relay") {
       const current = this.relays.get(podName);
       const running = !gone && podState(pod).running && pod.status?.phase === "Running";
-      if (current && (!running || current.uid !== pod.metadata?.uid)) {
-        current.server.close();
-        current.vnc.close();
-        this.relays.delete(podName);
+      const uid = pod.metadata?.uid ?? "";
+      const asleep = this.secretOf(name)?.metadata?.annotations?.[ANNOTATION.hibernatedAt] !== undefined;
+      if (current && running && current.uid === "") {
+        current.uid = uid; // the woken desktop's new Pod takes the relay kept for it
+      } else if (current && !running && (asleep || (current.uid === "" && !gone))) {
+        current.uid = ""; // asleep, or its new Pod starts: kept, to wake it and answer
+      } else if (current && (!running || current.uid !== uid)) {
+        this.closeRelay(name);
       }
-      if (running && !this.relays.has(podName) && pod.metadata?.uid) {
-        const relays: Relays = {
-          uid: pod.metadata.uid,
-          server: new PodRelay(this.forward, this.cluster.namespace, podName, SERVER_PORT),
-          vnc: new PodRelay(this.forward, this.cluster.namespace, podName, NOVNC_PORT),
-          opened: false,
-        };
-        this.relays.set(podName, relays);
-        this.track(
-          Promise.all([relays.server.open(), relays.vnc.open()]).then(
-            () => {
-              if (this.relays.get(podName) !== relays) return;
-              relays.opened = true;
-              this.changed(name);
-            },
-            (err: Error) => {
-              this.relays.delete(podName);
-              void this.log.error("Cannot open a loopback relay for a desktop", {
-                vm: name,
-                error: err.message,
-              });
-            },
-          ),
-        );
-      }
+      if (running && !this.relays.has(podName) && uid) this.openRelay(name, podName, uid);
     }
     this.changed(name);
+  }
+
+  /** A loopback relay for the desktop's server and viewer (`uid`: the Pod carried to, "" while asleep). */
+  private openRelay(name: string, podName: string, uid: string) {
+    if (this.relays.has(podName)) return;
+    const relays: Relays = {
+      uid,
+      server: new PodRelay(this.forward, this.cluster.namespace, podName, SERVER_PORT),
+      vnc: new PodRelay(this.forward, this.cluster.namespace, podName, NOVNC_PORT),
+      opened: false,
+    };
+    relays.server.beforeCarry = () => this.awake(name);
+    relays.vnc.beforeCarry = () => this.awake(name);
+    this.relays.set(podName, relays);
+    this.track(
+      Promise.all([relays.server.open(), relays.vnc.open()]).then(
+        () => {
+          if (this.relays.get(podName) !== relays) return;
+          relays.opened = true;
+          this.changed(name);
+        },
+        (err: Error) => {
+          this.relays.delete(podName);
+          void this.log.error("Cannot open a loopback relay for a desktop", {
+            vm: name,
+            error: err.message,
+          });
+        },
+      ),
+    );
   }
 
   /** The Secret (the desktop), then its home's claim when it has one; nothing left when a step fails. */

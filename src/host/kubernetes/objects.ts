@@ -32,6 +32,8 @@ export const LABEL = {
 } as const;
 
 export const ANNOTATION = {
+  /** Set while the desktop sleeps with its Pod gone (its home on its claim): when it went. */
+  hibernatedAt: "hangar.dev/hibernated-at",
   image: "hangar.dev/image",
   cpu: "hangar.dev/cpu",
   memory: "hangar.dev/memory",

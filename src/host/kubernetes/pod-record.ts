@@ -6,7 +6,7 @@
  */
 import type { V1Pod, V1Secret } from "@kubernetes/client-node";
 import type { RuntimeRecord } from "../runtimes/runtime.js";
-import { LOCATION, SECRET_KEYS, specOf } from "./objects.js";
+import { ANNOTATION, LOCATION, SECRET_KEYS, specOf } from "./objects.js";
 
 export type KubernetesRecord = RuntimeRecord & {
   image: string;
@@ -80,8 +80,11 @@ export function kubernetesRecord(
   const spec = specOf(secret);
   const state = podState(pod);
   const running = state.running;
-  const server = running ? addresses.server : null;
-  const vnc = running ? addresses.vnc : null;
+  // Asleep: no Pod, its home on its claim; its relay (if any) still answers, to wake it.
+  const hibernatedAt = running ? undefined : secret.metadata?.annotations?.[ANNOTATION.hibernatedAt];
+  const asleep = hibernatedAt !== undefined;
+  const server = running || asleep ? addresses.server : null;
+  const vnc = running || asleep ? addresses.vnc : null;
   const forwarded: Record<string, string> = {};
   if (server) forwarded["8000"] = server;
   if (vnc) forwarded["6080"] = vnc;
@@ -94,7 +97,7 @@ export function kubernetesRecord(
     memorySize: spec.memory,
     diskSize: { allocated: 0, total: spec.diskSize },
     display: spec.display,
-    status: running ? "running" : "stopped",
+    status: running ? "running" : asleep ? "hibernated" : "stopped",
     provisioningOperation: null,
     vncUrl: vnc ? `http://${vnc}/vnc.html?autoconnect=1&password=${encodeURIComponent(password)}` : null,
     ipAddress: running ? (pod?.status?.podIP ?? null) : null,
@@ -106,7 +109,7 @@ export function kubernetesRecord(
     macAddress: null,
     forwardedPorts: Object.keys(forwarded).length > 0 ? forwarded : null,
     computerServerUrl: server ? `http://${server}` : null,
-    lastError: state.error,
+    lastError: asleep ? null : state.error,
     runtime: "kubernetes",
     startedAt: running && started ? new Date(started).toISOString() : null,
     ready: running && server !== null && podReady(pod),
@@ -114,6 +117,7 @@ export function kubernetesRecord(
     namespace,
     pod: pod?.metadata?.name ?? null,
     node: pod?.spec?.nodeName ?? null,
+    ...(asleep && { hibernation: "disk" as const, hibernatedAt, hibernationBytes: 0 }),
   };
   const key = spec.keyed ? secretValue(secret, SECRET_KEYS.apiKeys) : undefined;
   if (key) record.apiKey = key;

@@ -14,6 +14,11 @@ export class PodRelay {
   private readonly server: Server;
   private readonly sockets = new Set<Socket>();
   private port = 0;
+  /**
+   * Awaited before each connection is carried: wakes the desktop when it sleeps (its Pod gone),
+   * so that the relay, kept open meanwhile, answers once a new Pod is ready.
+   */
+  beforeCarry?: () => Promise<void>;
 
   constructor(
     private readonly forward: PortForward,
@@ -64,8 +69,11 @@ export class PodRelay {
         done();
       },
     });
-    this.forward
-      .portForward(this.namespace, this.pod, [this.target], socket, failure, socket)
+    (this.beforeCarry?.() ?? Promise.resolve())
+      .then(() => {
+        if (socket.destroyed) throw new Error("the client went away");
+        return this.forward.portForward(this.namespace, this.pod, [this.target], socket, failure, socket);
+      })
       .then((ws) => {
         const webSocket = ws as unknown as {
           on(event: string, listener: () => void): void;

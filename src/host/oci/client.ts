@@ -7,7 +7,7 @@
 import { createHash } from "node:crypto";
 import type { Readable } from "node:stream";
 import { HostError } from "../errors.js";
-import { basicHeader, type Credentials, parseChallenge } from "./auth.js";
+import { basicHeader, type Credentials, credentialsFromEnv, parseChallenge } from "./auth.js";
 import { type Manifest, MEDIA_TYPE, manifestSchema } from "./format.js";
 import { registryBaseUrl } from "./reference.js";
 import { cancelled, type RetryOptions, TransientError, withRetry } from "./retry.js";
@@ -54,6 +54,28 @@ interface RequestInit2 {
 const ERROR_BODY_LIMIT = 2048;
 /** The largest manifest accepted (the registry's own limit is 4 MiB). */
 const MANIFEST_LIMIT = 4 * 1024 * 1024;
+
+/** What a pull or a push says about its registry connection. */
+export interface TransferClientOptions extends Omit<RegistryClientOptions, "credentials"> {
+  /** None: those of the environment (credentialsFromEnv); null: anonymous. */
+  credentials?: Credentials | null;
+}
+
+/**
+ * The client of one pull or push, and the controller whose abort stops the transfer's other parts
+ * when one fails (the caller's own signal stops them too).
+ */
+export function transferClient(options: TransferClientOptions): {
+  client: RegistryClient;
+  stop: AbortController;
+  signal: AbortSignal;
+} {
+  const credentials =
+    options.credentials === null ? undefined : (options.credentials ?? credentialsFromEnv());
+  const stop = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+  return { client: new RegistryClient({ ...options, credentials, signal }), stop, signal };
+}
 
 export class RegistryClient {
   readonly baseUrl: string;

@@ -31,9 +31,9 @@ import { makeDirectory } from "../../os/make-directory.js";
 import { HostError } from "../errors.js";
 import { DISK_FILE, MANIFEST_DIGEST_FILE, NVRAM_FILE, writeVmConfig } from "../vm-config.js";
 import { tempPath } from "../vm-store.js";
-import { type Credentials, credentialsFromEnv } from "./auth.js";
+import type { Credentials } from "./auth.js";
 import { ImageCache } from "./cache.js";
-import { RegistryClient } from "./client.js";
+import { type RegistryClient, transferClient } from "./client.js";
 import { type DiskPart, diskPlan, isLumeManifest, type Manifest, MEDIA_TYPE } from "./format.js";
 import { allOrFirstError, limiter } from "./limit.js";
 import {
@@ -101,16 +101,12 @@ export async function pullImage(options: PullOptions): Promise<PullResult> {
   const ref = parseImageReference(options.image);
   const organization = checkOrganization(options.organization ?? DEFAULT_ORGANIZATION);
   const registry = options.registry ?? DEFAULT_REGISTRY;
-  const credentials =
-    options.credentials === null ? undefined : (options.credentials ?? credentialsFromEnv());
   // The first blob that fails stops the others.
-  const stop = new AbortController();
-  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
-  const client = new RegistryClient({
+  const { client, stop, signal } = transferClient({
     registry,
     repository: `${organization}/${ref.name}`,
-    credentials,
-    signal,
+    credentials: options.credentials,
+    signal: options.signal,
     retry: options.retry,
   });
   const destDir = options.destDir;

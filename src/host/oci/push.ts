@@ -19,8 +19,8 @@ import { Readable } from "node:stream";
 import { makeDirectory } from "../../os/make-directory.js";
 import { HostError } from "../errors.js";
 import { CONFIG_FILE, DISK_FILE, NVRAM_FILE, PUSH_WORK_DIR, readVmConfig } from "../vm-config.js";
-import { type Credentials, credentialsFromEnv } from "./auth.js";
-import { RegistryClient } from "./client.js";
+import type { Credentials } from "./auth.js";
+import { type RegistryClient, transferClient } from "./client.js";
 import { ANNOTATION, type Descriptor, type Manifest, MEDIA_TYPE } from "./format.js";
 import { gzipPiece, isZeroRange, type PackedPiece } from "./gzip-piece.js";
 import { allOrFirstError, limiter } from "./limit.js";
@@ -86,17 +86,13 @@ export interface PushResult {
  */
 export async function pushVm(options: PushOptions): Promise<PushResult> {
   const plan = await planPush(options);
-  const credentials =
-    options.credentials === null ? undefined : (options.credentials ?? credentialsFromEnv());
   // The first piece that fails stops the others.
-  const stop = new AbortController();
-  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
-  const client = new RegistryClient({
+  const { client, stop, signal } = transferClient({
     registry: options.registry ?? DEFAULT_REGISTRY,
     repository: `${plan.organization}/${plan.imageName}`,
-    credentials,
+    credentials: options.credentials,
     push: true,
-    signal,
+    signal: options.signal,
     retry: options.retry,
     monolithicLimitBytes: options.upload?.monolithicLimitBytes,
     uploadChunkBytes: options.upload?.chunkBytes,

@@ -9,32 +9,59 @@ import { z } from "zod";
 import { HostError } from "../errors.js";
 import { RUNTIME_KINDS } from "../runtimes/kinds.js";
 import type { PoolSnapshot, PoolStore } from "./pool-store.js";
-import type { PoolDefinition, PoolMember } from "./pool-types.js";
+import { ON_EXPIRE, type PoolDefinition, type PoolMember } from "./pool-types.js";
 
 export type Edit<T> = (state: PoolSnapshot) => T;
 
-const claimSchema = z.object({ by: z.string().nullable(), at: z.string(), expiresAt: z.string().nullable() });
-/** The pools and their members as a store keeps them (a file, a ConfigMap's data). */
+const claimSchema = z.object({
+  by: z.string().nullable(),
+  at: z.string(),
+  expiresAt: z.string().nullable(),
+  ttlSeconds: z.number().nullable().optional(),
+  pausedAt: z.string().nullable().optional(),
+  remainingMs: z.number().nullable().optional(),
+});
+/**
+ * The pools and their members as a store keeps them (a file, a ConfigMap's data). A pool kept by
+ * an older service has one `size`: it reads as min = max = target = size, ttl expiry releasing.
+ */
 export const poolSnapshotSchema = z.object({
   pools: z.array(
-    z.object({
-      name: z.string(),
-      runtime: z.enum(RUNTIME_KINDS),
-      template: z.discriminatedUnion("kind", [
-        z.object({ kind: z.literal("desktop"), name: z.string() }),
-        z.object({ kind: z.literal("image"), image: z.string() }),
-      ]),
-      spec: z.object({ cpu: z.number(), memory: z.string(), diskSize: z.string(), display: z.string() }),
-      size: z.number(),
-      ttlSeconds: z.number().nullable(),
-      createdAt: z.string(),
-    }),
+    z
+      .object({
+        name: z.string(),
+        runtime: z.enum(RUNTIME_KINDS),
+        template: z.discriminatedUnion("kind", [
+          z.object({ kind: z.literal("desktop"), name: z.string() }),
+          z.object({ kind: z.literal("image"), image: z.string() }),
+          z.object({ kind: z.literal("snapshot"), name: z.string(), snapshot: z.string() }),
+        ]),
+        spec: z.object({ cpu: z.number(), memory: z.string(), diskSize: z.string(), display: z.string() }),
+        size: z.number().optional(),
+        min: z.number().optional(),
+        max: z.number().optional(),
+        target: z.number().optional(),
+        ttlSeconds: z.number().nullable(),
+        onExpire: z.enum(ON_EXPIRE).optional(),
+        idleTimeoutSeconds: z.number().nullable().optional(),
+        createdAt: z.string(),
+      })
+      .transform(
+        ({ size, min, max, target, onExpire, idleTimeoutSeconds, ...rest }): PoolDefinition => ({
+          ...rest,
+          min: min ?? size ?? 0,
+          max: max ?? size ?? 1,
+          target: target ?? size ?? 0,
+          onExpire: onExpire ?? "release",
+          idleTimeoutSeconds: idleTimeoutSeconds ?? null,
+        }),
+      ),
   ),
   members: z.array(
     z.object({
       name: z.string(),
       pool: z.string(),
-      state: z.enum(["starting", "ready", "claimed"]),
+      state: z.enum(["starting", "ready", "hibernated", "claimed"]),
       createdAt: z.string(),
       readyAt: z.string().nullable(),
       claim: claimSchema.nullable(),

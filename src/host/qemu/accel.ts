@@ -2,12 +2,16 @@
  * Chooses QEMU's accelerator: KVM when `/dev/kvm` can be opened **and** a guest really runs under
  * it (nested virtualization sometimes opens the device and then stops every guest with an internal
  * error), TCG otherwise. Probed once per process; `HANGAR_ACCEL=kvm|tcg` decides without probing.
+ *
+ * The probe's QEMU dies with this process however it ends (a parent-death signal), and the next
+ * probe removes a temporary directory its killed process left (src/os/owned-temp-dir.ts).
  */
 import { spawn } from "node:child_process";
 import { constants } from "node:fs";
-import { access, copyFile, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { access, copyFile, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { makeOwnedTempDir } from "../../os/owned-temp-dir.js";
+import { withParentDeathSignal } from "../../os/parent-death.js";
 import { qemuValue } from "./escape.js";
 import { findFirmware } from "./firmware.js";
 
@@ -57,7 +61,7 @@ async function probeKvm(binary: string): Promise<Accelerator> {
   } catch (err) {
     return tcg(`/dev/kvm cannot be opened (${(err as NodeJS.ErrnoException).code ?? "error"})`);
   }
-  const dir = await mkdtemp(join(tmpdir(), "hangar-kvm-probe-"));
+  const dir = await makeOwnedTempDir("hangar-kvm-probe-");
   try {
     const firmware = findFirmware();
     const args = ["-nodefaults", "-machine", "accel=kvm", "-cpu", "host", "-m", "64", "-display", "none"];
@@ -72,7 +76,9 @@ async function probeKvm(binary: string): Promise<Accelerator> {
     }
     args.push("-qmp", "stdio");
     return await new Promise<Accelerator>((resolve) => {
-      const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe"] });
+      const child = spawn(...withParentDeathSignal(binary, args, "KILL"), {
+        stdio: ["pipe", "pipe", "pipe"],
+      });
       let errors = "";
       child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
         errors = (errors + chunk).slice(-2000);
@@ -83,7 +89,7 @@ async function probeKvm(binary: string): Promise<Accelerator> {
           .split("\n")
           .map((line) => line.trim())
           .find((line) => /error|fail|warn/i.test(line)) ?? "";
-      // QEMU outlives a closed stdin: make sure the probe never survives this process.
+      // QEMU outlives a closed stdin; the parent-death signal covers a process killed outright.
       const killChild = () => child.kill("SIGKILL");
       process.once("exit", killChild);
       let output = "";

@@ -25,6 +25,8 @@ export interface QemuLaunch {
   forwardedPorts: Record<string, number>;
   /** VNC on loopback (a password is set over QMP before anyone can connect), or none. */
   vnc: boolean;
+  /** The VNC port to try first (a resumed VM's own); the first free one from 5900 otherwise. */
+  vncPort?: number;
   sharedDirectories: SharedDirectory[];
   display: { width: number; height: number };
   /**
@@ -38,6 +40,8 @@ export interface QemuLaunch {
   clock: number;
   /** Wait for the state of a snapshot (`-incoming defer`) instead of booting. */
   incoming: boolean;
+  /** More options of the user-mode network (`restrict=on`, `guestfwd=…`: the egress cage). */
+  netdev?: string[];
 }
 
 export function buildQemuArgs(launch: QemuLaunch): string[] {
@@ -85,7 +89,7 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
   );
   args.push(
     "-netdev",
-    ["user", "id=net0", ...forwards].join(","),
+    ["user", "id=net0", ...forwards, ...(launch.netdev ?? [])].join(","),
     "-device",
     `virtio-net-pci,netdev=net0${config.macAddress ? `,mac=${config.macAddress}` : ""}`,
     "-device",
@@ -103,7 +107,8 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
       `virtio-9p-pci,fsdev=share${index},mount_tag=${share.tag}`,
     );
   });
-  if (launch.vnc) args.push("-vnc", "127.0.0.1:0,to=4000,password=on");
+  const display = launch.vncPort && launch.vncPort >= 5900 ? launch.vncPort - 5900 : 0;
+  if (launch.vnc) args.push("-vnc", `127.0.0.1:${display},to=4000,password=on`);
   else args.push("-display", "none");
   args.push(
     "-fw_cfg",

@@ -9,6 +9,9 @@ import type { Readable } from "node:stream";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { settled } from "../../common/settled.js";
 import { formatBytes, parseLumeSize } from "../../common/sizes.js";
+import type { EgressService } from "../egress/egress-service.js";
+import { networkModeOf, policyOf } from "../egress/policy.js";
+import { QemuCage } from "../egress/qemu-cage.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
@@ -16,12 +19,14 @@ import { needsMacHost } from "../macos.js";
 import { snapshotName, vmName } from "../names.js";
 import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
 import { followFile } from "../runtimes/follow-file.js";
+import type { HibernationMode } from "../runtimes/hibernation.js";
 import type {
-  DesktopRuntime,
+  HibernatingRuntime,
   LogOptions,
   RuntimeRecord,
   SnapshotRecord,
   StopOutcome,
+  WakeAddress,
 } from "../runtimes/runtime.js";
 import type { SettingsStore } from "../settings.js";
 import { copySparse } from "../sparse-copy.js";
@@ -43,6 +48,21 @@ import {
 import { vmDetails } from "../vm-details.js";
 import { tempPath, type VmRef, type VmStore } from "../vm-store.js";
 import { copyDisk, createOverlay } from "./disk.js";
+import {
+  clearIntent,
+  completeBuild,
+  consume,
+  discard,
+  dropStale,
+  type Hibernation,
+  installBuild,
+  newBuildDir,
+  readBuild,
+  readHibernation,
+  readIntent,
+  recordOf,
+  writeIntent,
+} from "./hibernation.js";
 import { saveState } from "./migration.js";
 import { QmpClient } from "./qmp.js";
 import {
@@ -89,8 +109,10 @@ export interface QemuRuntimeOptions {
 export const MIN_MEMORY_BYTES = 128 * 1024 ** 2;
 export const MIN_DISK_BYTES = 64 * 1024 ** 2;
 
-export class QemuRuntime implements DesktopRuntime {
+export class QemuRuntime implements HibernatingRuntime {
   readonly kind = "qemu" as const;
+  /** A VM hibernates with its memory: RAM and devices to disk, QEMU ends (hibernation.ts). */
+  readonly hibernation = { modes: ["memory"] } as const;
   private readonly locks = new KeyedLock();
   /** VMs whose QEMU is being started, by directory. */
   private readonly starting = new Map<string, Promise<void>>();
@@ -98,6 +120,8 @@ export class QemuRuntime implements DesktopRuntime {
   private launchQueue: Promise<unknown> = Promise.resolve();
   private readonly ssh = new SshProbe();
   private readonly listeners: ((name: string) => void)[] = [];
+  /** Cages VMs made with a network policy (egress/qemu-cage.ts); without: a policy is a 400. */
+  private readonly cage?: QemuCage;
 
   constructor(
     private readonly settings: SettingsStore,
@@ -105,7 +129,10 @@ export class QemuRuntime implements DesktopRuntime {
     private readonly log: HostLog,
     private readonly activity: VmActivity,
     private readonly options: QemuRuntimeOptions = {},
-  ) {}
+    egress?: EgressService,
+  ) {
+    if (egress) this.cage = new QemuCage(egress, log);
+  }
 
   async list(storage?: string): Promise<QemuRecord[]> {
     const vms = await this.store.list(storage);
@@ -127,8 +154,11 @@ export class QemuRuntime implements DesktopRuntime {
         const diskSize = await this.store.reconcileDisk(vm, config);
         if (diskSize !== config.diskSize) await writeVmConfig(vm.dir, { ...config, diskSize });
         await this.store.sweepDir(snapshotsDir(vm));
+        await this.settleHibernation(vm);
+        await this.store.sweepDir(vm.dir);
         await this.finishInterrupted(vm);
         await this.completedSession(vm);
+        if (await liveSession(vm.dir)) await this.cage?.recover(vm.name, vm.dir);
       });
     }
   }
@@ -189,7 +219,16 @@ export class QemuRuntime implements DesktopRuntime {
     const diskSize = size(request.diskSize, "diskSize", MIN_DISK_BYTES);
     parseDisplay(request.display);
     positiveCpu(request.cpu);
-    const networkMode = parseNetworkMode(request.network ?? "nat");
+    const policy = policyOf(request.network);
+    if (policy) {
+      if (!this.cage)
+        throw new HostError(
+          "not_supported",
+          "Network policies are not enforced for QEMU desktops on this host",
+        );
+      this.cage.check(policy);
+    }
+    const networkMode = parseNetworkMode(networkModeOf(request.network) ?? "nat");
     natOnly(networkMode);
     const os = request.os.toLowerCase();
     if (os === "macos" || os === "darwin") throw needsMacHost("Creating a macOS VM");
@@ -211,7 +250,10 @@ export class QemuRuntime implements DesktopRuntime {
       display: request.display,
       networkMode,
     };
-    await this.locks.run(join(location.path, name), () => this.store.create(name, location, config));
+    await this.locks.run(join(location.path, name), async () => {
+      await this.store.create(name, location, config);
+      if (policy) await this.cage?.remember(name, policy);
+    });
     this.announce(name);
     await this.log.info("VM created", {
       vm: name,
@@ -239,6 +281,7 @@ export class QemuRuntime implements DesktopRuntime {
       const session = await liveSession(vm.dir);
       if (session) await stopQemu(vm.dir, session, 0);
       await this.store.remove(vm);
+      await this.cage?.remove(vm.name, vm.dir);
     });
     this.changed(vm.name);
     await this.log.info("VM deleted", { vm: vm.name, location: vm.location.name });
@@ -259,7 +302,9 @@ export class QemuRuntime implements DesktopRuntime {
     await this.store.checkFree(target);
     const clone = await this.locks.run([source.dir, target], async () => {
       if (await this.isRunning(source)) throw alreadyRunning(source.name);
-      return this.store.clone(source, newName, location);
+      const made = await this.store.clone(source, newName, location);
+      await this.cage?.copy(source.name, made.name);
+      return made;
     });
     this.announce(clone.name);
     await this.log.info("VM cloned", {
@@ -287,6 +332,7 @@ export class QemuRuntime implements DesktopRuntime {
     const keys = moving ? [vm.dir, join(destination.path, vm.name)] : [vm.dir];
     await this.locks.run(keys, async () => {
       this.activity.assertIdle(vm, "modify");
+      if (await readHibernation(vm)) throw hibernatedConflict(vm.name, "modified");
       const running = await this.isRunning(vm);
       if (running && diskSize !== undefined) {
         throw new HostError("failed", `Cannot modify ${vm.name}: the VM is running. Stop it first.`);
@@ -352,6 +398,8 @@ export class QemuRuntime implements DesktopRuntime {
     await this.locks.run(vm.dir, async () => {
       this.activity.assertIdle(vm, "run");
       if (await this.isRunning(vm)) throw alreadyRunning(vm.name);
+      if (await readHibernation(vm)) throw hibernatedConflict(vm.name, "booted");
+      await dropStale(vm, false);
       const started = this.launch(vm, config, {
         // The spec: VNC on loopback with a password unless noDisplay (or lume's vnc: "disabled").
         vnc: !request.noDisplay && request.vnc !== "disabled",
@@ -376,6 +424,11 @@ export class QemuRuntime implements DesktopRuntime {
     const outcome = await this.locks.run(vm.dir, async () => {
       await this.starting.get(vm.dir);
       const session = await liveSession(vm.dir);
+      if (!session && (await readHibernation(vm))) {
+        // Stopping a sleeping VM gives up its saved state: it is stopped, its disk as it was.
+        await discard(vm);
+        return "quit" as const;
+      }
       if (!session) throw new HostError("failed", `Virtual machine not running: ${vm.name}`);
       const blank = (await this.store.diskUsage(vm)).allocated === 0;
       const grace =
@@ -384,7 +437,9 @@ export class QemuRuntime implements DesktopRuntime {
           : request.graceSeconds !== undefined
             ? request.graceSeconds * 1000
             : (this.options.stopGraceMs ?? 10_000);
-      return stopQemu(vm.dir, session, grace);
+      const stopped = await stopQemu(vm.dir, session, grace);
+      await dropStale(vm, false);
+      return stopped;
     });
     this.changed(vm.name);
     await this.log.info("VM stopped", { vm: vm.name, outcome });
@@ -495,9 +550,11 @@ export class QemuRuntime implements DesktopRuntime {
       try {
         const session = await liveSession(vm.dir);
         if (session) await stopQemu(vm.dir, session, 0);
+        // A saved state of the VM (hibernated, or a resumed VM's RAM file) is the old state's.
+        await discard(vm);
         this.changed(vm.name);
         const config = await this.useSnapshotDisk(vm.dir, found);
-        if (found.memory) await this.startFrom(vm, config, found);
+        if (found.memory) await this.startFrom(vm, config, fromSnapshot(found));
       } finally {
         await rm(join(vm.dir, RESTORE_JOURNAL_FILE), { force: true });
       }
@@ -538,7 +595,7 @@ export class QemuRuntime implements DesktopRuntime {
           await Promise.all(
             made.map(async (ref) => {
               try {
-                await this.startFrom(ref, config, found);
+                await this.startFrom(ref, config, fromSnapshot(found));
               } finally {
                 await rm(join(ref.dir, RESTORE_JOURNAL_FILE), { force: true });
               }
@@ -594,23 +651,22 @@ export class QemuRuntime implements DesktopRuntime {
     return config;
   }
 
-  /** Starts the VM's QEMU from the snapshot and waits until it runs; a failure is the VM's lastError. */
-  private async startFrom(vm: VmRef, config: VmConfig, snapshot: Snapshot) {
-    const restore: RestoreFrom = {
-      vm: snapshot.vm,
-      snapshot: snapshot.name,
-      stateFile: snapshot.stateFile,
-      ramFile: snapshot.ramFile,
-    };
+  /**
+   * Starts the VM's QEMU from a saved state (a snapshot's, or its own hibernation's with `keep`:
+   * its address, ports and VNC) and waits until it runs; a failure is the VM's lastError.
+   */
+  private async startFrom(vm: VmRef, config: VmConfig, restore: RestoreFrom, keep?: Hibernation) {
     const launched = this.launchQueue.then(async () =>
       startQemu({
         name: vm.name,
         dir: vm.dir,
         config,
-        takenAddresses: await this.takenAddresses(),
-        vnc: true,
+        takenAddresses: await this.takenAddresses(vm),
+        vnc: keep ? keep.vnc !== null : true,
         sharedDirectories: [],
         restore,
+        keep,
+        netdev: await this.cage?.netdevOptions(vm.name, vm.dir),
       }),
     );
     this.launchQueue = settled(launched);
@@ -620,7 +676,8 @@ export class QemuRuntime implements DesktopRuntime {
       await running;
       await rm(join(vm.dir, LAST_ERROR_FILE), { force: true });
     } catch (err) {
-      const message = `Cannot start ${vm.name} from snapshot ${snapshot.vm}/${snapshot.name}: ${(err as Error).message}`;
+      const what = keep ? "resume" : `start ${vm.name} from snapshot ${restore.vm}/${restore.snapshot}`;
+      const message = `Cannot ${keep ? `${what} ${vm.name}` : what}: ${(err as Error).message}`;
       await writeFileAtomic(join(vm.dir, LAST_ERROR_FILE), `${new Date().toISOString()} ${message}\n`).catch(
         () => undefined,
       );
@@ -656,6 +713,7 @@ export class QemuRuntime implements DesktopRuntime {
 
   async close() {
     await this.settled();
+    await this.cage?.close();
   }
 
   onChange(listener: (name: string) => void) {
@@ -673,7 +731,8 @@ export class QemuRuntime implements DesktopRuntime {
   ) {
     const launched = this.launchQueue.then(async () => {
       const takenAddresses = await this.takenAddresses();
-      return startQemu({ name: vm.name, dir: vm.dir, config, takenAddresses, ...choice });
+      const netdev = await this.cage?.netdevOptions(vm.name, vm.dir);
+      return startQemu({ name: vm.name, dir: vm.dir, config, takenAddresses, netdev, ...choice });
     });
     this.launchQueue = settled(launched);
     try {
@@ -695,10 +754,13 @@ export class QemuRuntime implements DesktopRuntime {
     }
   }
 
-  private async takenAddresses(): Promise<Set<string>> {
-    const vms = await this.store.list();
-    const sessions = await Promise.all(vms.map((vm) => liveSession(vm.dir)));
-    return new Set(sessions.map((s) => s?.ipAddress).filter((ip): ip is string => Boolean(ip)));
+  /** The loopback addresses running VMs hold, and those hibernated VMs keep for their resume. */
+  private async takenAddresses(except?: VmRef): Promise<Set<string>> {
+    const vms = (await this.store.list()).filter((vm) => vm.dir !== except?.dir);
+    const held = await Promise.all(
+      vms.map(async (vm) => (await liveSession(vm.dir))?.ipAddress ?? (await readHibernation(vm))?.ipAddress),
+    );
+    return new Set(held.filter((ip): ip is string => Boolean(ip)));
   }
 
   private announce(name: string) {
@@ -718,6 +780,173 @@ export class QemuRuntime implements DesktopRuntime {
     });
   }
 
+  // ---- hibernation (hibernation.ts) ----
+
+  /**
+   * Puts a running VM to sleep: paused, its device state and RAM written beside it (a full disk is
+   * a clear error, and the VM runs on), then its QEMU ends. The VM keeps its address, ports and VNC.
+   */
+  async hibernate(name: string, mode: HibernationMode) {
+    if (mode !== "memory") {
+      throw new HostError("invalid_params", `A QEMU VM hibernates with its memory ('memory'), not '${mode}'`);
+    }
+    const vm = await this.store.find(vmName(name));
+    const started = Date.now();
+    const saved = await this.locks.run(vm.dir, async () => {
+      this.activity.assertIdle(vm, "hibernate");
+      await this.starting.get(vm.dir);
+      const session = await liveSession(vm.dir);
+      if (!session) {
+        throw (await readHibernation(vm))
+          ? new HostError("conflict", `${vm.name} is already hibernated`)
+          : new HostError("conflict", `Cannot hibernate ${vm.name}: it is not running`);
+      }
+      if (session.sharedDirectories.length > 0) {
+        throw new HostError(
+          "conflict",
+          `Cannot hibernate ${vm.name}: it runs with shared directories (virtio-9p), whose state QEMU cannot save. Stop it instead.`,
+        );
+      }
+      const config = await readVmConfig(vm.dir);
+      const ramBytes = session.ram?.shared
+        ? await stat(session.ram.path).then((s) => s.blocks * 512)
+        : (config.memorySize ?? 0);
+      await checkRoom(vm.dir, ramBytes + 16 * 1024 ** 2, `hibernating ${vm.name} (the VM keeps running)`);
+      const build = await newBuildDir(vm);
+      await writeIntent(vm, { op: "hibernate", temp: build });
+      let qmp: QmpClient | undefined;
+      try {
+        qmp = await QmpClient.connect(session.qmpSocket);
+        await qmp.execute("stop");
+        await saveState(qmp, join(build, STATE_FILE), SAVE_TIMEOUT_MS);
+        if (session.ram?.shared) await copySparse(session.ram.path, join(build, MEMORY_FILE));
+        await completeBuild(build, recordOf(session, config));
+        await installBuild(vm, build);
+      } catch (err) {
+        await rm(build, { recursive: true, force: true });
+        await qmp?.execute("cont").catch(() => undefined);
+        await clearIntent(vm);
+        throw hibernateFailure(err, vm.name);
+      } finally {
+        qmp?.close();
+      }
+      // Saved and in place: from here on the VM is hibernated, whatever happens to this service.
+      await stopQemu(vm.dir, session, 0);
+      await clearIntent(vm);
+      return readHibernation(vm);
+    });
+    this.changed(vm.name);
+    await this.log.info("VM hibernated", {
+      vm: vm.name,
+      bytes: saved?.bytes,
+      ms: Date.now() - started,
+    });
+  }
+
+  /** Starts a hibernated VM's QEMU from its saved state, at its own address; resolves once it runs. */
+  async resume(name: string, beforeStart?: () => Promise<void>) {
+    const vm = await this.store.find(vmName(name));
+    const started = Date.now();
+    await this.locks.run(vm.dir, async () => {
+      this.activity.assertIdle(vm, "resume");
+      await this.starting.get(vm.dir);
+      if (await liveSession(vm.dir)) {
+        throw new HostError("conflict", `Virtual machine already running: ${vm.name} (nothing to resume)`);
+      }
+      const saved = await readHibernation(vm);
+      if (!saved) {
+        throw new HostError("conflict", `Cannot resume ${vm.name}: it is not hibernated (run it instead)`);
+      }
+      await writeIntent(vm, { op: "resume" });
+      try {
+        const restore: RestoreFrom = {
+          vm: vm.name,
+          snapshot: "hibernation",
+          stateFile: saved.stateFile,
+          ramFile: saved.ramFile,
+        };
+        await beforeStart?.();
+        await this.startFrom(vm, saved.config, restore, saved);
+        await consume(vm);
+      } finally {
+        await clearIntent(vm);
+      }
+    });
+    this.changed(vm.name);
+    await this.log.info("VM resumed", { vm: vm.name, ms: Date.now() - started });
+  }
+
+  /** Where a hibernated VM is reached: its computer server's and SSH's ports, and its VNC. */
+  async wakeAddresses(name: string): Promise<WakeAddress[]> {
+    const vm = await this.store.find(vmName(name));
+    const saved = await readHibernation(vm);
+    if (!saved) return [];
+    const addresses = Object.values(saved.forwardedPorts).map((port) => ({ host: saved.ipAddress, port }));
+    if (saved.vnc?.port) addresses.push({ host: saved.vnc.host, port: saved.vnc.port });
+    return addresses;
+  }
+
+  /**
+   * What a killed service left of a hibernate or a resume (its intent): finished to one side. A
+   * hibernation complete on disk wins (the QEMU, if any, is quit); otherwise a live QEMU runs on.
+   */
+  private async settleHibernation(vm: VmRef) {
+    const intent = await readIntent(vm);
+    const session = await liveSession(vm.dir);
+    if (!intent) return dropStale(vm, session !== undefined);
+    if (intent.op === "hibernate") {
+      if (intent.temp && (await readBuild(intent.temp))) await installBuild(vm, intent.temp);
+      else if (intent.temp) await rm(intent.temp, { recursive: true, force: true });
+      if (await readHibernation(vm)) {
+        if (session) await stopQemu(vm.dir, session, 0);
+      } else if (session) {
+        const qmp = await QmpClient.connect(session.qmpSocket).catch(() => undefined);
+        await qmp?.execute("cont").catch(() => undefined);
+        qmp?.close();
+      }
+    } else if (session) {
+      const qmp = await QmpClient.connect(session.qmpSocket).catch(() => undefined);
+      const status = await qmp
+        ?.execute<{ status: string }>("query-status")
+        .then((s) => s.status)
+        .catch(() => undefined);
+      qmp?.close();
+      // Running: the resume got through (its state is spent). Otherwise it never ran: asleep again.
+      if (status === "running") await consume(vm);
+      else await stopQemu(vm.dir, session, 0);
+    }
+    await clearIntent(vm);
+    await this.log.info("An interrupted hibernate or resume was settled", {
+      vm: vm.name,
+      operation: intent.op,
+      now: (await readHibernation(vm)) ? "hibernated" : (await liveSession(vm.dir)) ? "running" : "stopped",
+    });
+  }
+
+  /** A hibernated VM's record: asleep, with the address, ports and VNC it will have again. */
+  private async hibernatedDetails(vm: VmRef, config: VmConfig, saved: Hibernation): Promise<QemuRecord> {
+    const details = vmDetails(vm, config, await this.store.diskUsage(vm, config), {
+      starting: false,
+      session: { ...saved, pid: null, qmpSocket: "", accelerator: "", sharedDirectories: [], startedAt: "" },
+      // A resume that failed leaves the VM asleep, and says why.
+      lastError: await readFile(join(vm.dir, LAST_ERROR_FILE), "utf8").then(
+        (text) => text.trim(),
+        () => null,
+      ),
+      ssh: this.ssh,
+      hibernated: true,
+    });
+    return {
+      ...details,
+      runtime: "qemu",
+      startedAt: null,
+      hibernation: "memory",
+      hibernatedAt: saved.hibernatedAt,
+      hibernationBytes: saved.bytes,
+      ...(saved.restoredFrom && { restoredFrom: saved.restoredFrom }),
+    };
+  }
+
   /** True while the VM's QEMU lives or is being started. */
   async isRunning(vm: VmRef) {
     return this.starting.has(vm.dir) || (await liveSession(vm.dir)) !== undefined;
@@ -727,6 +956,8 @@ export class QemuRuntime implements DesktopRuntime {
     const config = await readVmConfig(vm.dir);
     const starting = this.starting.has(vm.dir);
     const session = starting ? undefined : await this.completedSession(vm);
+    const saved = starting || session ? undefined : await readHibernation(vm);
+    if (saved) return this.hibernatedDetails(vm, config, saved);
     const lastError = await readFile(join(vm.dir, LAST_ERROR_FILE), "utf8").then(
       (text) => text.trim(),
       () => null,
@@ -797,6 +1028,35 @@ async function exists(path: string) {
   return stat(path).then(
     () => true,
     () => false,
+  );
+}
+
+/** Where a snapshot's state is, for a restore or a fork. */
+function fromSnapshot(snapshot: Snapshot): RestoreFrom {
+  return {
+    vm: snapshot.vm,
+    snapshot: snapshot.name,
+    stateFile: snapshot.stateFile,
+    ramFile: snapshot.ramFile,
+  };
+}
+
+/** A hibernate that could not be done, said plainly: a full disk is named as such. */
+function hibernateFailure(err: unknown, vm: string): Error {
+  const message = (err as Error).message;
+  if ((err as NodeJS.ErrnoException).code === "ENOSPC" || /no space left|is the disk full/i.test(message)) {
+    return new HostError(
+      "failed",
+      `Cannot hibernate ${vm}: no space left on the disk. The VM keeps running.`,
+    );
+  }
+  return new HostError("failed", `Cannot hibernate ${vm}: ${message}. The VM keeps running.`);
+}
+
+function hibernatedConflict(name: string, what: string) {
+  return new HostError(
+    "conflict",
+    `${name} is hibernated and cannot be ${what}: resume it (or stop it, which gives up its saved state) first`,
   );
 }
 

@@ -40,8 +40,16 @@ export interface StartOptions {
   sharedDirectories: { hostPath: string; readOnly: boolean }[];
   /** Loopback addresses other VMs hold. */
   takenAddresses: Set<string>;
-  /** Start from a snapshot's state instead of booting (a restore, a fork). */
+  /** Start from a snapshot's state instead of booting (a restore, a fork, a resume). */
   restore?: RestoreFrom;
+  /**
+   * What a previous run of this VM was reached at (a resume): its address, ports, VNC port and
+   * password are taken again when they are free, new ones otherwise; and the snapshot it was
+   * restored from, if any, is still said.
+   */
+  keep?: Pick<Session, "ipAddress" | "forwardedPorts" | "vnc" | "restoredFrom">;
+  /** More options of the VM's user-mode network (its egress cage: egress/qemu-cage.ts). */
+  netdev?: string[];
 }
 
 export interface RestoreFrom {
@@ -76,15 +84,21 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
         shared: true,
       };
   const bootId = randomBytes(16).toString("hex");
+  const { keep } = options;
   let ipAddress = "";
   let forwardedPorts: Record<string, number> = {};
   // Another program (another service, say) may take the chosen ports between the check and
-  // QEMU's bind: then the next address is tried.
+  // QEMU's bind: then the next address is tried (for a resume, its own address first).
   for (let attempt = 1; ; attempt++) {
-    ({ ipAddress, ports: forwardedPorts } = await pickForwarding(taken, {
-      [COMPUTER_SERVER_PORT]: [COMPUTER_SERVER_PORT, 18000, 28000],
-      22: await sshCandidates(),
-    }));
+    if (keep && attempt === 1) {
+      ipAddress = keep.ipAddress;
+      forwardedPorts = keep.forwardedPorts;
+    } else {
+      ({ ipAddress, ports: forwardedPorts } = await pickForwarding(taken, {
+        [COMPUTER_SERVER_PORT]: [COMPUTER_SERVER_PORT, 18000, 28000],
+        22: await sshCandidates(),
+      }));
+    }
     await clearSession(options.dir);
     // The session is on disk before QEMU starts: a service killed from here on finds the VM again,
     // and completes what only the running QEMU can tell (its pid, its VNC port) at start-up.
@@ -94,12 +108,16 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       accelerator,
       ipAddress,
       forwardedPorts,
-      vnc: options.vnc ? { host: "127.0.0.1", port: null, password: vncPassword() } : null,
+      vnc: options.vnc
+        ? { host: "127.0.0.1", port: null, password: keep?.vnc?.password ?? vncPassword() }
+        : null,
       sharedDirectories,
       startedAt: new Date().toISOString(),
       ram,
       bootId,
-      ...(restore && { restoredFrom: { vm: restore.vm, snapshot: restore.snapshot } }),
+      ...(keep
+        ? keep.restoredFrom && { restoredFrom: keep.restoredFrom }
+        : restore && { restoredFrom: { vm: restore.vm, snapshot: restore.snapshot } }),
     });
     const args = buildQemuArgs({
       name: options.name,
@@ -111,12 +129,14 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       ipAddress,
       forwardedPorts,
       vnc: options.vnc,
+      vncPort: keep?.vnc?.port ?? undefined,
       sharedDirectories,
       display: parseDisplay(options.config.display),
       ram,
       bootId,
       clock: Math.floor(Date.now() / 1000),
       incoming: restore !== undefined,
+      netdev: options.netdev,
     });
     try {
       await launchDaemon(qemuBinary(), args);

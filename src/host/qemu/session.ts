@@ -13,7 +13,7 @@ import { writeFileAtomic } from "../../common/atomic-write.js";
 import { processRunning } from "../../os/pid.js";
 import { PID_FILE, QMP_SOCKET, SESSION_FILE } from "../vm-config.js";
 
-const sessionSchema = z.object({
+export const sessionSchema = z.object({
   pid: z.number().int().nullable(),
   qmpSocket: z.string(),
   accelerator: z.string(),

@@ -75,5 +75,3 @@ export function readyWaitMs(c: Context): number | undefined {
 export function storageOf(c: Context, body?: { storage?: string }): string | undefined {
   return body?.storage ?? c.req.query("storage") ?? undefined;
 }
-
-export const optionalString = z.string().optional();

@@ -47,6 +47,8 @@ export class ReadinessTracker {
   constructor(
     private readonly lookup: Lookup,
     private readonly probe: (url: string, signal: AbortSignal) => Promise<boolean> = probeStatus,
+    /** Told once per run of a desktop, when it first counts as ready, with the start to ready. */
+    private readonly onReady?: (record: RuntimeRecord, startMs: number) => void,
   ) {}
 
   /** The record's readiness; starts a probe of its computer server when none runs yet. */
@@ -107,7 +109,9 @@ export class ReadinessTracker {
 
   private markReady(record: RuntimeRecord, state: State) {
     state.readyAt = new Date().toISOString();
-    if (this.states.get(keyOf(record)) === state) this.notify();
+    if (this.states.get(keyOf(record)) !== state) return;
+    this.notify();
+    this.onReady?.(record, Math.max(0, Date.parse(state.readyAt) - Date.parse(state.startedAt)));
   }
 
   private startProbe(record: RuntimeRecord, state: State) {

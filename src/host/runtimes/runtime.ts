@@ -12,6 +12,7 @@
 import type { Readable } from "node:stream";
 import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
 import type { VmDetails } from "../vm-details.js";
+import type { HibernationCapability, HibernationMode, HibernationState } from "./hibernation.js";
 import type { RuntimeKind } from "./kinds.js";
 
 export { RUNTIME_KINDS, type RuntimeKind } from "./kinds.js";
@@ -23,21 +24,22 @@ export type StopOutcome = "powered down" | "quit" | "killed";
  * A desktop as its runtime sees it: lume's record plus the runtime's name and when the desktop was
  * last started. Readiness (`ready`, `readyAt`, `startMs`) is added by the VM service.
  */
-export type RuntimeRecord = VmDetails & {
-  runtime: RuntimeKind;
-  /** When the desktop was last started (ISO 8601), while it runs; null when stopped. */
-  startedAt: string | null;
-  /**
-   * Set by a runtime that knows readiness better than a probe of the computer server (a Pod's
-   * readiness condition); left out, the VM service probes `computerServerUrl` itself.
-   */
-  ready?: boolean;
-  /**
-   * The key of this desktop's computer server, where the service gives desktops keys of their
-   * own (cloud mode): a client sends it as `X-API-Key`. Absent where the desktop needs none.
-   */
-  apiKey?: string;
-};
+export type RuntimeRecord = VmDetails &
+  Partial<HibernationState> & {
+    runtime: RuntimeKind;
+    /** When the desktop was last started (ISO 8601), while it runs; null when stopped. */
+    startedAt: string | null;
+    /**
+     * Set by a runtime that knows readiness better than a probe of the computer server (a Pod's
+     * readiness condition); left out, the VM service probes `computerServerUrl` itself.
+     */
+    ready?: boolean;
+    /**
+     * The key of this desktop's computer server, where the service gives desktops keys of their
+     * own (cloud mode): a client sends it as `X-API-Key`. Absent where the desktop needs none.
+     */
+    apiKey?: string;
+  };
 
 /** What `logs` streams: the desktop's console (a VM's serial port, a container's or Pod's output). */
 export interface LogOptions {
@@ -97,6 +99,45 @@ export interface DesktopRuntime {
   restore?(name: string, snapshot: string): Promise<void>;
   /** New desktops started from the snapshot; `names` are checked and free in every runtime. */
   fork?(name: string, snapshot: string, names: string[]): Promise<void>;
+  /** Declared by a runtime that can hibernate desktops (`HibernatingRuntime`, `canHibernate`). */
+  readonly hibernation?: HibernationCapability;
+}
+
+/** A runtime whose desktops can hibernate and resume (runtimes/hibernation.ts). */
+export interface HibernatingRuntime extends DesktopRuntime {
+  readonly hibernation: HibernationCapability;
+  /**
+   * Puts a running desktop to sleep in `mode` (one of the capability's); resolves once it sleeps.
+   * A desktop that does not run is a `conflict`; a failure leaves it running, said plainly.
+   */
+  hibernate(name: string, mode: HibernationMode): Promise<void>;
+  /**
+   * Wakes a hibernated desktop; resolves once it runs (readiness is the VM service's).
+   * `beforeStart` is called just before the desktop takes its ports again (the service stops
+   * listening there for it then).
+   */
+  resume(name: string, beforeStart?: () => Promise<void>): Promise<void>;
+  /**
+   * The host addresses that reach the desktop while it sleeps and that nothing else holds then:
+   * the VM service listens there, so that a connection wakes it. Empty where the runtime watches
+   * for requests itself (and calls the hook given to `onWakeRequest`) or cannot.
+   */
+  wakeAddresses(name: string): Promise<WakeAddress[]>;
+  /**
+   * Given the function that wakes a desktop (resolves once it is awake and ready), by a runtime
+   * that notices requests to sleeping desktops itself.
+   */
+  onWakeRequest?(wake: (name: string, why: string) => Promise<void>): void;
+}
+
+/** A host address (IPv4 or a name) and port a sleeping desktop is reached at. */
+export interface WakeAddress {
+  host: string;
+  port: number;
+}
+
+export function canHibernate(runtime: DesktopRuntime): runtime is HibernatingRuntime {
+  return runtime.hibernation !== undefined;
 }
 
 /** A snapshot of a desktop, as `GET /svc/vms/:name/snapshots` lists it. */

@@ -11,13 +11,12 @@
  * `/files/~/notes.txt` is in the home directory. Mounted after the app's `auth` middleware, so it
  * has the same authentication and origin rules as `/cmd`. Failures are JSON `{"detail": ...}`.
  */
-import { randomBytes } from "node:crypto";
-import { createWriteStream, type Stats } from "node:fs";
-import { type FileHandle, open, rename, stat, unlink } from "node:fs/promises";
+import { createWriteStream } from "node:fs";
+import { type FileHandle, open, stat } from "node:fs/promises";
 import type { IncomingMessage } from "node:http";
-import { basename, dirname, join } from "node:path";
 import { type Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { beginAtomicWrite } from "../../../common/atomic-write.js";
 import { CommandError, describeOsError } from "../../../common/errors.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { formatBytes } from "../../../common/sizes.js";
@@ -37,17 +36,20 @@ const READ_CHUNK = 1024 * 1024;
 /** What an upload may queue for the disk: socket chunks pile up and go out in one `writev`. */
 const WRITE_BUFFER = 4 * 1024 * 1024;
 
-const STATUS_OF_ERRNO: Record<string, ContentfulStatusCode> = {
+/** The HTTP status of an OS error of a file transfer. */
+export const STATUS_OF_ERRNO: Record<string, ContentfulStatusCode> = {
   ENOENT: 404,
   EACCES: 403,
   EPERM: 403,
   EISDIR: 400,
   ENOTDIR: 400,
   ENAMETOOLONG: 400,
+  ELOOP: 400,
   ENOSPC: 507,
+  EDQUOT: 507,
 };
 
-class HttpFailure extends Error {
+export class HttpFailure extends Error {
   constructor(
     readonly status: ContentfulStatusCode,
     message: string,
@@ -152,7 +154,7 @@ async function sendFile(c: Context<ComputerEnv>): Promise<Response | undefined> 
  * once the socket has taken its previous content. A fresh buffer per read (as a file stream does)
  * costs page faults on every megabyte and leaves the allocator fragmented.
  */
-async function sendBytes(handle: FileHandle, res: HandWritten, start: number, end: number) {
+export async function sendBytes(handle: FileHandle, res: HandWritten, start: number, end: number) {
   const buffers = [Buffer.allocUnsafeSlow(READ_CHUNK), Buffer.allocUnsafeSlow(READ_CHUNK)];
   const written: Promise<void>[] = [Promise.resolve(), Promise.resolve()];
   let position = start;
@@ -210,25 +212,25 @@ async function receiveFile(c: Context<ComputerEnv>, limit: number): Promise<unde
     dropTheRest(incoming);
     throw tooLarge(limit);
   }
-  const existing: Stats | undefined = await stat(abs).catch(() => undefined);
-  if (existing?.isDirectory()) throw new HttpFailure(400, `Is a directory: ${path}`);
-  const temp = join(dirname(abs), `.${basename(abs)}.${randomBytes(6).toString("hex")}.tmp`);
-  const handle = await open(temp, "wx", existing ? existing.mode & 0o7777 : 0o644).catch((err) => {
+  const existed = await stat(abs).then(
+    () => true,
+    () => false,
+  );
+  const write = await beginAtomicWrite(abs).catch((err) => {
     throw withPath(err, path);
   });
   let size: number;
   try {
-    size = await streamBody(incoming, handle.fd, limit);
-    await handle.sync();
-    await handle.close();
-    await rename(temp, abs);
+    size = await streamBody(incoming, write.handle.fd, limit);
   } catch (err) {
-    await handle.close().catch(() => undefined);
-    await unlink(temp).catch(() => undefined);
+    await write.abort();
     throw err instanceof HttpFailure ? err : withPath(err, path);
   }
+  await write.commit().catch((err) => {
+    throw withPath(err, path);
+  });
   const text = JSON.stringify({ success: true, size });
-  const { res } = replyByHand(c, existing ? 200 : 201, {
+  const { res } = replyByHand(c, existed ? 200 : 201, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
   });

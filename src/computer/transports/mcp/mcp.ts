@@ -6,7 +6,8 @@
  * JSON text. A result without images is also sent as structured content, and a tool whose results
  * have none declares the command's result schema as `outputSchema` (MCP clients check the one
  * against the other). A definition's `modelDefaults` are the tool's defaults (a screenshot fitted
- * to what models accept).
+ * to what models accept). A definition's `tools` (a model's own tool names for the command, e.g. the
+ * members of Claude's computer toolset) are listed beside the commands and run through the registry.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
@@ -21,7 +22,7 @@ import {
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { PACKAGE_VERSION } from "../../../common/version.js";
 import { Bytes } from "../../core/bytes.js";
-import { paramsJsonSchema, resultJsonSchema } from "../../core/catalog.js";
+import { paramsJsonSchema, resultJsonSchema, schemaJson } from "../../core/catalog.js";
 import type { AnyCommand } from "../../core/command.js";
 import type { Outcome } from "../../core/outcome.js";
 import type { CommandRegistry } from "../../core/registry.js";
@@ -42,6 +43,14 @@ export function toolList(registry: CommandRegistry): Tool[] {
         ...outputSchema(def),
       };
     });
+    for (const tool of registry.tools) {
+      const { $schema: _schema, ...inputSchema } = schemaJson(tool.params);
+      tools.push({
+        name: tool.name,
+        description: tool.description,
+        inputSchema: inputSchema as Tool["inputSchema"],
+      });
+    }
     toolCache.set(registry, tools);
   }
   return tools;
@@ -84,7 +93,10 @@ export function toolResult(outcome: Outcome): CallToolResult {
   const images: ImageContent[] = [];
   const result = takeImages(outcome.result, images, 0);
   const text = typeof result === "string" ? result : JSON.stringify(result ?? null);
-  if (images.length > 0) return { content: [...images, { type: "text", text }] };
+  if (images.length > 0) {
+    // An answer that was only images (a tool's screenshot) has no text beside them.
+    return { content: text === "{}" ? images : [...images, { type: "text", text }] };
+  }
   return {
     content: [{ type: "text", text }],
     // Parsed back from the text: structured content is plain JSON (bytes become their base64 text).
@@ -142,12 +154,14 @@ export function createMcpServer(
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const transportSignal = signalOf?.(extra.requestId);
     const { name, arguments: given } = request.params;
-    const defaults = registry.resolve(name)?.modelDefaults;
-    const outcome = await registry.run(name, defaults ? { ...defaults, ...given } : (given ?? {}), {
+    const options = {
       signal: transportSignal ? AbortSignal.any([extra.signal, transportSignal]) : extra.signal,
       transport: "mcp",
       connection: server,
-    });
+    };
+    if (registry.hasTool(name)) return toolResult(await registry.runTool(name, given ?? {}, options));
+    const defaults = registry.resolve(name)?.modelDefaults;
+    const outcome = await registry.run(name, defaults ? { ...defaults, ...given } : (given ?? {}), options);
     return toolResult(outcome);
   });
   server.onerror = (err) => log.warn({ err }, "mcp protocol error");

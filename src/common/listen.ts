@@ -1,0 +1,35 @@
+/**
+ * Listening and closing, the same for every server of both programs (the computer server, its
+ * OSWorld listener, the host service): wait for `listening` or for the error that prevents it
+ * (`EADDRINUSE`…), the URL to show (an IPv6 host in brackets), and a close that also ends the
+ * connections kept alive, which `close()` alone would wait for.
+ */
+import type { Server as HttpServer } from "node:http";
+import type { AddressInfo, Server } from "node:net";
+
+export interface Listening {
+  port: number;
+  url: string;
+}
+
+/** Resolves once `server` listens; `listen` starts it, for a server not started by its maker. */
+export async function listening(
+  server: Server,
+  options: { host: string; tls: boolean; listen?: () => void },
+): Promise<Listening> {
+  await new Promise<void>((resolve, reject) => {
+    server.once("listening", resolve);
+    server.once("error", reject);
+    options.listen?.();
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = options.host.includes(":") ? `[${options.host}]` : options.host;
+  return { port, url: `${options.tls ? "https" : "http"}://${host}:${port}` };
+}
+
+/** Stops listening and closes every connection, idle keep-alive ones included. */
+export function closeServer(server: Server): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  if ("closeAllConnections" in server) (server as HttpServer).closeAllConnections();
+  return closed;
+}

@@ -1,0 +1,125 @@
+/**
+ * Certificates for the egress proxy's credential rules (docs/egress.md): a CA of each desktop's
+ * own, which Hangar installs in that desktop's trust stores, and a certificate per domain signed by
+ * it, with which the proxy answers the desktop for the domains whose requests get a credential.
+ *
+ * Keys are made by node:crypto (P-256) and written to files of mode 0600 before `openssl` (the
+ * Debian package, already a dependency of the image) signs with them: no key is ever on a command
+ * line or in an environment. Node cannot write X.509 certificates, hence `openssl`.
+ */
+import { execFile } from "node:child_process";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { isIP } from "node:net";
+import { join } from "node:path";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+
+export interface CertificateFiles {
+  /** PEM certificate (public). */
+  cert: string;
+  /** PEM private key, mode 0600. */
+  key: string;
+}
+
+/** How long the certificates last: a desktop's CA ten years, a domain's one year (renewed when older). */
+const CA_DAYS = 3650;
+const LEAF_DAYS = 365;
+
+async function newKey(path: string) {
+  const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  await writeFile(path, privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o600, flag: "w" });
+}
+
+async function openssl(args: string[]) {
+  try {
+    await run("openssl", args, { timeout: 30_000 });
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException & { stderr?: string };
+    if (e.code === "ENOENT") throw new Error("Credential rules need `openssl` on the host (Debian: openssl)");
+    throw new Error(`openssl ${args[0]} failed: ${(e.stderr || e.message).trim()}`);
+  }
+}
+
+/** The CA in `dir` (`ca.crt`, `ca.key`), made when it is not there yet. */
+export async function ensureCa(dir: string, commonName: string): Promise<CertificateFiles> {
+  const files = { cert: join(dir, "ca.crt"), key: join(dir, "ca.key") };
+  if (await exists(files.cert)) return files;
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await newKey(files.key);
+  await openssl([
+    "req",
+    "-x509",
+    "-new",
+    "-key",
+    files.key,
+    "-out",
+    files.cert,
+    "-days",
+    String(CA_DAYS),
+    "-subj",
+    `/CN=${commonName.replace(/[/=+\\]/g, "_")}`,
+    "-addext",
+    "basicConstraints=critical,CA:TRUE,pathlen:0",
+    "-addext",
+    "keyUsage=critical,keyCertSign,cRLSign",
+  ]);
+  return files;
+}
+
+/** A certificate for `name` (a domain or an address) signed by `ca`, kept in `dir`. */
+export async function ensureLeaf(ca: CertificateFiles, dir: string, name: string): Promise<CertificateFiles> {
+  const base = join(dir, name.replace(/[^a-z0-9.-]/gi, "_"));
+  const files = { cert: `${base}.crt`, key: `${base}.key` };
+  const made = await stat(files.cert).catch(() => undefined);
+  if (made && Date.now() - made.mtimeMs < (LEAF_DAYS - 30) * 86_400_000) return files;
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await newKey(files.key);
+  const nonce = randomBytes(6).toString("hex");
+  const request = `${base}.${nonce}.csr`;
+  const extensions = `${base}.${nonce}.ext`;
+  const san = isIP(name) ? `IP:${name}` : `DNS:${name}`;
+  try {
+    await writeFile(
+      extensions,
+      `subjectAltName=${san}\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`,
+      { mode: 0o600 },
+    );
+    await openssl(["req", "-new", "-key", files.key, "-out", request, "-subj", `/CN=${name}`]);
+    await openssl([
+      "x509",
+      "-req",
+      "-in",
+      request,
+      "-CA",
+      ca.cert,
+      "-CAkey",
+      ca.key,
+      "-set_serial",
+      `0x${randomBytes(12).toString("hex")}`,
+      "-days",
+      String(LEAF_DAYS),
+      "-extfile",
+      extensions,
+      "-out",
+      files.cert,
+    ]);
+  } finally {
+    await rm(request, { force: true });
+    await rm(extensions, { force: true });
+  }
+  return files;
+}
+
+/** The PEM texts of a pair of files. */
+export async function readPair(files: CertificateFiles): Promise<{ cert: string; key: string }> {
+  return { cert: await readFile(files.cert, "utf8"), key: await readFile(files.key, "utf8") };
+}
+
+async function exists(path: string) {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}

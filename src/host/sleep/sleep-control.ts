@@ -1,0 +1,208 @@
+/**
+ * Hibernate, resume and wake, for every runtime that can (runtimes/hibernation.ts), on behalf of
+ * the VM service: one hibernate or resume of a desktop at a time (two resumes at once: the second
+ * finds it running), concurrent wakes of one desktop made one, the wake listeners of sleeping
+ * desktops (wake-listeners.ts) opened and closed around them, and every transition told to the
+ * lifecycle emitter.
+ */
+import { HostError } from "../errors.js";
+import type { HostLog } from "../host-log.js";
+import { KeyedLock } from "../keyed-lock.js";
+import { vmName } from "../names.js";
+import type { HibernationMode } from "../runtimes/hibernation.js";
+import { canHibernate, type DesktopRuntime, type HibernatingRuntime } from "../runtimes/runtime.js";
+import type { VmRecord } from "../vm-record.js";
+import type { Lifecycle } from "./lifecycle.js";
+import { WakeListeners } from "./wake-listeners.js";
+
+/** The longest a wake waits for the desktop to be ready (a disk-only resume boots its desktop). */
+export const WAKE_TIMEOUT_MS = 180_000;
+
+/** What the sleep control asks of the VM service. */
+export interface SleepHost {
+  locate(name: string): Promise<{ runtime: DesktopRuntime; record: VmRecord }>;
+  find(name: string): Promise<VmRecord>;
+  list(): Promise<VmRecord[]>;
+  waitReady(name: string, timeoutMs: number, signal?: AbortSignal): Promise<VmRecord>;
+  /** Readiness and listeners learn that a desktop changed. */
+  changed(name: string): void;
+  runtimes(): DesktopRuntime[];
+}
+
+/** What `ensureAwake` answers: the desktop's record (ready, when it was woken) and whether it slept. */
+export interface Awake {
+  record: VmRecord;
+  woke: boolean;
+}
+
+export class SleepControl {
+  private readonly lock = new KeyedLock();
+  private readonly waking = new Map<string, Promise<VmRecord>>();
+  private readonly listeners: WakeListeners;
+
+  constructor(
+    private readonly host: SleepHost,
+    private readonly lifecycle: Lifecycle,
+    private readonly log: HostLog,
+  ) {
+    this.listeners = new WakeListeners({
+      wake: async (name, why) => {
+        await this.wake(name, why);
+      },
+      problem: (name, message) =>
+        void this.log.error("A sleeping desktop cannot be woken on a request", { vm: name, error: message }),
+    });
+    for (const runtime of host.runtimes()) {
+      if (canHibernate(runtime)) {
+        runtime.onWakeRequest?.(async (name, why) => {
+          await this.wake(name, why);
+        });
+      }
+    }
+  }
+
+  /** Puts a running desktop to sleep (`mode`: the runtime's default when left out); its record then. */
+  async hibernate(name: string, mode?: HibernationMode): Promise<VmRecord> {
+    const { runtime, record } = await this.host.locate(name);
+    const sleeping = capable(runtime);
+    const chosen = mode ?? sleeping.hibernation.modes[0];
+    if (!sleeping.hibernation.modes.includes(chosen)) {
+      throw new HostError(
+        "invalid_params",
+        `A ${runtime.kind} desktop hibernates with ${sleeping.hibernation.modes.map((m) => `'${m}'`).join(" or ")}, not '${chosen}'`,
+      );
+    }
+    return this.lock.run(record.name, async () => {
+      const started = Date.now();
+      try {
+        await sleeping.hibernate(record.name, chosen);
+      } catch (err) {
+        this.failed(record, "hibernate", err);
+        throw err;
+      } finally {
+        this.host.changed(record.name);
+      }
+      await this.listen(sleeping, record.name);
+      this.lifecycle.emit({
+        type: "hibernated",
+        name: record.name,
+        runtime: runtime.kind,
+        mode: chosen,
+        ms: Date.now() - started,
+      });
+      return this.host.find(record.name);
+    });
+  }
+
+  /** Wakes a hibernated desktop; a running or stopped one is a 409, nothing changed. */
+  async resume(name: string): Promise<VmRecord> {
+    const { runtime, record } = await this.host.locate(name);
+    const sleeping = capable(runtime);
+    const ms = await this.lock.run(record.name, () => this.resumeNow(sleeping, record));
+    this.lifecycle.emit({ type: "resumed", name: record.name, runtime: runtime.kind, ms });
+    return this.host.find(record.name);
+  }
+
+  /**
+   * The desktop awake: a sleeping one is resumed and waited for until ready (woken by traffic:
+   * logged, and told as `woke`); a running one is answered as it is. Wakes of one desktop at once
+   * are one. A stopped desktop is a 409: there is nothing to wake.
+   */
+  async ensureAwake(name: string, why = "a request"): Promise<Awake> {
+    const key = vmName(name);
+    const inflight = this.waking.get(key);
+    if (inflight) return { record: await inflight, woke: true };
+    const record = await this.host.find(key);
+    if (record.status === "running") return { record, woke: false };
+    if (record.status !== "hibernated") {
+      throw new HostError(
+        "conflict",
+        `${record.name} is ${record.status}: there is nothing to wake (run it)`,
+      );
+    }
+    return { record: await this.wake(record.name, why), woke: true };
+  }
+
+  /** Opens the wake listeners of every sleeping desktop; once at start. */
+  async recover() {
+    const records = await this.host.list().catch(() => [] as VmRecord[]);
+    for (const record of records.filter((r) => r.status === "hibernated")) {
+      const runtime = this.host.runtimes().find((r) => r.kind === record.runtime);
+      if (runtime && canHibernate(runtime)) await this.listen(runtime, record.name);
+    }
+  }
+
+  /** The desktop was stopped or deleted: nothing listens for it any more. */
+  async forget(name: string) {
+    await this.listeners.drop(name);
+  }
+
+  async close() {
+    await this.listeners.close();
+  }
+
+  private wake(name: string, why: string): Promise<VmRecord> {
+    const inflight = this.waking.get(name);
+    if (inflight) return inflight;
+    const waking = (async () => {
+      const started = Date.now();
+      const { runtime, record } = await this.host.locate(name);
+      const sleeping = capable(runtime);
+      const resumed = await this.lock.run(record.name, async () => {
+        if ((await this.host.find(record.name)).status !== "hibernated") return false;
+        await this.resumeNow(sleeping, record);
+        return true;
+      });
+      const ready = await this.host.waitReady(record.name, WAKE_TIMEOUT_MS);
+      // Awake already (another wake, a resume, or a start under way): nothing woke it here.
+      if (!resumed) return ready;
+      const ms = Date.now() - started;
+      await this.log.info("Desktop woke on a request", { vm: record.name, runtime: runtime.kind, why, ms });
+      this.lifecycle.emit({ type: "woke", name: record.name, runtime: runtime.kind, ms, why });
+      return ready;
+    })();
+    this.waking.set(name, waking);
+    const forget = () => {
+      if (this.waking.get(name) === waking) this.waking.delete(name);
+    };
+    waking.then(forget, forget);
+    return waking;
+  }
+
+  /** Resumes under the lock; the listeners close just before the desktop takes its ports. */
+  private async resumeNow(sleeping: HibernatingRuntime, record: VmRecord): Promise<number> {
+    const started = Date.now();
+    try {
+      await sleeping.resume(record.name, () => this.listeners.release(record.name));
+    } catch (err) {
+      this.failed(record, "resume", err);
+      // Still asleep (a resume that fails leaves it so): reachable for the next wake.
+      const now = await this.host.find(record.name).catch(() => undefined);
+      if (now?.status === "hibernated") await this.listen(sleeping, record.name);
+      throw err;
+    } finally {
+      this.host.changed(record.name);
+    }
+    return Date.now() - started;
+  }
+
+  private async listen(runtime: HibernatingRuntime, name: string) {
+    const addresses = await runtime.wakeAddresses(name).catch(() => []);
+    if (addresses.length > 0) await this.listeners.hold(name, addresses);
+  }
+
+  private failed(record: VmRecord, operation: "hibernate" | "resume", err: unknown) {
+    if (err instanceof HostError && (err.kind === "conflict" || err.kind === "invalid_params")) return;
+    const error = (err as Error).message;
+    void this.log.error(`A desktop failed to ${operation}`, { vm: record.name, error });
+    this.lifecycle.emit({ type: "failed", name: record.name, runtime: record.runtime, operation, error });
+  }
+}
+
+/** The runtime as one that hibernates; a clear 400 for one that cannot. */
+function capable(runtime: DesktopRuntime): HibernatingRuntime {
+  if (!canHibernate(runtime)) {
+    throw new HostError("not_supported", `${runtime.kind} desktops cannot hibernate`);
+  }
+  return runtime;
+}

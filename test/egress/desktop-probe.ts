@@ -1,0 +1,53 @@
+/**
+ * Programs run in a desktop as an agent runs them: a Node script through the computer server's
+ * `run_command`, whose printed JSON is the answer.
+ */
+import { expect } from "vitest";
+import { type DesktopAddress, desktopCommand } from "../host/desktop-client.js";
+
+/**
+ * Runs a Node script in the desktop through `run_command` and gives what it printed as JSON. The
+ * script's helpers: `byName(url)` (HTTPS or HTTP straight to the name, no proxy: the desktop's DNS
+ * decides; the certificate's issuer is given, not checked), `verified(url)` (the same, checked
+ * against the desktop's trust), `viaProxy(host, port)` (CONNECT through `https_proxy`), `tcp(address, port)`, `dns(name)`.
+ */
+export async function inDesktop(desktop: DesktopAddress, body: string): Promise<any> {
+  const script = `
+const http = require("node:http"), https = require("node:https"), net = require("node:net"), dns = require("node:dns");
+const grab = (mod, url, verify = false) => new Promise((resolve) => {
+  const req = mod.get(url, { rejectUnauthorized: verify, timeout: 8000 }, (res) => {
+    const issuer = res.socket.getPeerCertificate ? res.socket.getPeerCertificate().issuer?.CN : null;
+    let body = ""; res.on("data", (c) => { body += c; }); res.on("end", () => resolve({ status: res.statusCode, body, issuer }));
+  });
+  req.on("timeout", () => req.destroy(new Error("timeout")));
+  req.on("error", (e) => resolve({ error: e.code || e.message }));
+});
+const byName = (url) => grab(url.startsWith("https") ? https : http, url);
+const verified = (url) => grab(https, url, true);
+const viaProxy = (target) => new Promise((resolve) => {
+  const proxy = new URL(process.env.https_proxy);
+  const req = http.request({ host: proxy.hostname, port: proxy.port, method: "CONNECT", path: target, timeout: 8000 });
+  req.on("connect", (res, socket, head) => { socket.destroy(); resolve({ status: res.statusCode, body: head.toString() }); });
+  req.on("error", (e) => resolve({ error: e.code || e.message }));
+  req.end();
+});
+const tcp = (address, port) => new Promise((resolve) => {
+  const s = net.connect({ host: address, port, timeout: 4000 });
+  s.on("connect", () => { s.destroy(); resolve("connected"); });
+  s.on("timeout", () => { s.destroy(); resolve("timeout"); });
+  s.on("error", (e) => resolve(e.code));
+});
+const lookup = (name) => dns.promises.resolve4(name).catch((e) => e.code);
+(async () => { console.log(JSON.stringify(await (async () => { ${body} })())); })();
+`;
+  const encoded = Buffer.from(script).toString("base64");
+  const { status, result } = await desktopCommand(
+    desktop,
+    "run_command",
+    { command: `node -e "eval(Buffer.from('${encoded}', 'base64').toString())"`, timeout: 60 },
+    70_000,
+  );
+  expect(status).toBe(200);
+  expect(result.return_code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout);
+}
