@@ -51,8 +51,9 @@ RUN ln -s /opt/hangar/bin/hangar.js /usr/local/bin/hangar
 
 USER 10001:10001
 # GTK 2 apps (PCManFM, the panel) load their AT-SPI bridge only when asked.
-# OSWorld's controller API on 5000 (HANGAR_OSWORLD=off turns it off).
-ENV HOME=/home/hangar HANGAR_DISPLAY=1280x800 HANGAR_HOST=0.0.0.0 GTK_MODULES=gail:atk-bridge HANGAR_OSWORLD=5000
+# OSWorld's controller API on 5000 (HANGAR_OSWORLD=off turns it off); E2B's envd on 49983, on the container's
+# loopback unless a token file is mounted (HANGAR_ENVD=off turns it off; docs/e2b.md).
+ENV HOME=/home/hangar HANGAR_DISPLAY=1280x800 HANGAR_HOST=0.0.0.0 GTK_MODULES=gail:atk-bridge HANGAR_OSWORLD=5000 HANGAR_ENVD=49983
 WORKDIR /home/hangar
 # 8000: the computer server (HTTP); 8443: the same with TLS (cloud mode); 6080: noVNC when HANGAR_VNC=1;
 # 5000: OSWorld's controller API.

@@ -48,7 +48,7 @@ export default defineConfig({
           include: HOST,
           exclude: [...EXCLUDE, ...UNIT],
           // The tiny guest of the snapshot tests, made once before the files that boot it run side by side.
-          globalSetup: [LEFTOVERS, IMAGE, "test/host/tiny-guest.ts"],
+          globalSetup: [LEFTOVERS, IMAGE, "test/host/e2b-desktop-image.ts", "test/host/tiny-guest.ts"],
         },
       },
       {

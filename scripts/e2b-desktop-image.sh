@@ -1,51 +1,69 @@
 #!/usr/bin/env bash
 # Builds E2B's `desktop` template (deploy/e2b-desktop/Dockerfile) as a layer on top of the desktop
 # image that scripts/test-image.sh built, into the same cache, so that the container tests find it
-# as localhost/hangar-desktop:test beside localhost/hangar:test (test/host/podman.ts). Run it after
-# test-image.sh; it prints how long the build took and the size the layer adds.
+# as localhost/hangar-desktop:test beside localhost/hangar:test (test/host/podman.ts). CI runs it
+# after test-image.sh; it prints how long the build took and the size of both images.
 #
-#   sudo ./scripts/e2b-desktop-image.sh [--cache DIR]
+#   ./scripts/e2b-desktop-image.sh [--cache DIR] [--if-missing]     (as root: through sudo otherwise)
+#
+# `npm test` runs it with --if-missing when the template is not there (test/host/e2b-desktop-image.ts):
+# then a template built on the desktop image as it is now is left as it is (one built on an older
+# desktop image is built again; buildah's layer cache makes that quick when the Dockerfile is the
+# same). The image names are the tests' ($HANGAR_TEST_IMAGE, $HANGAR_TEST_DESKTOP_TEMPLATE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 {
 
 CACHE=${HANGAR_IMAGE_CACHE:-/var/cache/hangar-image}
+IF_MISSING=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --cache) CACHE=$2; shift 2 ;;
+    --if-missing) IF_MISSING=1; shift ;;
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "e2b-desktop-image.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
-[ "$(id -u)" -eq 0 ] || { echo "e2b-desktop-image.sh: run as root (as test-image.sh)" >&2; exit 1; }
-# The tests' names for both images (test/host/podman.ts, test/host/e2b-support.ts).
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "e2b-desktop-image.sh: run it as root (as test-image.sh)" >&2; exit 1; }
+  exec sudo --preserve-env=HANGAR_IMAGE_CACHE,HANGAR_TEST_IMAGE,HANGAR_TEST_DESKTOP_TEMPLATE "$PWD/scripts/e2b-desktop-image.sh" "$@"
+fi
+CACHE=$(realpath -m "$CACHE")
+mkdir -p "$CACHE/logs"
+# The cache's storage is test-image.sh's: one run at a time, its lock.
+exec 9>"$CACHE/.lock"
+flock -n 9 || { echo "e2b-desktop-image.sh: another run is using $CACHE; waiting for it to end"; flock 9; }
 BASE=${HANGAR_TEST_IMAGE:-localhost/hangar:test}
 IMAGE=${HANGAR_TEST_DESKTOP_TEMPLATE:-localhost/hangar-desktop:test}
-started=$(date +%s)
-mkdir -p "$CACHE/logs"
+LABEL=dev.hangar.e2b-template-base
 LOG=$CACHE/logs/e2b-desktop-build.log
+started=$(date +%s)
 
 if docker info >/dev/null 2>&1; then
-  docker image inspect "$BASE" >/dev/null || { echo "e2b-desktop-image.sh: no $BASE: run scripts/test-image.sh first" >&2; exit 1; }
-  timeout 30m docker build --build-arg "BASE=$BASE" -t "$IMAGE" deploy/e2b-desktop >"$LOG" 2>&1 ||
-    { tail -30 "$LOG" >&2; exit 1; }
-  base_size=$(docker image inspect -f '{{.Size}}' "$BASE")
-  size=$(docker image inspect -f '{{.Size}}' "$IMAGE")
+  base_id() { docker image inspect -f '{{.Id}}' "$BASE"; }
+  built_on() { docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$IMAGE" 2>/dev/null || true; }
+  BUILD=(docker build)
+  size_of() { echo "$(($(docker image inspect -f '{{.Size}}' "$1") / 1000000)) MB"; }
 else
   STORAGE=
   for driver in overlay vfs; do
     [ -f "$CACHE/storage-$driver/$driver-images/images.json" ] && { STORAGE=$CACHE/storage-$driver; DRIVER=$driver; break; }
   done
   [ -n "$STORAGE" ] || { echo "e2b-desktop-image.sh: no image store in $CACHE: run scripts/test-image.sh first" >&2; exit 1; }
-  BUILDAH=(buildah --root "$STORAGE" --runroot "$CACHE/run" --storage-driver "$DRIVER")
-  "${BUILDAH[@]}" inspect --type image "$BASE" >/dev/null ||
-    { echo "e2b-desktop-image.sh: no $BASE in $STORAGE: run scripts/test-image.sh first" >&2; exit 1; }
-  timeout 30m "${BUILDAH[@]}" bud --isolation chroot --format docker --layers --pull=false \
-    --build-arg "BASE=$BASE" -t "$IMAGE" deploy/e2b-desktop >"$LOG" 2>&1 ||
-    { tail -30 "$LOG" >&2; exit 1; }
-  base_size=$("${BUILDAH[@]}" images --format '{{.Size}}' "$BASE" | head -1)
-  size=$("${BUILDAH[@]}" images --format '{{.Size}}' "$IMAGE" | head -1)
+  ENGINE=(buildah --root "$STORAGE" --runroot "$CACHE/run" --storage-driver "$DRIVER")
+  base_id() { "${ENGINE[@]}" inspect --type image --format '{{.FromImageID}}' "$BASE"; }
+  built_on() { "${ENGINE[@]}" inspect --type image --format "{{index .Docker.Config.Labels \"$LABEL\"}}" "$IMAGE" 2>/dev/null || true; }
+  BUILD=("${ENGINE[@]}" bud --isolation chroot --format docker --layers --pull=false)
+  size_of() { "${ENGINE[@]}" images --format '{{.Size}}' "$1" | sed -n 1p; }
 fi
-echo "e2b-desktop-image.sh: $IMAGE built in $(($(date +%s) - started)) s: $size (the desktop image: $base_size); log $LOG"
+
+base=$(base_id) || { echo "e2b-desktop-image.sh: no $BASE in $CACHE: run scripts/test-image.sh first" >&2; exit 1; }
+if [ "$IF_MISSING" -eq 1 ] && [ "$(built_on)" = "$base" ]; then
+  echo "e2b-desktop-image.sh: $IMAGE is built on $BASE as it is (--if-missing: left as it is)"
+  exit 0
+fi
+timeout 30m "${BUILD[@]}" --build-arg "BASE=$BASE" --label "$LABEL=$base" -t "$IMAGE" deploy/e2b-desktop >"$LOG" 2>&1 ||
+  { tail -30 "$LOG" >&2; echo "e2b-desktop-image.sh: the build failed (log: $LOG)" >&2; exit 1; }
+echo "e2b-desktop-image.sh: $IMAGE built in $(($(date +%s) - started)) s: $(size_of "$IMAGE") (the desktop image: $(size_of "$BASE")); log $LOG"
 exit 0
 }

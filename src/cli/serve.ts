@@ -121,6 +121,10 @@ export function registerServe(program: Command) {
       "envd's access token (first line of the file; needed beyond loopback): clients send it in X-Access-Token",
     )
     .option(
+      "--envd-host <address>",
+      "the address envd listens on (default --host's), e.g. 127.0.0.1 where a control plane reaches it through GET /tunnel/{port}",
+    )
+    .option(
       "--backend <name>",
       `desktop backend: ${BACKEND_NAMES.join(" or ")}`,
       parseBackend,
@@ -136,12 +140,16 @@ export function registerServe(program: Command) {
     const bodyLimitBytes = parseBytes(opts.bodyLimit);
     const cloud = await cloudServeOptions(opts, log);
     const access = browserAccess(opts);
-    if (opts.envdTokenFile && opts.envdPort === undefined)
-      throw new Error("--envd-token-file goes with --envd-port");
+    if ((opts.envdTokenFile || opts.envdHost) && opts.envdPort === undefined)
+      throw new Error("--envd-token-file and --envd-host go with --envd-port");
     const envd =
       opts.envdPort === undefined
         ? undefined
-        : { port: opts.envdPort, token: opts.envdTokenFile ? readTokenFile(opts.envdTokenFile) : undefined };
+        : {
+            port: opts.envdPort,
+            host: opts.envdHost,
+            token: opts.envdTokenFile ? readTokenFile(opts.envdTokenFile) : undefined,
+          };
     // Check every option before starting a virtual display that a mistake would leave behind.
     const desktop = await startDesktopSession({
       virtualDisplay: opts.virtualDisplay,

@@ -106,7 +106,12 @@ export interface ComputerServerOptions {
    * free one) on the server's address, with the origin policy, and the access token from
    * `--envd-token-file` (required beyond loopback; else the first `POST /init` may set one).
    */
-  envd?: { port: number; token?: string };
+  envd?: {
+    port: number;
+    token?: string;
+    /** Its own address (default the server's): a container's envd stays on loopback (`--envd-host`). */
+    host?: string;
+  };
 }
 
 export const DEFAULT_OSWORLD_PORT = 5000;
@@ -131,9 +136,10 @@ export async function startComputerServer(
 ): Promise<RunningComputerServer> {
   const log = options.log ?? silentLogger;
   const host = options.host ?? "127.0.0.1";
-  if (options.envd && !options.envd.token && !isLoopbackName(host)) {
+  const envdHost = options.envd?.host ?? host;
+  if (options.envd && !options.envd.token && !isLoopbackName(envdHost)) {
     throw new Error(
-      `envd on ${host} (beyond loopback) needs --envd-token-file: without a token, anyone who reaches ` +
+      `envd on ${envdHost} (beyond loopback) needs --envd-token-file: without a token, anyone who reaches ` +
         "its port runs commands on this desktop",
     );
   }
@@ -297,7 +303,7 @@ export async function startComputerServer(
   }
   const envd = options.envd
     ? await startEnvdListener(options.envd, {
-        host,
+        host: envdHost,
         originPolicy,
         bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
         pty,

@@ -224,4 +224,14 @@ describe("E2B's envd", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("keeps envd on the container's loopback without a token file (the host service reaches it through the tunnel)", () => {
+    const s = containerSettings({ HANGAR_ENVD: "49983", HANGAR_SECRETS_DIR: empty }, []);
+    expect(s.serveArgs.slice(-4)).toEqual(["--envd-port", "49983", "--envd-host", "127.0.0.1"]);
+    const asked = containerSettings({ HANGAR_ENVD: "49983", HANGAR_SECRETS_DIR: empty }, [
+      "--envd-host",
+      "0.0.0.0",
+    ]);
+    expect(asked.serveArgs.filter((a) => a === "--envd-host")).toHaveLength(1);
+  });
 });

@@ -24,7 +24,9 @@
  *                                  display once it appears
  *   HANGAR_ENVD=49983              E2B's envd on this port (`--envd-port`, docs/e2b.md); off unless set;
  *                                  its access token from the secrets directory's `envd-token` file
- *                                  (→ `--envd-token-file`), which it needs beyond loopback
+ *                                  (→ `--envd-token-file`), which it needs beyond loopback; without
+ *                                  one, envd listens on the container's loopback only (the host
+ *                                  service's E2B plane reaches it through GET /tunnel/{port})
  *   CONTAINER_NAME is read by `hangar serve` itself; HANGAR_API_KEYS and HANGAR_AUTH_URL reach only
  *   the server (main.ts), never the desktop or the commands.
  * Flags given as arguments win over the environment, which wins over the mounted files.
@@ -135,6 +137,14 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
   const envdToken = join(secrets, "envd-token");
   if (flagNames(serveArgs).has("--envd-port") && !given.has("--envd-token-file") && existsSync(envdToken)) {
     serveArgs.push("--envd-token-file", readable(envdToken));
+  } else if (
+    flagNames(serveArgs).has("--envd-port") &&
+    !given.has("--envd-token-file") &&
+    !given.has("--envd-host")
+  ) {
+    // No token: envd stays on the container's loopback, where the host service reaches it through
+    // the computer server's tunnel and hands it the sandbox's token with the first /init.
+    serveArgs.push("--envd-host", "127.0.0.1");
   }
 
   const externalDisplay = env.HANGAR_EXTERNAL_DISPLAY || undefined;

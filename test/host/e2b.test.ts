@@ -179,10 +179,15 @@ describe("E2B's SDK against the control plane", () => {
       (err) => err,
     );
     expect(egress.message).toMatch(/400: network.allowOut .* is not supported/);
-    const pause = await Sandbox.create("base", { ...opts(), lifecycle: { onTimeout: "pause" } }).catch(
-      (err) => err,
+    const memoryless = await fetch(`${e2bUrl}/v2/sandboxes`, {
+      method: "POST",
+      headers: { "x-api-key": E2B_KEY, "content-type": "application/json" },
+      body: JSON.stringify({ templateID: "base", autoPauseMemory: false }),
+    });
+    expect(memoryless.status).toBe(400);
+    expect((await memoryless.json()).message).toBe(
+      "autoPauseMemory=false only applies when autoPause is true.",
     );
-    expect(pause.message).toMatch(/400: autoPause: Pausing is not supported for container desktops/);
     const tooLong = await fetch(`${e2bUrl}/v2/sandboxes`, {
       method: "POST",
       headers: { "x-api-key": E2B_KEY, "content-type": "application/json" },
@@ -220,11 +225,47 @@ describe("E2B's SDK against the control plane", () => {
     expect(listed.filter((id) => !sandboxes.includes(id))).toEqual([]);
   }, 60_000);
 
-  it("pausing a container sandbox is refused in E2B's shape, and the sandbox keeps running", async () => {
+  it("pauses a container sandbox (its processes frozen) and resumes it on connect", async () => {
     const sandbox = await create();
-    const refused = await sandbox.pause().catch((err) => err);
-    expect(refused).toBeInstanceOf(SandboxError);
-    expect(refused.message).toMatch(/^400: Pausing is not supported for container desktops/);
+    expect(await sandbox.pause()).toBe(true);
+    // Paused already: E2B's 409, which the SDK reads as false.
+    expect(await sandbox.pause()).toBe(false);
+    expect((await sandbox.getInfo()).state).toBe("paused");
+    expect((await vmOf(sandbox.sandboxId)).status).toBe("hibernated");
+    const paused = await Sandbox.list({ ...opts(), query: { state: ["paused"] } }).nextItems();
+    expect(paused.map((s) => s.sandboxId)).toContain(sandbox.sandboxId);
+    // A per-port request to a paused sandbox without autoResume is refused, not hung.
+    const asleep = await viaLoopback(sandbox.getHost(8000), "GET", "/status", {
+      "e2b-traffic-access-token": sandbox.trafficAccessToken as string,
+    });
+    expect(asleep.status).toBe(502);
+    expect(JSON.parse(asleep.body).message).toMatch(/is paused/);
+
+    const again = await Sandbox.connect(sandbox.sandboxId, { ...opts(), timeoutMs: 120_000 });
+    expect((await again.getInfo()).state).toBe("running");
+    expect((await vmOf(sandbox.sandboxId)).status).toBe("running");
+    const awake = await viaLoopback(sandbox.getHost(8000), "GET", "/status", {
+      "e2b-traffic-access-token": sandbox.trafficAccessToken as string,
+    });
+    expect(awake.status).toBe(200);
+    await again.kill();
+  }, 180_000);
+
+  it("pauses a sandbox at its timeout with autoPause, and wakes it on traffic with autoResume", async () => {
+    const sandbox = await create("base", {
+      timeoutMs: 3_000,
+      lifecycle: { onTimeout: "pause", autoResume: true },
+    });
+    expect((await sandbox.getInfo()).lifecycle).toEqual({ onTimeout: "pause", autoResume: true });
+    await expect
+      .poll(async () => (await Sandbox.getInfo(sandbox.sandboxId, opts())).state, { timeout: 30_000 })
+      .toBe("paused");
+    expect((await vmOf(sandbox.sandboxId)).status).toBe("hibernated");
+    // Traffic to one of its ports resumes it.
+    const status = await viaLoopback(sandbox.getHost(8000), "GET", "/status", {
+      "e2b-traffic-access-token": sandbox.trafficAccessToken as string,
+    });
+    expect(status.status).toBe(200);
     expect((await sandbox.getInfo()).state).toBe("running");
     await sandbox.kill();
   }, 180_000);

@@ -100,8 +100,8 @@ export function e2bApi(options: E2bApiOptions) {
     return c.body(null, 204);
   });
   app.post("/sandboxes/:id/pause", async (c) => {
-    await jsonBody(c, pauseSchema);
-    await sandboxes.pause(c.req.param("id"));
+    const body = await jsonBody(c, pauseSchema);
+    await sandboxes.pause(c.req.param("id"), body.memory !== false);
     return c.body(null, 204);
   });
   app.post("/sandboxes/:id/resume", async (c) => {

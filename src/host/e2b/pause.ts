@@ -1,45 +1,52 @@
 /**
- * How a sandbox is paused and resumed, behind one small interface so that the control plane does
- * not care what does it. Today that is the VM service's snapshot machinery: a desktop whose
- * runtime takes whole-state snapshots (QEMU) is snapshotted with its memory, then stopped, and
- * restored on resume, its processes and open files as they were. A runtime without snapshots is
- * refused with a sentence that says so (E2B's 400, before anything is touched).
+ * How a sandbox is paused and resumed: the VM service's hibernation (runtimes/hibernation.ts), its
+ * identity kept. E2B's pause keeps the sandbox's memory and processes unless asked for its files
+ * only (`memory: false`); each runtime keeps what it can:
+ *
+ * - memory kept: QEMU saves the running state to disk (`memory`), a container's processes are
+ *   frozen where they are (`paused`: nothing runs, the memory stays held on the host);
+ * - files only: a container stopped with its writable layer, a Pod scaled to zero with its home
+ *   (`disk`); the desktop starts again from them on resume.
+ *
+ * What a runtime cannot keep is refused (E2B's 400, before anything is touched), never quietly
+ * downgraded, as E2B's API says of a memory restore it cannot do.
  */
-import { HostError } from "../errors.js";
+import type { HibernationMode } from "../runtimes/hibernation.js";
 import type { RuntimeKind } from "../runtimes/kinds.js";
+import { canHibernate } from "../runtimes/runtime.js";
 import type { VmService } from "../vm-service.js";
 
 export interface Pauser {
-  /** Why desktops of this runtime cannot be paused; undefined when they can. */
-  refusal(runtime: RuntimeKind): string | undefined;
-  /** Pauses a running desktop: resolves once its state is kept and it no longer runs. */
-  pause(desktop: string): Promise<void>;
-  /** Brings a paused desktop back as it was: resolves once it runs again. */
+  /** Why desktops of this runtime cannot be paused so (`keepMemory`: processes and memory kept); undefined when they can. */
+  refusal(runtime: RuntimeKind, keepMemory: boolean): string | undefined;
+  /** Pauses a running desktop: resolves once it sleeps. */
+  pause(desktop: string, runtime: RuntimeKind, keepMemory: boolean): Promise<void>;
+  /** Wakes a paused desktop: resolves once it runs again. */
   resume(desktop: string): Promise<void>;
 }
 
-/** The snapshot a paused sandbox's desktop is kept in (one per desktop, replaced at each pause). */
-const PAUSE_SNAPSHOT = "e2b-paused";
-
-export function snapshotPauser(vms: VmService): Pauser {
+export function hibernationPauser(vms: VmService): Pauser {
+  /** The hibernation mode that keeps what is asked, or undefined where the runtime has none. */
+  const modeFor = (runtime: RuntimeKind, keepMemory: boolean): HibernationMode | undefined => {
+    const desktops = vms.runtime(runtime);
+    if (!canHibernate(desktops)) return undefined;
+    const modes: readonly HibernationMode[] = desktops.hibernation.modes;
+    return keepMemory ? modes.find((m) => m === "memory" || m === "paused") : modes.find((m) => m === "disk");
+  };
   return {
-    refusal(runtime) {
-      if (vms.runtime(runtime).snapshot) return undefined;
-      return (
-        `Pausing is not supported for ${runtime} desktops on this host: a paused sandbox is kept as a ` +
-        "snapshot of its whole state, and only QEMU desktops have those (kill the sandbox instead, or run " +
-        "sandboxes as QEMU desktops)"
-      );
+    refusal(runtime, keepMemory) {
+      if (modeFor(runtime, keepMemory)) return undefined;
+      const desktops = vms.runtime(runtime);
+      if (!canHibernate(desktops)) return `Pausing is not supported for ${runtime} desktops on this host`;
+      return keepMemory
+        ? `Pausing with memory is not supported for ${runtime} desktops: they keep their files only (pause with keepMemory: false)`
+        : `Pausing without memory is not supported for ${runtime} desktops: they keep their memory (pause with memory kept)`;
     },
-    async pause(desktop) {
-      await vms.deleteSnapshot(desktop, PAUSE_SNAPSHOT).catch((err) => {
-        if (!(err instanceof HostError) || err.kind === "unavailable") throw err;
-      });
-      await vms.snapshot(desktop, PAUSE_SNAPSHOT);
-      await vms.stop(desktop, { force: true });
+    async pause(desktop, runtime, keepMemory) {
+      await vms.hibernate(desktop, modeFor(runtime, keepMemory));
     },
     async resume(desktop) {
-      await vms.restore(desktop, PAUSE_SNAPSHOT);
+      await vms.resume(desktop);
     },
   };
 }

@@ -36,6 +36,8 @@ const recordSchema = z.object({
   /** `creating` until its desktop is made and answers (a restart finds such a one half-made). */
   state: z.enum(["creating", "running", "paused"]),
   onTimeout: z.enum(["kill", "pause"]),
+  /** Whether a pause at its timeout keeps its memory (E2B's `autoPauseMemory`, true by default). */
+  pauseKeepsMemory: z.boolean().default(true),
   autoResume: z.boolean(),
 });
 export type SandboxRecord = z.infer<typeof recordSchema>;

@@ -126,8 +126,12 @@ export class Sandboxes {
     if (autoResume && onTimeout !== "pause") {
       throw new E2bError(400, "autoResume needs autoPause: only a paused sandbox can be resumed by traffic");
     }
+    const pauseKeepsMemory = body.autoPauseMemory !== false;
+    if (body.autoPauseMemory === false && onTimeout !== "pause") {
+      throw new E2bError(400, "autoPauseMemory=false only applies when autoPause is true.");
+    }
     if (onTimeout === "pause") {
-      const refusal = this.pauser.refusal(source.runtime);
+      const refusal = this.pauser.refusal(source.runtime, pauseKeepsMemory);
       if (refusal) throw new E2bError(400, `autoPause: ${refusal}`);
     }
     const timeoutSeconds = body.timeout ?? DEFAULT_TIMEOUT_SECONDS[version];
@@ -149,6 +153,7 @@ export class Sandboxes {
       timeoutSeconds,
       state: "creating",
       onTimeout,
+      pauseKeepsMemory,
       autoResume,
     };
     const started = Date.now();
@@ -308,7 +313,12 @@ export class Sandboxes {
     if (record.state === "paused") {
       if (!record.autoResume)
         throw new E2bError(502, `Sandbox ${sandboxID} is paused: connect to it to resume it`);
-      ({ record, vm } = await this.resume(sandboxID, record.timeoutSeconds, "connect"));
+      // As E2B's: a sandbox woken by traffic gets at least the default timeout.
+      ({ record, vm } = await this.resume(
+        sandboxID,
+        Math.max(record.timeoutSeconds, DEFAULT_TIMEOUT_SECONDS.v2),
+        "connect",
+      ));
     }
     return { record, address: addressOf(vm) };
   }
@@ -353,14 +363,17 @@ export class Sandboxes {
     return { ...(await this.view(sandboxID)), resumed: false };
   }
 
-  /** E2B's pause; 409 when it is paused already, 400 where the runtime cannot. */
-  async pause(sandboxID: string) {
+  /**
+   * E2B's pause: its memory and processes kept unless `keepMemory` is false (its files only);
+   * 409 when it is paused already, 400 where the runtime cannot keep what is asked.
+   */
+  async pause(sandboxID: string, keepMemory = true) {
     await this.locks.run(sandboxID, async () => {
       const { record, vm } = await this.view(sandboxID);
       if (record.state === "paused") throw new E2bError(409, `Sandbox "${sandboxID}" is already paused`);
-      const refusal = this.pauser.refusal(vm.runtime);
+      const refusal = this.pauser.refusal(vm.runtime, keepMemory);
       if (refusal) throw new E2bError(400, refusal);
-      await this.pauseNow(record);
+      await this.pauseNow(record, vm, keepMemory);
     });
   }
 
@@ -386,6 +399,9 @@ export class Sandboxes {
       const endAt = new Date(Date.now() + seconds * 1000).toISOString();
       const resumed = await this.store.update(sandboxID, (r) => ({ ...r, state: "running", endAt }));
       if (!resumed) throw sandboxNotFound(sandboxID);
+      // A pool's claim is its lease again (it was stretched while the sandbox slept).
+      if (leaseIsClaim(resumed))
+        await this.pools.keepalive(resumed.pool as string, resumed.desktop, { ttl: seconds });
       this.arm(resumed);
       await this.log.info("E2B sandbox resumed", { sandbox: sandboxID, vm: record.desktop });
       return { record: resumed, vm };
@@ -422,9 +438,9 @@ export class Sandboxes {
         if (record?.state !== "running" || this.closed) return;
         if (Date.parse(record.endAt) > Date.now()) return this.arm(record);
         const vm = await this.vms.find(record.desktop).catch(() => undefined);
-        if (record.onTimeout === "pause" && vm && !this.pauser.refusal(vm.runtime)) {
+        if (record.onTimeout === "pause" && vm && !this.pauser.refusal(vm.runtime, record.pauseKeepsMemory)) {
           await this.log.info("E2B sandbox timed out: paused", { sandbox: sandboxID, vm: record.desktop });
-          await this.pauseNow(record);
+          await this.pauseNow(record, vm, record.pauseKeepsMemory);
         } else {
           await this.log.info("E2B sandbox timed out: killed", { sandbox: sandboxID, vm: record.desktop });
           await this.destroy(record, Boolean(vm));
@@ -452,10 +468,14 @@ export class Sandboxes {
       });
   }
 
-  private async pauseNow(record: SandboxRecord) {
+  private async pauseNow(record: SandboxRecord, vm: VmRecord, keepMemory: boolean) {
+    // A paused sandbox does not expire: a pool's claim, its lease, is stretched to the longest.
+    if (record.pool !== null) {
+      await this.pools.keepalive(record.pool, record.desktop, { ttl: MAX_TIMEOUT_SECONDS });
+    }
     this.busy.add(record.sandboxID);
     try {
-      await this.pauser.pause(record.desktop);
+      await this.pauser.pause(record.desktop, vm.runtime, keepMemory);
     } finally {
       this.busy.delete(record.sandboxID);
     }
@@ -547,5 +567,4 @@ function refuseUnsupported(body: NewSandboxRequest) {
   if (body.volumeMounts?.length) refuse("volumeMounts");
   if (body.mcp !== undefined && body.mcp !== null) refuse("mcp (the MCP gateway)");
   if (body.iam?.tokens && Object.keys(body.iam.tokens).length > 0) refuse("iam (workload identity tokens)");
-  if (body.autoPauseMemory === false) refuse("autoPauseMemory: false (a pause that keeps the disk only)");
 }

@@ -31,7 +31,7 @@ import type { HostServices } from "../services.js";
 import { e2bApi } from "./api.js";
 import { loadE2bApiKeys } from "./api-keys.js";
 import { ENVD_PORT } from "./envd.js";
-import { snapshotPauser } from "./pause.js";
+import { hibernationPauser } from "./pause.js";
 import { type RouteTarget, SandboxRouter } from "./router.js";
 import { SandboxStore } from "./sandbox-store.js";
 import { Sandboxes } from "./sandboxes.js";
@@ -100,7 +100,7 @@ export async function startE2bService(
     pools,
     store,
     new Templates(vms, pools, { runtime, desktopTemplateImage }),
-    snapshotPauser(vms),
+    hibernationPauser(vms),
     log,
     {
       spec: { ...DEFAULT_POOL_SPEC, cpu: 2, ...options.spec },

@@ -52,7 +52,15 @@ export function dialPort(address: DesktopAddress, port: number): Promise<Duplex>
     });
     ws.once("open", () => {
       ws.removeAllListeners("error");
-      resolve(socketLike(createWebSocketStream(ws)));
+      const stream = socketLike(createWebSocketStream(ws));
+      // The far end closed: as a TCP socket that does not stay half-open, the stream ends once its
+      // data is read, then closes, so that an HTTP agent keeping it idle lets it go instead of
+      // handing it to the next request.
+      ws.once("close", () => {
+        stream.once("end", () => stream.destroy());
+        if (stream.listenerCount("data") === 0) stream.resume();
+      });
+      resolve(stream);
     });
     ws.once("unexpected-response", (_request, response) => {
       let body = "";
