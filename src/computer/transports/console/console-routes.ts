@@ -10,7 +10,7 @@ import type { DesktopProvider } from "../../../desktop/backend.js";
 import type { ActivityEntry, ActivityLog } from "../../core/activity.js";
 import type { ControlLease } from "../../core/control.js";
 import type { CommandRegistry } from "../../core/registry.js";
-import { eventStream } from "../../http/by-hand.js";
+import { EVENT_STREAM_HEADERS, replyByHand } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { liveView } from "./live-view.js";
 
@@ -25,7 +25,15 @@ export interface ConsoleOptions {
 
 /** An SSE client this far behind is dropped rather than buffered without end. */
 const EVENTS_BACKLOG_LIMIT = 4 * 1024 * 1024;
+/**
+ * A comment this often keeps an idle stream open through proxies and load balancers, which cut
+ * connections silent for 60 s or so (the page then opens it again, asking for what came after).
+ */
+const EVENTS_HEARTBEAT_MS = 25_000;
 const started = Date.now();
+
+/** The activity log's series (`ActivityLog.series`) on `/activity` and `/events`. */
+const SERIES_HEADER = "x-activity-series";
 
 const sinceQuery = z.object({ since: z.coerce.number().int().min(0).default(0) });
 
@@ -37,7 +45,7 @@ export function consoleRoutes(options: ConsoleOptions) {
   app.get("/activity", (c) => {
     const query = sinceQuery.safeParse(c.req.query());
     if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
-    return c.json({ entries: activity.since(query.data.since) });
+    return c.json({ entries: activity.since(query.data.since) }, 200, { [SERIES_HEADER]: activity.series });
   });
 
   app.get("/activity/screenshots/:id", (c) => {
@@ -72,7 +80,7 @@ export function consoleRoutes(options: ConsoleOptions) {
 export function activityEvents(c: Context<ComputerEnv>, activity: ActivityLog) {
   const query = sinceQuery.safeParse(c.req.query());
   if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
-  const reply = eventStream(c);
+  const reply = replyByHand(c, 200, { ...EVENT_STREAM_HEADERS, [SERIES_HEADER]: activity.series });
   const { res } = reply;
   const send = (entry: ActivityEntry) => {
     if (res.writableLength > EVENTS_BACKLOG_LIMIT) return res.destroy();
@@ -81,7 +89,12 @@ export function activityEvents(c: Context<ComputerEnv>, activity: ActivityLog) {
   // A comment first, so that clients see the stream open even when nothing has happened yet.
   res.write(": activity\n\n");
   for (const entry of activity.since(query.data.since)) send(entry);
-  const unsubscribe = activity.subscribe(send);
+  const unsubscribeEntries = activity.subscribe(send);
+  const heartbeat = setInterval(() => res.write(": heartbeat\n\n"), EVENTS_HEARTBEAT_MS).unref();
+  const unsubscribe = () => {
+    unsubscribeEntries();
+    clearInterval(heartbeat);
+  };
   res.on("error", unsubscribe);
   res.once("close", unsubscribe);
   return reply.done();
