@@ -7,12 +7,14 @@ import { type Context, Hono } from "hono";
 import { z } from "zod";
 import { PACKAGE_VERSION } from "../../../common/version.js";
 import type { DesktopProvider } from "../../../desktop/backend.js";
+import type { LiveStreams } from "../../../desktop/live/live-streams.js";
 import type { ActivityEntry, ActivityLog } from "../../core/activity.js";
 import type { ControlLease } from "../../core/control.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import { EVENT_STREAM_HEADERS, replyByHand } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
-import { liveView } from "./live-view.js";
+import { liveMp4 } from "../../http/live-mp4.js";
+import { consoleStreamSettings, liveView } from "./live-view.js";
 
 export interface ConsoleOptions {
   registry: CommandRegistry;
@@ -20,6 +22,8 @@ export interface ConsoleOptions {
   desktop: DesktopProvider;
   /** Who drives the desktop: the live view's Take control takes it (core/control.ts). */
   control: ControlLease;
+  /** The H.264 live streams (`GET /live.mp4`, the live view's `"codec": "h264"`). */
+  streams?: LiveStreams;
   features: string[];
 }
 
@@ -73,7 +77,32 @@ export function consoleRoutes(options: ConsoleOptions) {
   app.get("/control", (c) => c.json(options.control.state));
 
   app.get("/live", liveView(options));
+  app.get("/live.mp4", (c) => liveMp4Route(c, options.streams));
   return app;
+}
+
+const liveMp4Query = z.object({
+  fps: z.coerce.number().int().min(1).max(60).default(25),
+  audio: z.enum(["0", "1", "true", "false"]).default("1"),
+});
+
+/**
+ * `GET /live.mp4[?fps=N&audio=0]`: the live stream as fragmented MP4 (http/live-mp4.ts), the same
+ * encoder as the console's H.264 view at that rate; `still` ends it when a share link stops holding.
+ */
+export function liveMp4Route(
+  c: Context<ComputerEnv>,
+  streams: LiveStreams | undefined,
+  still?: () => boolean,
+) {
+  if (!streams) return c.json({ detail: "This server has no H.264 stream" }, 503);
+  const query = liveMp4Query.safeParse(c.req.query());
+  if (!query.success) {
+    const issue = query.error.issues[0];
+    return c.json({ detail: `${issue.path.join(".")}: ${issue.message}` }, 400);
+  }
+  const audio = query.data.audio === "1" || query.data.audio === "true";
+  return liveMp4(c, streams, consoleStreamSettings(query.data.fps, audio), still);
 }
 
 /** `GET /events`: the kept entries after `since`, then each new one, as SSE. */
