@@ -5,6 +5,11 @@
  * video/mp4`); a stream that cannot start (no display, no ffmpeg) is answered `503` with the reason.
  * A client that falls behind skips to the next keyframe; a restarted encoder with the same
  * configuration goes on in the same file, another one (the screen changed size) ends it.
+ *
+ * Chromium's `<video>` reads a stream of unknown length in blocks of tens of kilobytes, and probes
+ * about twenty frames, before it plays: it starts within a second or two on a screen that changes,
+ * and waits on one that is still (whose repeats are a few hundred bytes). The console's WebCodecs
+ * view has no such wait.
  */
 import type { Context } from "hono";
 import { Fmp4Writer } from "../../desktop/live/fmp4.js";
@@ -14,6 +19,13 @@ import type { ComputerEnv } from "./env.js";
 
 /** A client holding this much unsent is behind: frames are skipped until the next keyframe. */
 const BACKLOG_BYTES = 4 * 1024 * 1024;
+/**
+ * Players' streams go on while the screen is still: the picture is encoded again this often (the
+ * encoder's repeats of an unchanged picture are a few hundred bytes). A player probes some twenty
+ * frames before it shows the first (ffmpeg's stream analysis): with no frame while the screen is
+ * still, it would wait until something changed. The console's stream (WebCodecs) has no repeats.
+ */
+export const PLAYER_REPEAT_MS = 200;
 
 export const LIVE_MP4_HEADERS: Readonly<Record<string, string>> = {
   "content-type": "video/mp4",

@@ -19,8 +19,12 @@ export interface Fmp4Tracks {
   audio?: { asc: Buffer; sampleRate: number; channels: number };
 }
 
-/** Video timestamps are milliseconds. */
-const VIDEO_TIMESCALE = 1000;
+/**
+ * Video time in 90 kHz ticks, as is usual for video: with a coarser one (1 kHz) FFmpeg's stream
+ * probe, which Chromium runs on a plain `<video>`, waits for twice as many frames before it plays.
+ */
+const VIDEO_TIMESCALE = 90_000;
+const TICKS_PER_MS = VIDEO_TIMESCALE / 1000;
 const VIDEO_TRACK = 1;
 const AUDIO_TRACK = 2;
 /** AAC frames hold 1024 samples. */
@@ -81,7 +85,7 @@ export class Fmp4Writer {
       "mvhd",
       0,
       0,
-      u32(0, 0, VIDEO_TIMESCALE, 0, 0x00010000),
+      u32(0, 0, 1000, 0, 0x00010000),
       u16(0x0100, 0),
       u32(0, 0),
       UNITY_MATRIX,
@@ -103,8 +107,8 @@ export class Fmp4Writer {
    */
   video(packet: MediaPacket, durationMs: number): Buffer {
     const audio = this.flushAudio();
-    const fragment = this.fragment(VIDEO_TRACK, Math.round(packet.timestampMs), [
-      { duration: Math.max(1, Math.round(durationMs)), data: packet.data, key: packet.key },
+    const fragment = this.fragment(VIDEO_TRACK, Math.round(packet.timestampMs * TICKS_PER_MS), [
+      { duration: Math.max(1, Math.round(durationMs * TICKS_PER_MS)), data: packet.data, key: packet.key },
     ]);
     return audio.length ? Buffer.concat([audio, fragment]) : fragment;
   }

@@ -72,11 +72,13 @@ export class LiveStreams {
     viewer: LiveViewer,
   ): { close(): void } {
     const { audio, ...video } = settings;
-    const key = JSON.stringify({ ...video, audio: Boolean(audio) });
+    // Sound when asked and the desktop has it: a stream asking for sound where there is none is
+    // the same as one that did not ask.
+    const audioSource = audio ? this.options.audioSource?.() : undefined;
+    const key = JSON.stringify({ ...video, audioSource: audioSource ?? null });
     let stream = this.streams.get(key);
     if (!stream) {
-      const source = audio ? this.options.audioSource?.() : undefined;
-      stream = new SharedStream({ ...video, audioSource: source }, this.ffmpeg, this.options, () =>
+      stream = new SharedStream({ ...video, audioSource }, this.ffmpeg, this.options, () =>
         this.streams.delete(key),
       );
       this.streams.set(key, stream);

@@ -13,7 +13,7 @@ import type { ControlLease } from "../../core/control.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import { EVENT_STREAM_HEADERS, replyByHand } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
-import { liveMp4 } from "../../http/live-mp4.js";
+import { liveMp4, PLAYER_REPEAT_MS } from "../../http/live-mp4.js";
 import { consoleStreamSettings, liveView } from "./live-view.js";
 
 export interface ConsoleOptions {
@@ -102,7 +102,8 @@ export function liveMp4Route(
     return c.json({ detail: `${issue.path.join(".")}: ${issue.message}` }, 400);
   }
   const audio = query.data.audio === "1" || query.data.audio === "true";
-  return liveMp4(c, streams, consoleStreamSettings(query.data.fps, audio), still);
+  const settings = { ...consoleStreamSettings(query.data.fps, audio), repeatStillMs: PLAYER_REPEAT_MS };
+  return liveMp4(c, streams, settings, still);
 }
 
 /** `GET /events`: the kept entries after `since`, then each new one, as SSE. */

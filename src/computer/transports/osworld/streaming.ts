@@ -12,9 +12,11 @@
  *
  * The parameters are read as upstream reads them (Python's `float()`/`int()`, a value that does not
  * parse is the default) and clamped to its ranges; `session_id` is the client's name for its session
- * (made when not given), echoed in every message. Upstream starts an ffmpeg per connection; here
- * the frames come from the server's own capture (DAMAGE: a still screen costs nothing) and
- * connections with the same parameters share one encoder (desktop/live/live-streams.ts).
+ * (made when not given), echoed in every message. Upstream starts an ffmpeg per connection that
+ * grabs the screen at the frame rate; here the frames come from the server's own capture (DAMAGE:
+ * a frame when the screen changed; while it is still, its picture again five times a second, as
+ * players wait for frames) and connections with the same parameters share one encoder
+ * (desktop/live/live-streams.ts).
  */
 import { randomUUID } from "node:crypto";
 import { Hono } from "hono";
@@ -22,7 +24,7 @@ import type { WebSocket } from "ws";
 import { upgradeWebSocket } from "../../../common/lazy-node-server.js";
 import type { LiveStreams } from "../../../desktop/live/live-streams.js";
 import type { ComputerEnv } from "../../http/env.js";
-import { liveMp4 } from "../../http/live-mp4.js";
+import { liveMp4, PLAYER_REPEAT_MS } from "../../http/live-mp4.js";
 import type { ExecuteDeps } from "./execute.js";
 import { runStreamAction } from "./stream-actions.js";
 
@@ -107,7 +109,8 @@ function encoderSettings(params: StreamParams) {
     gop: params.gop,
     profile: "baseline" as const,
     cursor: true,
-    repeatStillMs: Number.POSITIVE_INFINITY,
+    // Players wait for frames; upstream's encoder grabs the screen at the frame rate.
+    repeatStillMs: PLAYER_REPEAT_MS,
     mpegts: true,
   };
 }
