@@ -205,7 +205,7 @@ class SharedStream {
         },
       );
     } catch (err) {
-      return { reason: describeStartFailure(err as Error), fatal: true };
+      return { reason: describeStartFailure(err as Error, this.generation > 0), fatal: true };
     }
     this.encoder = encoder;
     this.shape = encoder;
@@ -260,9 +260,9 @@ class SharedStream {
   }
 }
 
-function describeStartFailure(err: Error): string {
+/** Why an encoder could not start, in words: when one ran before, the stream has ended. */
+function describeStartFailure(err: Error, again: boolean): string {
   const message = err.message;
-  return /^no (display|desktop)/i.test(message) || /ffmpeg/i.test(message)
-    ? message
-    : `The live stream could not start: ${message}`;
+  if (/ffmpeg/i.test(message)) return message;
+  return again ? `The live stream ended: ${message}` : `The live stream could not start: ${message}`;
 }
