@@ -149,8 +149,9 @@ describe("hangar serve started as the npm bin (bin/hangar.js through its #! line
       DISPLAY: "",
     });
     const [server] = childrenOf(cli.child.pid!);
+    // Started by its path through setpriv (it dies with the server, src/os/parent-death.ts).
     const display = childrenOf(server).find((pid) =>
-      readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("Xvfb"),
+      /(^|\/)Xvfb$/.test(readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0] ?? ""),
     );
     expect(display).toBeGreaterThan(0);
     cli.child.kill("SIGKILL");
