@@ -111,6 +111,9 @@ describe("hangar serve killed with SIGKILL", () => {
     expect(tempDirs("hangar-openbox-")).toContain(openbox);
     const next = await serveProcess([], { display: "640x480" });
     cleanups.push(() => next.stop());
-    expect(tempDirs("hangar-openbox-")).not.toContain(openbox);
+    await vi.waitFor(() => expect(tempDirs("hangar-openbox-")).not.toContain(openbox), {
+      timeout: 10_000,
+      interval: 50,
+    });
   }, 60_000);
 });
