@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net";
 import { EventSource } from "eventsource";
 import parsePrometheus from "parse-prometheus-text-format";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { LIFECYCLE_TYPES } from "../../src/host/events.js";
 import { makeLightImage, startPodman, type TestEngine, testUlimits } from "./podman.js";
 import { LINUX_VM, startTestHost, type TestHost } from "./support.js";
 
@@ -76,18 +77,7 @@ function watch(query = "", lastEventId?: string) {
     source.onopen = () => resolve();
     source.onerror = (e) => reject(new Error(`event stream failed: ${e.message ?? e.code}`));
   });
-  for (const type of [
-    "create",
-    "ready",
-    "run",
-    "stop",
-    "claim",
-    "release",
-    "hibernate",
-    "resume",
-    "delete",
-    "failure",
-  ]) {
+  for (const type of LIFECYCLE_TYPES) {
     source.addEventListener(type, (message) => received.push(JSON.parse(message.data)));
   }
   return { source, received, opened };
