@@ -175,10 +175,12 @@ describe("E2B's SDK against the control plane", () => {
     const unknown = await Sandbox.create("no-such-template", opts()).catch((err) => err);
     expect(unknown).toBeInstanceOf(SandboxError);
     expect(unknown.message).toMatch(/404: template 'no-such-template' not found/);
-    const egress = await Sandbox.create("base", { ...opts(), network: { allowOut: ["example.com"] } }).catch(
+    const egress = await Sandbox.create("base", { ...opts(), network: { denyOut: ["10.0.0.0/8"] } }).catch(
       (err) => err,
     );
-    expect(egress.message).toMatch(/400: network.allowOut .* is not supported/);
+    expect(egress.message).toMatch(
+      /400: network.denyOut of some addresses only is not supported .* deny all traffic/,
+    );
     const memoryless = await fetch(`${e2bUrl}/v2/sandboxes`, {
       method: "POST",
       headers: { "x-api-key": E2B_KEY, "content-type": "application/json" },
