@@ -2,17 +2,11 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { formatBytes } from "../common/sizes.js";
 import { clientOf, clientOptions, type Json, output } from "./host-client.js";
+import { type VmCommandHelpers, vmPath } from "./vm-snapshots.js";
 
-const vmPath = (name: string) => `/svc/vms/${encodeURIComponent(name)}`;
 const MODES = ["memory", "paused", "disk"];
 
-export function registerVmSleep(
-  vm: Command,
-  helpers: {
-    withProgress: <T>(what: string, task: () => Promise<T>) => Promise<T>;
-    waitSeconds: (value: string) => number;
-  },
-) {
+export function registerVmSleep(vm: Command, helpers: VmCommandHelpers) {
   const { withProgress, waitSeconds } = helpers;
 
   clientOptions(

@@ -3,15 +3,15 @@ import { type Command, InvalidArgumentError } from "commander";
 import { formatBytes } from "../common/sizes.js";
 import { clientOf, clientOptions, type Json, output, table } from "./host-client.js";
 
-const vmPath = (name: string) => `/svc/vms/${encodeURIComponent(name)}`;
+export const vmPath = (name: string) => `/svc/vms/${encodeURIComponent(name)}`;
 
-export function registerVmSnapshots(
-  vm: Command,
-  helpers: {
-    withProgress: <T>(what: string, task: () => Promise<T>) => Promise<T>;
-    waitSeconds: (value: string) => number;
-  },
-) {
+/** What vm.ts hands the commands registered beside it: a spinner around a request, and `--timeout`'s parser. */
+export interface VmCommandHelpers {
+  withProgress: <T>(what: string, task: () => Promise<T>) => Promise<T>;
+  waitSeconds: (value: string) => number;
+}
+
+export function registerVmSnapshots(vm: Command, helpers: VmCommandHelpers) {
   const { withProgress, waitSeconds } = helpers;
 
   clientOptions(

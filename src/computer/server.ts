@@ -23,6 +23,7 @@ import { LazyWebSocketServer } from "../common/ws-server.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
+import { LiveStreams } from "../desktop/live/live-streams.js";
 import { Recordings } from "../desktop/recording/recordings.js";
 import { WarmShells } from "../os/warm-shells.js";
 import { computerListener, createComputerApp, DEFAULT_BODY_LIMIT, statusBody } from "./app.js";
@@ -167,6 +168,12 @@ export async function startComputerServer(
     ffmpeg: options.recordings?.ffmpeg,
     log,
   });
+  // The H.264 live streams of the console (`/live.mp4`, the live view) and OSWorld's streaming routes.
+  const streams = new LiveStreams({
+    desktop: options.desktop ?? noDesktop,
+    ffmpeg: options.recordings?.ffmpeg,
+    log,
+  });
   const trajectories = new Trajectories({
     activity,
     dir: options.trajectories?.dir ?? defaultTrajectoriesDir(),
@@ -228,7 +235,7 @@ export async function startComputerServer(
     pty,
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
-    console: { activity, desktop: options.desktop ?? noDesktop, control },
+    console: { activity, desktop: options.desktop ?? noDesktop, control, streams },
     recordings: { recordings, trajectories },
     metrics,
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),
@@ -321,6 +328,7 @@ export async function startComputerServer(
         host,
         registry,
         desktop: options.desktop ?? noDesktop,
+        streams,
         originPolicy,
         authenticator: authenticator || undefined,
         tls,
@@ -349,7 +357,13 @@ export async function startComputerServer(
       pty.close();
       sockets.terminateAll();
       sockets.close();
-      await Promise.all([closeServer(server), browser.close(), recordings.close(), trajectories.close()]);
+      await Promise.all([
+        closeServer(server),
+        browser.close(),
+        recordings.close(),
+        trajectories.close(),
+        streams.close(),
+      ]);
     },
   };
 }
@@ -380,6 +394,7 @@ async function startOsworld(
     host: string;
     registry: CommandRegistry;
     desktop: DesktopProvider;
+    streams: LiveStreams;
     originPolicy: OriginPolicy;
     authenticator?: Authenticator;
     /** The main listener's TLS: the controller has it too, so that keys never cross the network in clear. */
@@ -412,13 +427,17 @@ async function startOsworld(
     auth: authenticator && cloudAuth(authenticator),
     bodyLimitBytes: server.bodyLimitBytes,
     childEnv: async () => ({ ...(await desktopEnv(server.desktop)), ...python.env }),
+    streams: server.streams,
     openFileTimeoutSeconds: options.openFileTimeoutSeconds,
     log: server.log,
   });
+  // The streaming routes' sockets (`/ws/h264`, `/ws/control`).
+  const sockets = new LazyWebSocketServer(server.bodyLimitBytes);
   const listener = serve({
     fetch: app.fetch,
     hostname: server.host,
     port: options.port ?? DEFAULT_OSWORLD_PORT,
+    websocket: { server: sockets },
     ...(server.tls as object),
   });
   const { url } = await listening(listener, { host: server.host, tls: Boolean(server.tls) }).catch((err) => {
@@ -428,6 +447,8 @@ async function startOsworld(
   return {
     url,
     close: async () => {
+      sockets.terminateAll();
+      sockets.close();
       await closeServer(listener);
       python.close();
     },

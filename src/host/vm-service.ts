@@ -269,9 +269,10 @@ export class VmService {
   }
 
   /**
-   * The desktop awake, for whatever forwards requests to it: a hibernated desktop is resumed and
-   * waited for until ready (`woke: true`), a running one answered at once. One wake per desktop
-   * at a time. A stopped desktop is a 409.
+   * The desktop awake, for whatever forwards requests to it: a hibernated desktop is resumed
+   * (`woke: true`; one that slept on disk is waited for until its server answers, one that kept
+   * its memory answers at once), a running one answered at once. One wake per desktop at a time.
+   * A stopped desktop is a 409.
    */
   ensureAwake(name: string, why?: string): Promise<Awake> {
     return this.sleep.ensureAwake(name, why);

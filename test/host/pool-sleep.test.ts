@@ -113,8 +113,11 @@ describe("a pool filled from a memory snapshot", () => {
       },
       { timeout: 60_000, interval: 200 },
     );
-    const asleep = (await pool("follow")).desktops.find((d: { name: string }) => d.name === name);
-    expect(asleep).toMatchObject({ state: "claimed", expiresAt: null });
+    // The pool hears of it from the desktops' lifecycle events, a moment later.
+    await vi.waitFor(async () => {
+      const asleep = (await pool("follow")).desktops.find((d: { name: string }) => d.name === name);
+      expect(asleep).toMatchObject({ state: "claimed", expiresAt: null });
+    });
     // The claimant comes back: its request wakes the desktop, with what it had, and the lease goes on.
     const res = await fetch(new URL("/status", claimed.body.computerServerUrl), {
       signal: AbortSignal.timeout(60_000),

@@ -5,10 +5,11 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { PassThrough } from "node:stream";
+import { CoreV1Api, Exec, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { inject } from "vitest";
 import type { HostServiceOptions } from "../../src/host/server.js";
 import { withParentDeathSignal } from "../../src/os/parent-death.js";
@@ -126,4 +127,63 @@ export function tempRoot(prefix: string): { root: string; remove(): void } {
 /** A desktop request with the light image's small sizes. */
 export function lightDesktop(name: string, extra: Record<string, unknown> = {}) {
   return { name, os: "linux", cpu: 1, memory: "128MB", diskSize: "256MB", display: "1024x768", ...extra };
+}
+
+/**
+ * Offers a hostPath PersistentVolume bound ahead to the claim `claim` (the test cluster has no
+ * provisioner): a desktop made with `storage: "persistent"` gets it as its home. Its name, to
+ * delete it after the namespace.
+ */
+export async function offerHomeVolume(ns: TestNamespace, root: string, claim: string): Promise<string> {
+  const volume = `${claim}-${process.pid}`;
+  const dir = join(root, claim);
+  mkdirSync(dir);
+  chmodSync(dir, 0o777);
+  await ns.core.createPersistentVolume({
+    body: {
+      metadata: { name: volume },
+      spec: {
+        capacity: { storage: "1Gi" },
+        accessModes: ["ReadWriteOnce"],
+        persistentVolumeReclaimPolicy: "Retain",
+        hostPath: { path: dir, type: "Directory" },
+        claimRef: { namespace: ns.name, name: claim },
+      },
+    },
+  });
+  return volume;
+}
+
+/**
+ * Runs a shell command in a desktop's Pod; resolves to its output. A command the container
+ * runtime killed (exit 137, seen once in a full run on this 2-core machine, cause not found: the Pod
+ * has no liveness probe and the light image's limit is far above busybox) is run once more; its
+ * second failure is the test's.
+ */
+export async function podShell(ns: TestNamespace, pod: string, script: string): Promise<string> {
+  try {
+    return await podShellOnce(ns, pod, script);
+  } catch (err) {
+    if (!/exit code 137\b/.test((err as Error).message)) throw err;
+    console.log(`${script}: killed (exit 137), run once more`);
+    return podShellOnce(ns, pod, script);
+  }
+}
+
+async function podShellOnce(ns: TestNamespace, pod: string, script: string): Promise<string> {
+  const out = new PassThrough();
+  let text = "";
+  out.on("data", (c: Buffer) => {
+    text += c.toString();
+  });
+  await new Promise<void>((resolve, reject) => {
+    new Exec(ns.config)
+      .exec(ns.name, pod, "desktop", ["sh", "-c", script], out, out, null, false, (status) =>
+        status.status === "Success"
+          ? resolve()
+          : reject(new Error(`${script}: ${JSON.stringify(status)} ${text}`)),
+      )
+      .catch(reject);
+  });
+  return text;
 }

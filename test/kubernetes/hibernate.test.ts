@@ -5,37 +5,27 @@
  * home goes with its Pod cannot hibernate (409, nothing changed). The test cluster has no
  * provisioner: the test offers a hostPath PersistentVolume.
  */
-import { chmodSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { PassThrough } from "node:stream";
-import { Exec } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { TestHost } from "../host/support.js";
-import { lightDesktop, startKubernetesHost, type TestNamespace, tempRoot, testNamespace } from "./cluster.js";
+import {
+  lightDesktop,
+  offerHomeVolume,
+  podShell,
+  startKubernetesHost,
+  type TestNamespace,
+  tempRoot,
+  testNamespace,
+} from "./cluster.js";
 
 let ns: TestNamespace;
 let host: TestHost;
 const temp = tempRoot("hangar-k8s-nap-");
-const volume = `hangar-nap-${process.pid}`;
+let volume = "";
 
 beforeAll(async () => {
   ns = await testNamespace("hangar-nap");
   host = await startKubernetesHost(ns);
-  const dir = join(temp.root, "home");
-  mkdirSync(dir);
-  chmodSync(dir, 0o777);
-  await ns.core.createPersistentVolume({
-    body: {
-      metadata: { name: volume },
-      spec: {
-        capacity: { storage: "1Gi" },
-        accessModes: ["ReadWriteOnce"],
-        persistentVolumeReclaimPolicy: "Retain",
-        hostPath: { path: dir, type: "Directory" },
-        claimRef: { namespace: ns.name, name: "hangar-nap-home" },
-      },
-    },
-  });
+  volume = await offerHomeVolume(ns, temp.root, "hangar-nap-home");
 }, 60_000);
 afterAll(async () => {
   await host?.cleanup();
@@ -44,25 +34,7 @@ afterAll(async () => {
   temp.remove();
 });
 
-/** Runs a shell command in the desktop's Pod; its output. */
-async function sh(pod: string, script: string): Promise<string> {
-  const out = new PassThrough();
-  let text = "";
-  out.on("data", (c: Buffer) => {
-    text += c.toString();
-  });
-  await new Promise<void>((resolve, reject) => {
-    new Exec(ns.config)
-      .exec(ns.name, pod, "desktop", ["sh", "-c", script], out, out, null, false, (status) =>
-        status.status === "Success"
-          ? resolve()
-          : reject(new Error(`${script}: ${JSON.stringify(status)} ${text}`)),
-      )
-      .catch(reject);
-  });
-  return text;
-}
-
+const sh = (pod: string, script: string) => podShell(ns, pod, script);
 const record = async (name: string) => (await host.api("GET", `/svc/vms/${name}`)).body;
 
 describe("a persistent desktop asleep", () => {

@@ -3,37 +3,27 @@
  * with it, kept across stop and run (a file written in one Pod is read in the next), deleted with
  * it. The test cluster has no provisioner: the test offers a hostPath PersistentVolume.
  */
-import { chmodSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { PassThrough } from "node:stream";
-import { Exec } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { TestHost } from "../host/support.js";
-import { lightDesktop, startKubernetesHost, type TestNamespace, tempRoot, testNamespace } from "./cluster.js";
+import {
+  lightDesktop,
+  offerHomeVolume,
+  podShell,
+  startKubernetesHost,
+  type TestNamespace,
+  tempRoot,
+  testNamespace,
+} from "./cluster.js";
 
 let ns: TestNamespace;
 let host: TestHost;
 const temp = tempRoot("hangar-k8s-pv-");
-const volume = `hangar-test-${process.pid}`;
+let volume = "";
 
 beforeAll(async () => {
   ns = await testNamespace("hangar-pv");
   host = await startKubernetesHost(ns);
-  const dir = join(temp.root, "home");
-  mkdirSync(dir);
-  chmodSync(dir, 0o777);
-  await ns.core.createPersistentVolume({
-    body: {
-      metadata: { name: volume },
-      spec: {
-        capacity: { storage: "1Gi" },
-        accessModes: ["ReadWriteOnce"],
-        persistentVolumeReclaimPolicy: "Retain",
-        hostPath: { path: dir, type: "Directory" },
-        claimRef: { namespace: ns.name, name: "hangar-keep-home" },
-      },
-    },
-  });
+  volume = await offerHomeVolume(ns, temp.root, "hangar-keep-home");
 }, 60_000);
 afterAll(async () => {
   await host?.cleanup();
@@ -42,39 +32,7 @@ afterAll(async () => {
   temp.remove();
 });
 
-/**
- * Runs a shell command in the desktop's Pod; resolves to its output. A command the container
- * runtime killed (exit 137, seen once in a full run on this 2-core machine, cause not found: the Pod
- * has no liveness probe and the light image's limit is far above busybox) is run once more; its
- * second failure is the test's.
- */
-async function sh(pod: string, script: string): Promise<string> {
-  try {
-    return await shOnce(pod, script);
-  } catch (err) {
-    if (!/exit code 137\b/.test((err as Error).message)) throw err;
-    console.log(`${script}: killed (exit 137), run once more`);
-    return shOnce(pod, script);
-  }
-}
-
-async function shOnce(pod: string, script: string): Promise<string> {
-  const out = new PassThrough();
-  let text = "";
-  out.on("data", (c: Buffer) => {
-    text += c.toString();
-  });
-  await new Promise<void>((resolve, reject) => {
-    new Exec(ns.config)
-      .exec(ns.name, pod, "desktop", ["sh", "-c", script], out, out, null, false, (status) =>
-        status.status === "Success"
-          ? resolve()
-          : reject(new Error(`${script}: ${JSON.stringify(status)} ${text}`)),
-      )
-      .catch(reject);
-  });
-  return text;
-}
+const sh = (pod: string, script: string) => podShell(ns, pod, script);
 
 const ready = (name: string) =>
   vi.waitFor(

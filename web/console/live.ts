@@ -1,8 +1,10 @@
 /**
- * The live view: JPEG frames from `WS /live` drawn on a canvas, the agent's recent clicks drawn
- * over it, and, when the person takes control, their mouse and keyboard sent back as commands.
+ * The live view: the desktop from `WS /live` drawn on a canvas, as H.264 decoded by WebCodecs
+ * (live-stream.ts) where the browser can, else as JPEG frames; the agent's recent clicks drawn over
+ * it, and, when the person takes control, their mouse and keyboard sent back as commands.
  */
 import { api, apiJson, element, openSocket, sharePrefix } from "./api.js";
+import { canDecodeH264, type StreamMessage, StreamPlayer } from "./live-stream.js";
 
 /** The control lease as the server sends it (`control_state`). */
 interface ControlState {
@@ -36,13 +38,23 @@ export class LiveView {
   private pending?: Blob;
   /** Frames drawn so far (the tests read it). */
   frames = 0;
+  /** The H.264 player; `streaming` while the server sends its packets. */
+  readonly player = new StreamPlayer(
+    this.canvas,
+    () => this.drawn(),
+    (message) => this.fallBack(message),
+  );
+  streaming = false;
+  /** Set when H.264 failed here: JPEG frames from then on. */
+  private h264Broken = false;
+  private audioContext?: AudioContext;
 
   /** The last control state the server sent (the tests read it). */
   controlState?: ControlState;
 
   start() {
     const socket = openSocket(`${sharePrefix}/live`);
-    socket.binaryType = "blob";
+    socket.binaryType = "arraybuffer";
     this.socket = socket;
     socket.onopen = () => {
       this.sendSettings();
@@ -50,9 +62,11 @@ export class LiveView {
     };
     socket.onmessage = (event) => {
       if (typeof event.data === "string") return this.onMessage(JSON.parse(event.data));
-      void this.draw(event.data as Blob);
+      if (this.streaming) return this.player.packet(event.data as ArrayBuffer);
+      void this.draw(new Blob([event.data as ArrayBuffer], { type: "image/jpeg" }));
     };
     socket.onclose = () => {
+      this.stopStream();
       // Taking control needs the connection: the box waits for the server's control state again.
       element<HTMLInputElement>("control").disabled = true;
       this.asked = undefined;
@@ -60,6 +74,20 @@ export class LiveView {
       setTimeout(() => this.start(), 2000);
     };
     element<HTMLSelectElement>("quality").onchange = () => this.sendSettings();
+    const codec = element<HTMLSelectElement>("codec");
+    if (!canDecodeH264()) {
+      codec.value = "jpeg";
+      codec.querySelector<HTMLOptionElement>('option[value="h264"]')!.disabled = true;
+    }
+    codec.onchange = () => this.sendSettings();
+    element<HTMLInputElement>("sound").onchange = (event) => {
+      // An AudioContext made in the click may play at once (browsers' autoplay rule).
+      if ((event.target as HTMLInputElement).checked) {
+        this.audioContext ??= new AudioContext();
+        void this.audioContext.resume();
+      }
+      this.sendSettings();
+    };
     element<HTMLInputElement>("control").onchange = (event) => {
       const on = (event.target as HTMLInputElement).checked;
       if (on) this.ask(on, { type: "control", on });
@@ -122,10 +150,62 @@ export class LiveView {
     this.drawMarkers();
   }
 
+  /** Whether this page asks for H.264: the person's choice, unless it failed here. */
+  private wantsH264(): boolean {
+    return !this.h264Broken && canDecodeH264() && element<HTMLSelectElement>("codec").value === "h264";
+  }
+
   private sendSettings() {
     const width = Math.min(this.canvas.clientWidth * devicePixelRatio || 1280, 1920);
     const quality = Number(element<HTMLSelectElement>("quality").value);
-    this.send({ type: "settings", quality, width: Math.max(160, Math.round(width)), fps: 25 });
+    const codec = this.wantsH264() ? "h264" : "jpeg";
+    const audio = codec === "h264" && element<HTMLInputElement>("sound").checked;
+    if (codec === "jpeg") this.stopStream();
+    this.send({ type: "settings", quality, width: Math.max(160, Math.round(width)), fps: 25, codec, audio });
+  }
+
+  /** The stream could not be played here: JPEG frames from now on, and why in the status. */
+  private fallBack(message: string) {
+    this.h264Broken = true;
+    this.stopStream();
+    this.state.textContent = `H.264 unavailable (${message}); JPEG frames`;
+    this.sendSettings();
+  }
+
+  private stopStream() {
+    this.streaming = false;
+    this.player.close();
+  }
+
+  private async startStream(message: StreamMessage) {
+    // Packets from now on are the stream's (the player keeps them while it configures itself).
+    this.streaming = true;
+    try {
+      await this.player.configure(
+        message,
+        element<HTMLInputElement>("sound").checked ? this.audioContext : undefined,
+      );
+    } catch (err) {
+      return this.fallBack((err as Error).message);
+    }
+    this.setSize({
+      width: message.video.width,
+      height: message.video.height,
+      screenWidth: message.screenWidth,
+      screenHeight: message.screenHeight,
+    });
+  }
+
+  private setSize(size: Size) {
+    this.size = size;
+    this.canvas.width = this.overlay.width = size.width;
+    this.canvas.height = this.overlay.height = size.height;
+  }
+
+  private drawn() {
+    this.frames++;
+    const codec = this.streaming ? "H.264" : "JPEG";
+    this.state.textContent = `live, ${this.size?.screenWidth}x${this.size?.screenHeight}, ${codec}`;
   }
 
   private send(message: unknown): boolean {
@@ -136,9 +216,12 @@ export class LiveView {
 
   private onMessage(message: { type: string; [key: string]: unknown }) {
     if (message.type === "size") {
-      this.size = message as unknown as Size;
-      this.canvas.width = this.overlay.width = this.size.width;
-      this.canvas.height = this.overlay.height = this.size.height;
+      this.setSize(message as unknown as Size);
+    } else if (message.type === "stream") {
+      void this.startStream(message as unknown as StreamMessage);
+    } else if (message.type === "stream_end") {
+      this.stopStream();
+      this.state.textContent = `${String(message.error)}; JPEG frames`;
     } else if (message.type === "control_state") {
       this.showControl(message as unknown as ControlState);
     } else if (message.type === "control") {
@@ -162,10 +245,13 @@ export class LiveView {
     this.drawing = true;
     try {
       const bitmap = await createImageBitmap(blob);
-      this.canvas.getContext("2d")!.drawImage(bitmap, 0, 0, this.canvas.width, this.canvas.height);
+      if (!this.streaming) {
+        this.canvas.getContext("2d")!.drawImage(bitmap, 0, 0, this.canvas.width, this.canvas.height);
+        this.drawn();
+      }
       bitmap.close();
-      this.frames++;
-      this.state.textContent = `live, ${this.size?.screenWidth}x${this.size?.screenHeight}`;
+    } catch {
+      // Not a picture: a packet of a stream that has just ended.
     } finally {
       this.drawing = false;
     }

@@ -1,7 +1,9 @@
 /**
  * The activity timeline: the entries kept so far, then each new one live from `GET /events`. A
  * click on an entry shows its parameters and the screenshot the agent had just seen, with a marker
- * where it clicked.
+ * where it clicked. Entries are keyed by their id: a stream opened again (after a proxy or the
+ * network cut it) asks only for what came after the last one shown, an entry that arrives twice is
+ * shown once, and a server started anew (another `X-Activity-Series`) starts the list over.
  */
 import type { ActivityEntry } from "../../src/computer/core/activity.js";
 import { api, element, make, readEvents, sharePrefix } from "./api.js";
@@ -15,14 +17,35 @@ export class Timeline {
   private readonly list = element<HTMLOListElement>("timeline");
   private readonly detail = element<HTMLElement>("detail");
   private shownImage?: string;
+  /** The newest entry shown: ids grow, so anything at or below it has been shown already. */
+  private lastId = 0;
+  /** The server's numbering of those ids (`X-Activity-Series`), once a stream has said it. */
+  private series?: string | null;
 
   constructor(private readonly onEntry: (entry: Entry) => void) {}
 
   async start(): Promise<void> {
-    const res = await api(`${sharePrefix}/events`);
-    void readEvents(res, (data) => this.add(JSON.parse(data) as Entry)).finally(() =>
-      setTimeout(() => void this.start().catch(() => undefined), 2000),
-    );
+    const res = await api(`${sharePrefix}/events?since=${this.lastId}`);
+    const series = res.headers.get("x-activity-series");
+    if (this.series !== undefined && series !== this.series) {
+      // A server started anew numbers from 1 again: what is shown belongs to the one before (whose
+      // screenshots went with it), so the list starts over with everything the new one kept.
+      await res.body?.cancel();
+      this.series = undefined;
+      this.lastId = 0;
+      this.list.replaceChildren();
+      return this.start();
+    }
+    this.series = series;
+    const receive = (entry: Entry) => {
+      if (entry.id <= this.lastId) return;
+      this.lastId = entry.id;
+      this.add(entry);
+    };
+    // The stream ends, or breaks with the connection: either way it is opened again.
+    void readEvents(res, (data) => receive(JSON.parse(data) as Entry))
+      .catch(() => undefined)
+      .finally(() => setTimeout(() => void this.start().catch(() => undefined), 2000));
   }
 
   private add(entry: Entry) {
@@ -90,6 +113,7 @@ export class Timeline {
 
 function summary(entry: Entry): string {
   if (entry.point) return `(${entry.point.x}, ${entry.point.y})`;
-  const text = JSON.stringify(entry.params);
+  // A command sent without parameters has none in its entry.
+  const text = JSON.stringify(entry.params ?? {});
   return text === "{}" ? "" : text.length > 80 ? `${text.slice(0, 80)}…` : text;
 }

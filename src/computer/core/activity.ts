@@ -8,6 +8,7 @@
  * const activity = new ActivityLog({ size: 500 });
  * const registry = new CommandRegistry(commands, { observe: (run) => activity.record(run) });
  */
+import { randomUUID } from "node:crypto";
 import { Bytes } from "./bytes.js";
 import type { CommandFlags } from "./flags.js";
 import type { Outcome } from "./outcome.js";
@@ -70,6 +71,11 @@ const LONG_TEXT = 200;
 const REDACTED = "[redacted]";
 
 export class ActivityLog {
+  /**
+   * The series the ids are numbered in: a new one for each log (each start of the server), so that
+   * a client holding ids of an earlier run knows they mean nothing here.
+   */
+  readonly series = randomUUID();
   private readonly entries: ActivityEntry[] = [];
   private readonly shots: StoredScreenshot[] = [];
   private shotBytes = 0;

@@ -1,14 +1,16 @@
 /**
  * The video encoder: Debian's `ffmpeg` in a process of its own, reading raw frames with their
- * timestamps (matroska.ts) on its standard input and writing H.264 in fragmented MP4, or VP8 in
- * WebM. Both outputs stay playable when the encoder is killed part way: MP4 fragments are complete
- * moof+mdat pairs written as the recording goes (the last second at most is lost), WebM clusters too.
- * When the server itself is killed, the encoder reads the end of its input and finishes the file.
+ * timestamps (matroska.ts) on its standard input. A recording writes H.264 in fragmented MP4, or VP8
+ * in WebM, to its file: both stay playable when the encoder is killed part way (MP4 fragments are
+ * complete moof+mdat pairs written as the recording goes, the last second at most is lost; WebM
+ * clusters too), and when the server itself is killed the encoder reads the end of its input and
+ * finishes the file. The live stream (../live/) starts it with its own arguments and reads what it
+ * writes on its pipes (`outputs`).
  *
  * The encoder runs in its own process group, so a Ctrl-C meant for the server does not end it before
  * the server has written its last frame; `kill()` ends the group.
  */
-import { type ChildProcessByStdio, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import type { Readable, Writable } from "node:stream";
 import { CommandError } from "../../common/errors.js";
 import type { Logger } from "../../common/logger.js";
@@ -28,6 +30,25 @@ export interface EncoderOptions {
   output: { width: number; height: number };
   /** The frame rate cap: how long the last frame is shown. */
   fps: number;
+  log: Logger;
+}
+
+/** An encoder process: ffmpeg's arguments and what to say about it. */
+export interface EncoderProcess {
+  /** The ffmpeg program: a path, or a name looked up on PATH. */
+  ffmpeg: string;
+  /** ffmpeg's arguments; the frames come on its standard input (`pipe:0`). */
+  args: string[];
+  /** The frames' size as written to the encoder. */
+  input: { width: number; height: number };
+  /** The frame rate cap: how long the last frame is shown. */
+  fps: number;
+  /** Pipes ffmpeg writes to, read through `outputs`: its standard output, then fds 3, 4, … (0: none). */
+  outputs?: number;
+  /** What it makes, for messages: a file's path, or "the live stream". */
+  target: string;
+  /** What it is for, for the message when ffmpeg is missing: "record", "stream". */
+  purpose: string;
   log: Logger;
 }
 
@@ -106,11 +127,14 @@ export class VideoEncoder {
   private killed = false;
   private writeError: Error | undefined;
   readonly ended: Promise<EncoderEnd>;
+  /** What ffmpeg writes on its output pipes (`EncoderProcess.outputs`), in order. */
+  readonly outputs: Readable[];
 
   private constructor(
-    private readonly child: ChildProcessByStdio<Writable, null, Readable>,
-    private readonly options: EncoderOptions,
+    private readonly child: ChildProcess & { stdin: Writable; stderr: Readable },
+    private readonly options: EncoderProcess,
   ) {
+    this.outputs = child.stdio.filter((_, fd) => fd === 1 || fd > 2).filter(Boolean) as Readable[];
     child.stderr.setEncoding("utf8");
     child.stderr.on("data", (chunk: string) => {
       this.stderrTail = (this.stderrTail + chunk).slice(-STDERR_KEPT);
@@ -127,28 +151,45 @@ export class VideoEncoder {
     });
   }
 
+  /** Starts ffmpeg recording to a file; rejects with a `CommandError` saying what is missing. */
+  static start(options: EncoderOptions): Promise<VideoEncoder> {
+    return VideoEncoder.launch({
+      ffmpeg: options.ffmpeg,
+      args: encoderArguments(options),
+      input: options.input,
+      fps: options.fps,
+      target: options.path,
+      purpose: "record",
+      log: options.log,
+    });
+  }
+
   /** Starts ffmpeg and writes the stream's header; rejects with a `CommandError` saying what is missing. */
-  static async start(options: EncoderOptions): Promise<VideoEncoder> {
+  static async launch(options: EncoderProcess): Promise<VideoEncoder> {
     const program = findProgram(options.ffmpeg);
     if (!program) {
       throw new CommandError(
         "unavailable",
-        `Cannot record: ffmpeg was not found (${options.ffmpeg}). Install it (Debian: apt-get install ffmpeg, ` +
+        `Cannot ${options.purpose}: ffmpeg was not found (${options.ffmpeg}). Install it (Debian: apt-get install ffmpeg, ` +
           "or scripts/install-deps.sh), or name it with HANGAR_FFMPEG",
       );
     }
-    const child = spawn(program, encoderArguments(options), {
-      stdio: ["pipe", "ignore", "pipe"],
+    const outputs = options.outputs ?? 0;
+    const pipes = Array.from({ length: Math.max(0, outputs - 1) }, () => "pipe" as const);
+    const child = spawn(program, options.args, {
+      stdio: ["pipe", outputs > 0 ? "pipe" : "ignore", "pipe", ...pipes],
       detached: true,
     });
     await new Promise<void>((resolve, reject) => {
       child.once("spawn", resolve);
       child.once("error", (err) =>
-        reject(new CommandError("unavailable", `Cannot record: ffmpeg did not start: ${err.message}`)),
+        reject(
+          new CommandError("unavailable", `Cannot ${options.purpose}: ffmpeg did not start: ${err.message}`),
+        ),
       );
     });
-    const encoder = new VideoEncoder(child, options);
-    options.log.debug({ pid: child.pid, path: options.path }, "video encoder started");
+    const encoder = new VideoEncoder(child as ChildProcess & { stdin: Writable; stderr: Readable }, options);
+    options.log.debug({ pid: child.pid, target: options.target }, "video encoder started");
     await encoder.write(matroskaHeader({ ...options.input, frameMs: 1000 / options.fps }));
     return encoder;
   }
@@ -214,8 +255,8 @@ export class VideoEncoder {
   private describeFailure(code: number | null, signal: NodeJS.Signals | null): string {
     const said = this.stderrTail.trim().split("\n").filter(Boolean);
     const full = said.find((line) => /no space left on device/i.test(line));
-    if (full) return `No space left on device: the disk of ${this.options.path} is full`;
-    if (this.killed) return "the recording was stopped by force";
+    if (full) return `No space left on device: the disk of ${this.options.target} is full`;
+    if (this.killed) return "the encoder was stopped by force";
     const how = signal ? `was killed (${signal})` : `exited with status ${code}`;
     const last = said.at(-1);
     return `the video encoder ${how}${last ? `: ${last.slice(0, 300)}` : ""}`;

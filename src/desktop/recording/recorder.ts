@@ -1,20 +1,19 @@
 /**
- * A video of the desktop while it is recorded. Frames come from the backend's own capture, the one
- * the live view and screenshots use: with X DAMAGE a still screen is not captured at all, only
- * looked at again when it changes. Each frame carries the time it was captured, so a still minute
- * lasts a minute in the video and costs one frame (plus one repeat every few seconds, which keeps the
- * file's end close to now should the encoder be killed). The pointer is drawn in (cursor.ts).
+ * A video of the desktop while it is recorded. Frames come from the backend's own capture through
+ * the screen feed (feed.ts): with X DAMAGE a still screen is not captured at all, only looked at
+ * again when it changes. Each frame carries the time it was captured, so a still minute lasts a
+ * minute in the video and costs one frame (plus one repeat every few seconds, which keeps the file's
+ * end close to now should the encoder be killed). The pointer is drawn in (cursor.ts).
  *
  * @example
  * const recorder = await ScreenRecorder.start({ desktop, ffmpeg: "ffmpeg", log }, { path, format: "mp4", fps: 10 });
  * … const summary = await recorder.stop(); // { path, duration_s, size_bytes, frames, … }
  */
 import { stat } from "node:fs/promises";
-import { CommandError } from "../../common/errors.js";
 import type { Logger } from "../../common/logger.js";
-import type { DesktopBackend, DesktopProvider, RawImage } from "../backend.js";
-import { CursorLayer } from "./cursor.js";
+import type { DesktopProvider } from "../backend.js";
 import { type EncoderEnd, VideoEncoder, type VideoFormat } from "./encoder.js";
+import { ScreenFeed } from "./feed.js";
 
 export interface RecorderDeps {
   desktop: DesktopProvider;
@@ -58,20 +57,8 @@ export const REPEAT_STILL_MS = 5000;
 
 export class ScreenRecorder {
   readonly startedAt = new Date();
-  private readonly startedMs = performance.now();
-  /** Frames handed to the encoder, and those it has taken. */
-  private sent = 0;
-  private frames = 0;
-  private pending: Promise<void> = Promise.resolve();
-  private lastFrameMs = 0;
-  private lastRaw: RawImage | undefined;
-  private stopping = false;
   private error: string | undefined;
-  private wakeStop: () => void = () => undefined;
-  private readonly stopRequested = new Promise<void>((resolve) => {
-    this.wakeStop = resolve;
-  });
-  private readonly loop: Promise<void>;
+  private stopping = false;
   private summary: Promise<RecordingSummary> | undefined;
   private closing: Promise<EncoderEnd> | undefined;
   private reportFailure: (reason: string) => void = () => undefined;
@@ -81,10 +68,8 @@ export class ScreenRecorder {
   });
 
   private constructor(
-    private readonly backend: DesktopBackend,
+    private readonly feed: ScreenFeed,
     private readonly encoder: VideoEncoder,
-    private readonly frame: Buffer,
-    private readonly cursor: CursorLayer | null,
     private readonly options: RecordingOptions,
     readonly width: number,
     readonly height: number,
@@ -93,7 +78,7 @@ export class ScreenRecorder {
     void encoder.ended.then((end) => {
       if (!this.stopping && end.error) this.fail(end.error);
     });
-    this.loop = this.run();
+    void feed.failure.then((reason) => this.fail(reason));
   }
 
   /** Captures the first frame and starts the encoder; rejects with a `CommandError` saying what failed. */
@@ -110,19 +95,13 @@ export class ScreenRecorder {
       fps: options.fps,
       log: deps.log,
     });
-    const frame = Buffer.allocUnsafeSlow(first.width * first.height * 4);
-    const cursor = options.cursor ? new CursorLayer(frame, first.width, first.height) : null;
-    const recorder = new ScreenRecorder(
+    const feed = new ScreenFeed(
       backend,
-      encoder,
-      frame,
-      cursor,
-      options,
-      output.width,
-      output.height,
-      deps.log,
+      first,
+      { fps: options.fps, cursor: options.cursor, repeatStillMs: REPEAT_STILL_MS },
+      (timestampMs, frame) => encoder.writeFrame(timestampMs, frame),
     );
-    return recorder;
+    return new ScreenRecorder(feed, encoder, options, output.width, output.height, deps.log);
   }
 
   /** The encoder's process id (for tests that kill it). */
@@ -147,8 +126,8 @@ export class ScreenRecorder {
       width: this.width,
       height: this.height,
       started: this.startedAt.toISOString(),
-      elapsed_s: round((performance.now() - this.startedMs) / 1000),
-      frames: this.frames,
+      elapsed_s: round(this.feed.now() / 1000),
+      frames: this.feed.frames,
     };
   }
 
@@ -160,29 +139,24 @@ export class ScreenRecorder {
 
   private async finish(): Promise<RecordingSummary> {
     this.stopping = true;
-    this.wakeStop();
-    await this.loop;
-    await this.pending;
     // The last picture is shown until now: a screen that stayed still to the end lasts to the end.
-    if (this.error === undefined && this.encoder.running && this.sent > 0) {
-      this.send(this.now());
-      await this.pending;
-    }
+    await this.feed.stop(this.error === undefined && this.encoder.running);
     const end = await this.closeEncoder();
     if (end.error && this.error === undefined) this.error = end.error;
     const size = await stat(this.options.path).then(
       (info) => info.size,
       () => 0,
     );
+    const frames = this.feed.frames;
     return {
       path: this.options.path,
       format: this.options.format,
       width: this.width,
       height: this.height,
       started: this.startedAt.toISOString(),
-      duration_s: round((this.frames > 0 ? this.lastFrameMs + 1000 / this.options.fps : 0) / 1000),
+      duration_s: round((frames > 0 ? this.feed.lastFrameAt + 1000 / this.options.fps : 0) / 1000),
       size_bytes: size,
-      frames: this.frames,
+      frames,
       ...(this.error === undefined ? {} : { error: this.error }),
     };
   }
@@ -191,7 +165,7 @@ export class ScreenRecorder {
     if (this.error !== undefined || this.stopping) return;
     this.error = reason;
     this.log.warn({ path: this.options.path, reason }, "recording ended early");
-    this.wakeStop();
+    this.feed.fail(reason);
     void this.closeEncoder();
     this.reportFailure(reason);
   }
@@ -200,105 +174,6 @@ export class ScreenRecorder {
   private closeEncoder(): Promise<EncoderEnd> {
     this.closing ??= this.encoder.finish();
     return this.closing;
-  }
-
-  private async run() {
-    try {
-      await this.capture(true);
-      while (this.running) await this.step();
-    } catch (err) {
-      this.fail(describeFailure(err));
-    }
-  }
-
-  /** Waits for the next frame's time and for a change, then writes a frame if there is one. */
-  private async step() {
-    const interval = 1000 / this.options.fps;
-    const sinceFrame = this.now() - this.lastFrameMs;
-    if (sinceFrame < interval) await this.sleep(interval - sinceFrame);
-    if (!this.running) return;
-    const repeatIn = REPEAT_STILL_MS - (this.now() - this.lastFrameMs);
-    // With the pointer drawn, the pointer is looked at every frame (moving it changes no pixel).
-    const wait = Math.max(0, this.cursor ? Math.min(interval, repeatIn) : repeatIn);
-    const changed = this.backend.waitForChange
-      ? await Promise.race([
-          this.backend.waitForChange(this.lastRaw, wait),
-          this.stopRequested.then(() => false),
-        ])
-      : true;
-    if (!this.running) return;
-    const repeat = this.now() - this.lastFrameMs >= REPEAT_STILL_MS;
-    await this.capture(changed || repeat);
-  }
-
-  /**
-   * Takes a new capture when `look`, redraws the pointer, and sends a frame when anything changed.
-   * The capture overlaps with the encoder taking the previous frame; the frame's pixels are only
-   * touched once it has.
-   */
-  private async capture(look: boolean) {
-    const at = this.now();
-    const raw = look ? await this.backend.capture() : undefined;
-    const pointer = this.cursor ? await this.backend.cursorPosition() : undefined;
-    await this.pending;
-    let changed = this.sent === 0;
-    if (raw && raw !== this.lastRaw) changed = this.take(raw) || changed;
-    if (this.cursor && pointer) {
-      const drawn = this.cursor.position;
-      if (changed || !drawn || drawn.x !== Math.round(pointer.x) || drawn.y !== Math.round(pointer.y)) {
-        this.cursor.draw(pointer.x, pointer.y);
-        changed = true;
-      }
-    }
-    const repeat = at - this.lastFrameMs >= REPEAT_STILL_MS;
-    if (changed || repeat) this.send(at);
-  }
-
-  /** Copies a capture into the frame; false when its pixels are those already there. */
-  private take(raw: RawImage): boolean {
-    const expected = this.frame.length;
-    if (raw.width * raw.height * 4 !== expected || raw.channels !== 4) {
-      throw new CommandError(
-        "failed",
-        `the screen changed size to ${raw.width}x${raw.height}; the recording ends where it did`,
-      );
-    }
-    this.lastRaw = raw;
-    this.cursor?.erase();
-    // Backends that cannot tell a still screen (no DAMAGE) capture afresh: same pixels, no new frame.
-    if (!this.backend.waitForChange && raw.data.equals(this.frame)) return false;
-    raw.data.copy(this.frame, 0, 0, expected);
-    this.cursor?.forget();
-    return true;
-  }
-
-  /** Hands the frame to the encoder as the picture at `atMs`; `pending` settles once it has it. */
-  private send(atMs: number) {
-    // Matroska timestamps are whole milliseconds, each after the one before.
-    const timestamp = this.sent === 0 ? 0 : Math.max(Math.round(atMs), Math.round(this.lastFrameMs) + 1);
-    this.sent++;
-    this.lastFrameMs = timestamp;
-    // A failed write means the encoder is gone: its exit says why (see the constructor).
-    this.pending = this.encoder.writeFrame(timestamp, this.frame).then(
-      () => {
-        this.frames++;
-      },
-      () => undefined,
-    );
-  }
-
-  private now() {
-    return performance.now() - this.startedMs;
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      void this.stopRequested.then(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
   }
 }
 
@@ -313,12 +188,6 @@ export function videoSize(
   factor = Math.min(1, factor);
   const even = (n: number) => Math.max(2, Math.floor(n / 2) * 2);
   return { width: even(width * factor), height: even(height * factor) };
-}
-
-function describeFailure(err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  if (err instanceof CommandError) return message;
-  return `the recording failed: ${message}`;
 }
 
 function round(value: number) {

@@ -298,23 +298,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
         ...(secret.metadata?.annotations ?? {}),
         ...specAnnotations(next, secret.metadata?.annotations?.["hangar.dev/created-by"] ?? this.identity),
       };
-      try {
-        // The version read is part of the request: a change made meanwhile by another service makes it fail (409).
-        const replaced = await this.cluster.core.replaceNamespacedSecret({
-          name: objectName(name),
-          namespace: this.cluster.namespace,
-          body: { ...secret, metadata: { ...secret.metadata, annotations } },
-        });
-        this.secrets.put(replaced);
-      } catch (err) {
-        if (statusCode(err) === 409) {
-          throw new HostError(
-            "failed",
-            `${name} was changed by someone else meanwhile: read it and try again`,
-          );
-        }
-        throw clusterError(err, this.cluster, `updating desktop ${name}`);
-      }
+      await this.replaceAnnotations(secret, annotations, `updating desktop ${name}`);
     });
     await this.log.info("Kubernetes desktop settings updated", { vm: name });
   }
@@ -339,19 +323,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
       if (existing && podState(existing).running) {
         throw new HostError("failed", `Virtual machine already running: ${name}`);
       }
-      // A Pod that ended (or cannot start) is replaced.
-      if (existing) await this.deletePod(name, 0);
-      try {
-        const pod = await this.cluster.core.createNamespacedPod({
-          namespace: this.cluster.namespace,
-          body: desktopPod(secret, this.graceSeconds()),
-        });
-        this.pods.put(pod);
-      } catch (err) {
-        if (statusCode(err) === 409)
-          throw new HostError("failed", `Virtual machine already running: ${name}`);
-        throw clusterError(err, this.cluster, `creating the Pod of desktop ${name}`);
-      }
+      await this.replacePod(secret, name, existing);
     });
     this.event(name, "Started", `Pod ${objectName(name)} created`);
     await this.log.info("Kubernetes desktop started", { vm: name, pod: objectName(name) });
@@ -426,16 +398,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
         throw new HostError("conflict", `Cannot resume ${name}: it is not hibernated (run it instead)`);
       }
       await beforeStart?.();
-      if (existing) await this.deletePod(name, 0);
-      try {
-        const pod = await this.cluster.core.createNamespacedPod({
-          namespace: this.cluster.namespace,
-          body: desktopPod(secret, this.graceSeconds()),
-        });
-        this.pods.put(pod);
-      } catch (err) {
-        throw clusterError(err, this.cluster, `creating the Pod of desktop ${name}`);
-      }
+      await this.replacePod(secret, name, existing);
       await this.annotate(name, undefined);
     });
     this.event(name, "Resumed", `Pod ${objectName(name)} created on the kept home`);
@@ -451,6 +414,22 @@ export class KubernetesRuntime implements HibernatingRuntime {
     this.wakeRequest = wake;
   }
 
+  /** A new Pod for the desktop; one that ended (or cannot start) is deleted first. */
+  private async replacePod(secret: V1Secret, name: string, existing: V1Pod | undefined) {
+    if (existing) await this.deletePod(name, 0);
+    try {
+      const pod = await this.cluster.core.createNamespacedPod({
+        namespace: this.cluster.namespace,
+        body: desktopPod(secret, this.graceSeconds()),
+      });
+      this.pods.put(pod);
+    } catch (err) {
+      // One name per desktop: the API server refuses a second Pod (another service ran it).
+      if (statusCode(err) === 409) throw new HostError("failed", `Virtual machine already running: ${name}`);
+      throw clusterError(err, this.cluster, `creating the Pod of desktop ${name}`);
+    }
+  }
+
   /** Marks the desktop asleep (`at`) or awake (undefined) on its Secret, with the version read. */
   private async annotate(name: string, at: string | undefined) {
     const secret = this.secretOrFail(name);
@@ -459,6 +438,15 @@ export class KubernetesRuntime implements HibernatingRuntime {
       if (annotations[ANNOTATION.hibernatedAt] === undefined) return;
       delete annotations[ANNOTATION.hibernatedAt];
     } else annotations[ANNOTATION.hibernatedAt] = at;
+    await this.replaceAnnotations(secret, annotations, `marking desktop ${name} ${at ? "asleep" : "awake"}`);
+  }
+
+  /**
+   * The desktop's Secret with these annotations. The version read is part of the request: a change
+   * made meanwhile by another service makes it fail (409), said as such.
+   */
+  private async replaceAnnotations(secret: V1Secret, annotations: Record<string, string>, what: string) {
+    const name = secret.metadata?.labels?.[LABEL.desktop] ?? "";
     try {
       const replaced = await this.cluster.core.replaceNamespacedSecret({
         name: objectName(name),
@@ -468,9 +456,9 @@ export class KubernetesRuntime implements HibernatingRuntime {
       this.secrets.put(replaced);
     } catch (err) {
       if (statusCode(err) === 409) {
-        throw new HostError("failed", `${name} was changed by someone else meanwhile: try again`);
+        throw new HostError("failed", `${name} was changed by someone else meanwhile: read it and try again`);
       }
-      throw clusterError(err, this.cluster, `marking desktop ${name} ${at ? "asleep" : "awake"}`);
+      throw clusterError(err, this.cluster, what);
     }
   }
 

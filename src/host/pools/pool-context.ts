@@ -31,6 +31,20 @@ export type PoolDesktops = Pick<
   ensureAwake(name: string, why?: string): Promise<Awake>;
 };
 
+/**
+ * Whether desktops of this runtime can sleep as a pool's standby or an expired claim: only where
+ * sleep keeps their memory (QEMU, containers paused); a Pod asleep is a cold start to wake, and
+ * only one with a persistent home can sleep at all.
+ */
+export function canKeepAsleep(vms: Pick<PoolDesktops, "runtime">, kind: RuntimeKind): boolean {
+  try {
+    const modes: readonly HibernationMode[] = vms.runtime(kind).hibernation?.modes ?? [];
+    return modes.includes("memory") || modes.includes("paused");
+  } catch {
+    return false;
+  }
+}
+
 export interface PoolManagerOptions {
   /** How long a new desktop may take to answer before it is given up (default 10 min: QEMU without KVM boots slowly). */
   startTimeoutMs?: number;
@@ -143,11 +157,7 @@ export class PoolContext {
 
   /** Whether the pool's runtime can put desktops to sleep. */
   canSleep(state: PoolState): boolean {
-    try {
-      return this.vms.runtime(state.def.runtime).hibernation !== undefined;
-    } catch {
-      return false;
-    }
+    return canKeepAsleep(this.vms, state.def.runtime);
   }
 
   /** Removes a member's desktop (unless `exists` says there is none) and then its record. */

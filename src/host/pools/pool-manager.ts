@@ -20,7 +20,13 @@ import type { HostLog } from "../host-log.js";
 import { poolName, snapshotName } from "../names.js";
 import type { ClaimRequest, KeepaliveRequest, PoolCreateRequest, PoolUpdateRequest } from "../requests.js";
 import { type ClaimedDesktop, PoolClaims } from "./pool-claims.js";
-import { newState, PoolContext, type PoolDesktops, type PoolManagerOptions } from "./pool-context.js";
+import {
+  canKeepAsleep,
+  newState,
+  PoolContext,
+  type PoolDesktops,
+  type PoolManagerOptions,
+} from "./pool-context.js";
 import { PoolHealth } from "./pool-health.js";
 import { describeTemplate, type PoolRecord, poolRecord } from "./pool-records.js";
 import { PoolRefill } from "./pool-refill.js";
@@ -247,12 +253,12 @@ export class PoolManager {
     await this.ctx.store.close();
   }
 
-  /** A clear 400 when the pool's runtime cannot put desktops to sleep. */
+  /** A clear 400 when the pool's runtime cannot put desktops to sleep with their memory. */
   private needsSleep(def: PoolDefinition, what: string) {
-    if (!this.vms.runtime(def.runtime).hibernation) {
+    if (!canKeepAsleep(this.vms, def.runtime)) {
       throw new HostError(
         "invalid_params",
-        `${what} needs desktops that can hibernate: ${def.runtime} desktops cannot`,
+        `${what} needs desktops that sleep with their memory (QEMU, containers): ${def.runtime} desktops do not`,
       );
     }
   }

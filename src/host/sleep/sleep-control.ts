@@ -104,8 +104,9 @@ export class SleepControl {
   }
 
   /**
-   * The desktop awake: a sleeping one is resumed and waited for until ready (woken by traffic:
-   * logged, and told as `woke`); a running one is answered as it is. Wakes of one desktop at once
+   * The desktop awake: a sleeping one is resumed (woken by traffic: logged, and told as `woke`)
+   * and, when it slept on disk, waited for until its server answers (with its memory kept it
+   * answers at once); a running one is answered as it is. Wakes of one desktop at once
    * are one. A stopped desktop is a 409: there is nothing to wake.
    */
   async ensureAwake(name: string, why = "a request"): Promise<Awake> {
@@ -137,7 +138,9 @@ export class SleepControl {
     await this.listeners.drop(name);
   }
 
+  /** Waits for the wakes under way (their logs and events), then stops listening for anyone. */
   async close() {
+    await Promise.allSettled([...this.waking.values()]);
     await this.listeners.close();
   }
 
@@ -148,12 +151,19 @@ export class SleepControl {
       const started = Date.now();
       const { runtime, record } = await this.host.locate(name);
       const sleeping = capable(runtime);
-      const resumed = await this.lock.run(record.name, async () => {
-        if ((await this.host.find(record.name)).status !== "hibernated") return false;
+      const kept = await this.lock.run(record.name, async () => {
+        const now = await this.host.find(record.name);
+        if (now.status !== "hibernated") return undefined;
         await this.resumeNow(sleeping, record);
-        return true;
+        return now.hibernation;
       });
-      const ready = await this.host.waitReady(record.name, WAKE_TIMEOUT_MS);
+      // With its memory kept, the desktop answers as it did when it fell asleep: no probe to wait
+      // for. From disk it starts again, and is waited for until its server answers.
+      const ready =
+        kept === "memory" || kept === "paused"
+          ? await this.host.find(record.name)
+          : await this.host.waitReady(record.name, WAKE_TIMEOUT_MS);
+      const resumed = kept !== undefined;
       // Awake already (another wake, a resume, or a start under way): nothing woke it here.
       if (!resumed) return ready;
       const ms = Date.now() - started;

@@ -7,12 +7,14 @@ import { type Context, Hono } from "hono";
 import { z } from "zod";
 import { PACKAGE_VERSION } from "../../../common/version.js";
 import type { DesktopProvider } from "../../../desktop/backend.js";
+import type { LiveStreams } from "../../../desktop/live/live-streams.js";
 import type { ActivityEntry, ActivityLog } from "../../core/activity.js";
 import type { ControlLease } from "../../core/control.js";
 import type { CommandRegistry } from "../../core/registry.js";
-import { eventStream } from "../../http/by-hand.js";
+import { EVENT_STREAM_HEADERS, replyByHand } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
-import { liveView } from "./live-view.js";
+import { liveMp4, PLAYER_REPEAT_MS } from "../../http/live-mp4.js";
+import { consoleStreamSettings, liveView } from "./live-view.js";
 
 export interface ConsoleOptions {
   registry: CommandRegistry;
@@ -20,12 +22,22 @@ export interface ConsoleOptions {
   desktop: DesktopProvider;
   /** Who drives the desktop: the live view's Take control takes it (core/control.ts). */
   control: ControlLease;
+  /** The H.264 live streams (`GET /live.mp4`, the live view's `"codec": "h264"`). */
+  streams?: LiveStreams;
   features: string[];
 }
 
 /** An SSE client this far behind is dropped rather than buffered without end. */
 const EVENTS_BACKLOG_LIMIT = 4 * 1024 * 1024;
+/**
+ * A comment this often keeps an idle stream open through proxies and load balancers, which cut
+ * connections silent for 60 s or so (the page then opens it again, asking for what came after).
+ */
+const EVENTS_HEARTBEAT_MS = 25_000;
 const started = Date.now();
+
+/** The activity log's series (`ActivityLog.series`) on `/activity` and `/events`. */
+const SERIES_HEADER = "x-activity-series";
 
 const sinceQuery = z.object({ since: z.coerce.number().int().min(0).default(0) });
 
@@ -37,7 +49,7 @@ export function consoleRoutes(options: ConsoleOptions) {
   app.get("/activity", (c) => {
     const query = sinceQuery.safeParse(c.req.query());
     if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
-    return c.json({ entries: activity.since(query.data.since) });
+    return c.json({ entries: activity.since(query.data.since) }, 200, { [SERIES_HEADER]: activity.series });
   });
 
   app.get("/activity/screenshots/:id", (c) => {
@@ -65,14 +77,40 @@ export function consoleRoutes(options: ConsoleOptions) {
   app.get("/control", (c) => c.json(options.control.state));
 
   app.get("/live", liveView(options));
+  app.get("/live.mp4", (c) => liveMp4Route(c, options.streams));
   return app;
+}
+
+const liveMp4Query = z.object({
+  fps: z.coerce.number().int().min(1).max(60).default(25),
+  audio: z.enum(["0", "1", "true", "false"]).default("1"),
+});
+
+/**
+ * `GET /live.mp4[?fps=N&audio=0]`: the live stream as fragmented MP4 (http/live-mp4.ts), the same
+ * encoder as the console's H.264 view at that rate; `still` ends it when a share link stops holding.
+ */
+export function liveMp4Route(
+  c: Context<ComputerEnv>,
+  streams: LiveStreams | undefined,
+  still?: () => boolean,
+) {
+  if (!streams) return c.json({ detail: "This server has no H.264 stream" }, 503);
+  const query = liveMp4Query.safeParse(c.req.query());
+  if (!query.success) {
+    const issue = query.error.issues[0];
+    return c.json({ detail: `${issue.path.join(".")}: ${issue.message}` }, 400);
+  }
+  const audio = query.data.audio === "1" || query.data.audio === "true";
+  const settings = { ...consoleStreamSettings(query.data.fps, audio), repeatStillMs: PLAYER_REPEAT_MS };
+  return liveMp4(c, streams, settings, still);
 }
 
 /** `GET /events`: the kept entries after `since`, then each new one, as SSE. */
 export function activityEvents(c: Context<ComputerEnv>, activity: ActivityLog) {
   const query = sinceQuery.safeParse(c.req.query());
   if (!query.success) return c.json({ detail: "since: expected an entry id (a whole number)" }, 400);
-  const reply = eventStream(c);
+  const reply = replyByHand(c, 200, { ...EVENT_STREAM_HEADERS, [SERIES_HEADER]: activity.series });
   const { res } = reply;
   const send = (entry: ActivityEntry) => {
     if (res.writableLength > EVENTS_BACKLOG_LIMIT) return res.destroy();
@@ -81,7 +119,12 @@ export function activityEvents(c: Context<ComputerEnv>, activity: ActivityLog) {
   // A comment first, so that clients see the stream open even when nothing has happened yet.
   res.write(": activity\n\n");
   for (const entry of activity.since(query.data.since)) send(entry);
-  const unsubscribe = activity.subscribe(send);
+  const unsubscribeEntries = activity.subscribe(send);
+  const heartbeat = setInterval(() => res.write(": heartbeat\n\n"), EVENTS_HEARTBEAT_MS).unref();
+  const unsubscribe = () => {
+    unsubscribeEntries();
+    clearInterval(heartbeat);
+  };
   res.on("error", unsubscribe);
   res.once("close", unsubscribe);
   return reply.done();

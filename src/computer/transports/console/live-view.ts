@@ -1,9 +1,19 @@
 /**
- * `WS /live`: the desktop as JPEG frames, pushed only when the screen changed. The viewer's first
- * text frame (and any later one) sets `{"quality", "width", "fps"}`; each picture is a binary frame,
- * preceded by a text frame `{"type": "size", …}` when its size changes. Nothing is captured while no
- * viewer is connected; an unchanged screen is recognised without encoding (the X11 backend hands out
- * the same capture again), and a frame is skipped while the socket still holds the previous one.
+ * `WS /live`: the desktop as JPEG frames, pushed only when the screen changed, or as H.264. The
+ * viewer's first text frame (and any later one) sets `{"quality", "width", "fps", "codec"}`. JPEG:
+ * each picture is a binary frame, preceded by a text frame `{"type": "size", …}` when its size
+ * changes. Nothing is captured while no viewer is connected; an unchanged screen is recognised without
+ * encoding (the X11 backend hands out the same capture again), and a frame is skipped while the
+ * socket still holds the previous one.
+ *
+ * `"codec": "h264"` (with `"audio": true` for the desktop's sound): the shared live stream
+ * (desktop/live/live-streams.ts) instead. A text frame `{"type": "stream", video: {codec,
+ * description, width, height}, audio?, screenWidth, screenHeight, generation}` says how to decode
+ * (WebCodecs' configuration; `description` in base64), again after each restart of the encoder; each
+ * binary frame is one packet: a flags byte (1: audio, 2: keyframe), its time in ms as a float64,
+ * then the H.264 access unit (length-prefixed NAL units) or the AAC frame. A viewer whose socket
+ * falls behind skips to the next keyframe. When the stream ends, `{"type": "stream_end", "error"}`,
+ * and JPEG frames follow.
  *
  * Take control: `{"type": "control", "on": true}` takes the control lease (core/control.ts) for this
  * viewer: its `{"type": "input", "command", "params"}` frames then run as pointer and keyboard
@@ -19,6 +29,7 @@ import type { CommandError } from "../../../common/errors.js";
 import { upgradeWebSocket } from "../../../common/lazy-node-server.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import type { DesktopProvider, RawImage } from "../../../desktop/backend.js";
+import type { LiveStreams, MediaPacket, StreamStart } from "../../../desktop/live/live-streams.js";
 import { encodeCapture, targetSize, withCapture } from "../../../desktop/screenshot.js";
 import type { ControlLease, Lease } from "../../core/control.js";
 import type { CommandRegistry } from "../../core/registry.js";
@@ -28,6 +39,8 @@ export interface LiveViewOptions {
   registry: CommandRegistry;
   desktop: DesktopProvider;
   control: ControlLease;
+  /** The H.264 live streams (`"codec": "h264"`); without them only JPEG frames are sent. */
+  streams?: LiveStreams;
   /** A share link's viewer: frames only, no control and no input (refused by the server). */
   viewOnly?: boolean;
   /** For a share link: whether this connection's link still holds (the socket closes when not). */
@@ -44,6 +57,8 @@ const viewerFrame = z.discriminatedUnion("type", [
     quality: z.number().int().min(10).max(95).default(70),
     width: z.number().int().min(160).max(7680).optional(),
     fps: z.number().min(1).max(60).default(25),
+    codec: z.enum(["jpeg", "h264"]).default("jpeg"),
+    audio: z.boolean().default(false),
   }),
   z.object({ type: z.literal("control"), on: z.boolean(), note: z.string().max(10_000).optional() }),
   z.object({
@@ -68,6 +83,23 @@ const STILL_WAKE_MS = 5000;
 const NATIVE_ABOVE = 0.75;
 /** A socket still holding more than this is behind: frames are skipped until it drains. */
 const BACKLOG_BYTES = 256 * 1024;
+/** The same for H.264: packets are skipped until the next keyframe once it is this far behind. */
+const STREAM_BACKLOG_BYTES = 4 * 1024 * 1024;
+
+/** The shared live stream's settings for a viewer's: one encoder for every viewer at that rate. */
+export function consoleStreamSettings(fps: number, audio: boolean) {
+  return {
+    fps,
+    rate: { crf: LIVE_CRF },
+    gop: Math.round(fps * 2),
+    cursor: true,
+    repeatStillMs: Number.POSITIVE_INFINITY,
+    mpegts: false,
+    audio,
+  };
+}
+/** x264's constant quality for the live stream: text stays sharp, a still screen costs nothing. */
+const LIVE_CRF = 26;
 
 export function liveView(options: LiveViewOptions): MiddlewareHandler<ComputerEnv> {
   return upgradeWebSocket((c) => {
@@ -85,7 +117,12 @@ export function liveView(options: LiveViewOptions): MiddlewareHandler<ComputerEn
 }
 
 class Viewer {
-  private settings: Settings = { type: "settings", quality: 70, fps: 25 };
+  private settings: Settings = { type: "settings", quality: 70, fps: 25, codec: "jpeg", audio: false };
+  /** The H.264 stream watched, while the viewer asked for one. */
+  private stream: { close(): void } | undefined;
+  /** Packets are skipped until a keyframe (the socket fell behind, or the stream just started). */
+  private needKey = true;
+  private ticking = false;
   private stopped = false;
   private timer?: NodeJS.Timeout;
   private lastRaw: RawImage | undefined;
@@ -162,6 +199,8 @@ class Viewer {
       this.settings = frame;
       this.lastRaw = undefined;
       this.lastFrame = undefined;
+      this.lastSize = "";
+      this.watchStream();
     } else if (frame.type === "control") {
       this.controlFrame(frame.on, frame.note);
     } else if (this.options.viewOnly) {
@@ -180,9 +219,68 @@ class Viewer {
     }
   }
 
+  /** Watches the H.264 stream the settings ask for, or goes back to JPEG frames. */
+  private watchStream() {
+    this.stream?.close();
+    this.stream = undefined;
+    if (this.settings.codec !== "h264") return this.schedule(0);
+    const { streams } = this.options;
+    if (!streams) {
+      this.reply({ type: "stream_end", error: "This server has no H.264 stream; JPEG frames follow" });
+      this.settings = { ...this.settings, codec: "jpeg" };
+      return this.schedule(0);
+    }
+    clearTimeout(this.timer);
+    this.needKey = true;
+    const watched = streams.watch(consoleStreamSettings(this.settings.fps, this.settings.audio), {
+      start: (start) => this.streamStart(start),
+      packet: (packet) => this.streamPacket(packet),
+      end: (reason) => {
+        if (this.stream !== watched) return;
+        this.stream = undefined;
+        this.settings = { ...this.settings, codec: "jpeg" };
+        this.reply({ type: "stream_end", error: reason });
+        this.schedule(0);
+      },
+    });
+    this.stream = watched;
+  }
+
+  private streamStart(start: StreamStart) {
+    this.needKey = true;
+    this.reply({
+      type: "stream",
+      video: { ...start.video, description: start.video.description.toString("base64") },
+      ...(start.audio
+        ? { audio: { ...start.audio, description: start.audio.description.toString("base64") } }
+        : {}),
+      screenWidth: start.screen.width,
+      screenHeight: start.screen.height,
+      generation: start.generation,
+    });
+  }
+
+  private streamPacket(packet: MediaPacket) {
+    if (this.socket.readyState !== this.socket.OPEN) return;
+    if (this.socket.bufferedAmount > STREAM_BACKLOG_BYTES) {
+      this.needKey = true;
+      return;
+    }
+    if (this.needKey) {
+      if (packet.kind !== "video" || !packet.key) return;
+      this.needKey = false;
+    }
+    const head = Buffer.allocUnsafe(9);
+    head[0] = (packet.kind === "audio" ? 1 : 0) | (packet.key ? 2 : 0);
+    head.writeDoubleBE(packet.timestampMs, 1);
+    this.socket.send(Buffer.concat([head, packet.data]), { binary: true });
+  }
+
   stop() {
     if (this.stopped) return;
     this.stopped = true;
+    this.stream?.close();
+    this.stream = undefined;
     clearTimeout(this.timer);
     clearInterval(this.watch);
     this.unsubscribe();
@@ -198,10 +296,22 @@ class Viewer {
   }
 
   private schedule(ms: number) {
-    if (!this.stopped) this.timer = setTimeout(() => void this.tick(), ms);
+    clearTimeout(this.timer);
+    if (this.stopped || this.stream) return;
+    // A tick still running (waiting for a change) schedules the next one itself.
+    this.timer = setTimeout(() => !this.ticking && void this.tick(), ms);
   }
 
   private async tick() {
+    this.ticking = true;
+    try {
+      await this.tickNow();
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  private async tickNow() {
     const started = performance.now();
     try {
       if (this.socket.bufferedAmount <= BACKLOG_BYTES) await this.sendFrame();
@@ -239,7 +349,7 @@ class Viewer {
     if (!frame) return;
     const { raw, size, jpeg } = frame;
     // Other backends capture afresh: an identical picture is not sent again.
-    if (this.lastFrame?.equals(jpeg) || this.stopped) return;
+    if (this.lastFrame?.equals(jpeg) || this.stopped || this.stream) return;
     this.lastFrame = jpeg;
     const sizeKey = `${size.width}x${size.height}/${raw.width}x${raw.height}`;
     if (sizeKey !== this.lastSize) {

@@ -6,18 +6,20 @@
  *
  * The link's routes, served before authentication and checked by their token alone:
  * `GET /shared/{token}/` (the console page, which sees it is a share link and shows the desktop and
- * the timeline only), `GET /shared/{token}/events` (the timeline, SSE) and `WS /shared/{token}/live`
- * (frames only: the server refuses control and input on it, whatever a page sends).
+ * the timeline only), `GET /shared/{token}/events` (the timeline, SSE), `WS /shared/{token}/live`
+ * (frames only: the server refuses control and input on it, whatever a page sends) and
+ * `GET /shared/{token}/live.mp4` (the H.264 stream).
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { type Context, Hono } from "hono";
 import { z } from "zod";
 import type { DesktopProvider } from "../../../desktop/backend.js";
+import type { LiveStreams } from "../../../desktop/live/live-streams.js";
 import type { ActivityLog } from "../../core/activity.js";
 import type { ControlLease } from "../../core/control.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
-import { activityEvents } from "./console-routes.js";
+import { activityEvents, liveMp4Route } from "./console-routes.js";
 import { liveView } from "./live-view.js";
 
 /** How often an open view checks that its link still holds. */
@@ -90,6 +92,7 @@ export interface ShareOptions {
   activity: ActivityLog;
   desktop: DesktopProvider;
   control: ControlLease;
+  streams?: LiveStreams;
   /** The console page's HTML (served at the link's own address). */
   page: (c: Context<ComputerEnv>) => Response | Promise<Response>;
 }
@@ -153,5 +156,6 @@ export function sharedRoutes(options: ShareOptions) {
     return reply;
   });
   app.get("/shared/:token/live", live);
+  app.get("/shared/:token/live.mp4", (c) => liveMp4Route(c, options.streams, holds(c)));
   return app;
 }

@@ -52,7 +52,7 @@ export async function run(deps: ExecuteDeps, command: string, timeout: number, c
 }
 
 /** `command` and `shell` as upstream reads them: the shell line to run and how to name it. */
-function commandLine(data: Record<string, unknown>): { line: string; argv?: string[]; shown: string } {
+export function commandLine(data: Record<string, unknown>): { line: string; argv?: string[]; shown: string } {
   const shell = booleanField(data, "shell", false);
   const raw = data.command ?? (shell ? "" : []);
   if (typeof raw === "string") {

@@ -20,6 +20,21 @@ const ACTIONS = [
   "stopRecording",
   "recordingStatus",
   "setWallpaper",
+  "moveTo",
+  "leftClick",
+  "doubleClick",
+  "tripleClick",
+  "rightClick",
+  "middleClick",
+  "buttonDown",
+  "buttonUp",
+  "dragTo",
+  "wheel",
+  "typeText",
+  "pressKey",
+  "keyDown",
+  "keyUp",
+  "keyCombo",
 ] as const;
 
 export type OsworldAction = (typeof ACTIONS)[number];

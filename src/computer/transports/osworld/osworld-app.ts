@@ -7,6 +7,7 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { type OriginPolicy, originGuard } from "../../../common/origin-policy.js";
+import type { LiveStreams } from "../../../desktop/live/live-streams.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { executeRoutes } from "./execute.js";
@@ -16,6 +17,7 @@ import { recordingRoutes } from "./recording.js";
 import { BadRequest, htmlError } from "./replies.js";
 import { screenRoutes } from "./screen.js";
 import { scriptRoutes } from "./scripts.js";
+import { streamingRoutes } from "./streaming.js";
 import { windowRoutes } from "./windows.js";
 
 export interface OsworldAppOptions {
@@ -28,6 +30,8 @@ export interface OsworldAppOptions {
   bodyLimitBytes: number;
   /** Variables for the programs the routes run (python-env.ts). */
   childEnv: () => Promise<Record<string, string>>;
+  /** The desktop's H.264 streams (`/ws/h264`, `/live/h264.mp4`); without them those routes are 404. */
+  streams?: LiveStreams;
   /** Seconds `/setup/open_file` waits for its window (default 1800, as upstream). */
   openFileTimeoutSeconds?: number;
   log?: Logger;
@@ -61,6 +65,9 @@ const ROUTES: Record<string, string> = {
   "/end_recording": "POST",
   "/run_python": "POST",
   "/run_bash_script": "POST",
+  "/ws/h264": "GET",
+  "/ws/control": "GET",
+  "/live/h264.mp4": "GET",
 };
 export const OSWORLD_ROUTES = Object.freeze({ ...ROUTES });
 
@@ -90,6 +97,7 @@ export function createOsworldApp(options: OsworldAppOptions) {
   app.route("/", screenRoutes(desktop));
   app.route("/", windowRoutes(desktop));
   app.route("/", recordingRoutes(commands));
+  if (options.streams) app.route("/", streamingRoutes({ ...programs, streams: options.streams }));
   app.notFound((c) => {
     const method = ROUTES[c.req.path];
     if (method && method !== c.req.method && !(method === "GET" && c.req.method === "HEAD")) {

@@ -1,0 +1,220 @@
+/**
+ * One H.264 encoder of the live stream: the screen feed (../recording/feed.ts, the recorder's) writes
+ * the screen's frames to Debian's ffmpeg, which encodes them with libx264 (`ultrafast`,
+ * `zerolatency`: no lookahead, no B-frames, each frame out as soon as it is in) and writes FLV on its
+ * standard output (read into packets by flv.ts) and, when asked, MPEG-TS on fd 3 (OSWorld's
+ * `/ws/h264`), both through ffmpeg's `tee` muxer so that one encoding feeds both. With sound, the
+ * desktop's audio (a PulseAudio source) is encoded as AAC beside it.
+ *
+ * A still screen costs nothing: the feed writes a frame only when the screen changed (X DAMAGE), or
+ * again after `repeatStillMs`. Live streams are shared and restarted by live-streams.ts.
+ *
+ * @example
+ * const encoder = await LiveEncoder.start(deps, settings, { onConfig, onPacket, onTs, onEnd });
+ * … await encoder.stop();
+ */
+import type { Logger } from "../../common/logger.js";
+import type { DesktopProvider } from "../backend.js";
+import { VideoEncoder } from "../recording/encoder.js";
+import { ScreenFeed } from "../recording/feed.js";
+import { videoSize } from "../recording/recorder.js";
+import { FlvReader, type MediaPacket, type TrackConfig } from "./flv.js";
+
+export interface LiveSettings {
+  /** Frames a second at most. */
+  fps: number;
+  /** H.264's rate: a constant quality (x264's crf), or a bitrate in kbit/s (capped there). */
+  rate: { crf: number } | { kbps: number };
+  /** Frames from one keyframe to the next at most. */
+  gop: number;
+  /** The H.264 profile; default: what x264 makes of `ultrafast` (Constrained Baseline). */
+  profile?: "baseline";
+  /** The video's width at most (the height follows); default the screen's. */
+  maxWidth?: number;
+  /** Draw the pointer into the frames. */
+  cursor: boolean;
+  /** An unchanged screen is encoded again after this long (ms); `Infinity`: never. */
+  repeatStillMs: number;
+  /** Also MPEG-TS (video only), on `onTs`. */
+  mpegts: boolean;
+  /** The desktop's sound as AAC: the PulseAudio source to read, or none. */
+  audioSource?: string;
+}
+
+export interface LiveEncoderDeps {
+  desktop: DesktopProvider;
+  /** The ffmpeg program (a path or a name on PATH). */
+  ffmpeg: string;
+  log: Logger;
+}
+
+export interface LiveOutput {
+  onConfig(config: TrackConfig): void;
+  onPacket(packet: MediaPacket): void;
+  onTs?(bytes: Buffer): void;
+}
+
+export class LiveEncoder {
+  private stopping: Promise<void> | undefined;
+  /** Why it ends, when it ends by itself. */
+  private endReason: string | undefined;
+  private reportEnd: (reason: string) => void = () => undefined;
+  /**
+   * Resolves, once ffmpeg has exited, with why the encoder ended: "stopped" after `stop()`, else
+   * what ended it (killed, the display gone, its output broken). Never rejects.
+   */
+  readonly ended = new Promise<string>((resolve) => {
+    this.reportEnd = resolve;
+  });
+
+  private constructor(
+    private readonly feed: ScreenFeed,
+    private readonly encoder: VideoEncoder,
+    /** The video's size, and the screen's. */
+    readonly size: { width: number; height: number },
+    readonly screen: { width: number; height: number },
+    output: LiveOutput,
+  ) {
+    const end = (reason: string) => {
+      if (this.stopping) return;
+      this.endReason = reason;
+      void this.stop();
+    };
+    const reader = new FlvReader(output.onPacket, output.onConfig);
+    const [flv, ts] = encoder.outputs;
+    flv.on("data", (chunk: Buffer) => {
+      try {
+        reader.push(chunk);
+      } catch (err) {
+        end((err as Error).message);
+      }
+    });
+    ts?.on("data", (chunk: Buffer) => output.onTs?.(chunk));
+    for (const stream of encoder.outputs) stream.on("error", () => undefined);
+    void encoder.ended.then((result) => end(result.error ?? "the encoder ended"));
+    void feed.failure.then(end);
+  }
+
+  /** Captures the first frame and starts ffmpeg; rejects with a `CommandError` saying what failed. */
+  static async start(
+    deps: LiveEncoderDeps,
+    settings: LiveSettings,
+    output: LiveOutput,
+  ): Promise<LiveEncoder> {
+    const backend = await deps.desktop();
+    const first = await backend.capture();
+    const screen = { width: first.width, height: first.height };
+    const size = videoSize(first.width, first.height, { maxWidth: settings.maxWidth });
+    const encoder = await VideoEncoder.launch({
+      ffmpeg: deps.ffmpeg,
+      args: liveEncoderArguments(settings, screen, size),
+      input: screen,
+      fps: settings.fps,
+      outputs: settings.mpegts ? 2 : 1,
+      target: "the live stream",
+      purpose: "stream",
+      log: deps.log,
+    });
+    const feed = new ScreenFeed(
+      backend,
+      first,
+      { fps: settings.fps, cursor: settings.cursor, repeatStillMs: settings.repeatStillMs },
+      (timestampMs, frame) => encoder.writeFrame(timestampMs, frame),
+    );
+    return new LiveEncoder(feed, encoder, size, screen, output);
+  }
+
+  /** The encoder's process id (for tests that kill it). */
+  get pid(): number | undefined {
+    return this.encoder.pid;
+  }
+
+  /** Stops the feed and the encoder; resolves once ffmpeg has exited. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      this.feed.fail("stopped");
+      this.encoder.kill();
+      await this.encoder.ended;
+      await this.feed.stop();
+      this.reportEnd(this.endReason ?? "stopped");
+    })();
+    return this.stopping;
+  }
+}
+
+/** ffmpeg's arguments for a live stream. Exported for the tests and the benchmark. */
+export function liveEncoderArguments(
+  settings: LiveSettings,
+  input: { width: number; height: number },
+  output: { width: number; height: number },
+): string[] {
+  const filters: string[] = [];
+  if (input.width !== output.width || input.height !== output.height) {
+    filters.push(`scale=${output.width}:${output.height}:flags=bilinear`);
+  }
+  filters.push("format=yuv420p");
+  const { rate } = settings;
+  const bitrate =
+    "crf" in rate
+      ? ["-crf", String(rate.crf)]
+      : ["-b:v", `${rate.kbps}k`, "-maxrate", `${rate.kbps}k`, "-bufsize", `${rate.kbps * 2}k`];
+  const audio = settings.audioSource;
+  const outputs = ["[f=flv:flvflags=no_duration_filesize]pipe\\:1"];
+  // OSWorld's stream is video alone, as upstream's; no wait before a packet is written.
+  if (settings.mpegts) outputs.push("[f=mpegts:select=v:max_delay=0]pipe\\:3");
+  return [
+    "-hide_banner",
+    "-nostdin",
+    "-loglevel",
+    "error",
+    "-f",
+    "matroska",
+    "-i",
+    "pipe:0",
+    ...(audio ? ["-f", "pulse", "-fragment_size", "3840", "-i", audio] : []),
+    "-map",
+    "0:v",
+    ...(audio ? ["-map", "1:a"] : []),
+    "-fps_mode",
+    "vfr",
+    // Each frame keeps its millisecond, as in recordings (encoder.ts).
+    "-enc_time_base",
+    "1:1000",
+    "-vf",
+    filters.join(","),
+    "-c:v",
+    "libx264",
+    "-preset",
+    "ultrafast",
+    "-tune",
+    "zerolatency",
+    ...(settings.profile ? ["-profile:v", settings.profile] : []),
+    "-bf",
+    "0",
+    // The colours as swscale converted them (BT.601), said in the stream: a browser would take an
+    // HD stream that says nothing for BT.709 and shift them (red came out orange).
+    "-colorspace",
+    "smpte170m",
+    "-color_primaries",
+    "smpte170m",
+    "-color_trc",
+    "smpte170m",
+    "-color_range",
+    "tv",
+    // The decoder configuration in the stream's header (FLV's sequence header: what WebCodecs and
+    // MP4 need), and again before every keyframe (MPEG-TS, whose viewers join at a keyframe).
+    "-flags",
+    "+global_header",
+    "-x264-params",
+    "repeat-headers=1",
+    "-g",
+    String(settings.gop),
+    ...bitrate,
+    ...(audio ? ["-c:a", "aac", "-b:a", "96k", "-ar", "48000", "-ac", "2"] : []),
+    "-flush_packets",
+    "1",
+    "-f",
+    "tee",
+    outputs.join("|"),
+  ];
+}
