@@ -85,11 +85,15 @@ describe("E2B's SDK against the control plane", () => {
 
     // Its console: the computer server's JSON lines with their own time and level.
     const api = (path: string) => fetch(`${e2bUrl}${path}`, { headers: { "x-api-key": E2B_KEY } });
-    const logs = (await (await api(`/sandboxes/${sandbox.sandboxId}/logs`)).json()) as {
-      logEntries: { timestamp: string; level: string; message: string }[];
+    const listeningLine = async () => {
+      const logs = (await (await api(`/sandboxes/${sandbox.sandboxId}/logs`)).json()) as {
+        logEntries: { timestamp: string; level: string; message: string }[];
+      };
+      return logs.logEntries.find((e) => /computer server listening/.test(e.message));
     };
-    const listening = logs.logEntries.find((e) => /computer server listening/.test(e.message));
-    expect(listening).toMatchObject({ level: "info" });
+    // The server's log is written in the background (pino, flushed every 250 ms): it comes.
+    await expect.poll(listeningLine, { timeout: 10_000 }).toMatchObject({ level: "info" });
+    const listening = await listeningLine();
     expect(Date.parse(listening?.timestamp ?? "")).toBeLessThanOrEqual(Date.now());
     const v2 = (await (await api(`/v2/sandboxes/${sandbox.sandboxId}/logs?search=listening`)).json()) as {
       logs: { message: string }[];
