@@ -57,7 +57,7 @@ else
   size_of() { "${ENGINE[@]}" images --format '{{.Size}}' "$1" | sed -n 1p; }
 fi
 
-base=$(base_id) || { echo "e2b-desktop-image.sh: no $BASE in $CACHE: run scripts/test-image.sh first" >&2; exit 1; }
+base=$(base_id) && [ -n "$base" ] || { echo "e2b-desktop-image.sh: no $BASE in $CACHE: run scripts/test-image.sh first" >&2; exit 1; }
 if [ "$IF_MISSING" -eq 1 ] && [ "$(built_on)" = "$base" ]; then
   echo "e2b-desktop-image.sh: $IMAGE is built on $BASE as it is (--if-missing: left as it is)"
   exit 0

@@ -142,6 +142,25 @@ describe("e2b's Sandbox through the host service", () => {
     expect(createHash("sha256").update(back).digest("hex")).toBe(digest);
   }, 120_000);
 
+  it("pauses and connects again with its processes and files as they were; without memory, its files only", async () => {
+    const started = await sandbox.commands.run("sleep 1000", { background: true });
+    await sandbox.files.write("/tmp/kept.txt", "kept across a pause\n");
+    expect(await sandbox.pause()).toBe(true);
+    expect((await vmOf(sandbox.sandboxId)).status).toBe("hibernated");
+    const again = await Sandbox.connect(sandbox.sandboxId, { ...opts(), timeoutMs: 600_000 });
+    // The same process, still running; the environment handed to envd again.
+    expect((await again.commands.run(`kill -0 ${started.pid} && echo alive`)).stdout).toBe("alive\n");
+    expect((await again.commands.run('echo "$GREETING"')).stdout).toBe("hello from e2b\n");
+    expect(await again.files.read("/tmp/kept.txt")).toBe("kept across a pause\n");
+
+    expect(await again.pause({ keepMemory: false })).toBe(true);
+    const rebooted = await Sandbox.connect(sandbox.sandboxId, { ...opts(), timeoutMs: 600_000 });
+    expect(await rebooted.files.read("/tmp/kept.txt")).toBe("kept across a pause\n");
+    const gone = await rebooted.commands.run(`kill -0 ${started.pid} 2>/dev/null && echo alive || echo gone`);
+    expect(gone.stdout).toBe("gone\n");
+    expect(await rebooted.isRunning()).toBe(true);
+  }, 180_000);
+
   it("refuses envd calls without the sandbox's access token", async () => {
     const headers = { "e2b-sandbox-id": sandbox.sandboxId, "e2b-sandbox-port": "49983" };
     const without = await rawRequest(e2bUrl, "GET", "/envs", headers);

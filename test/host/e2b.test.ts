@@ -85,11 +85,15 @@ describe("E2B's SDK against the control plane", () => {
 
     // Its console: the computer server's JSON lines with their own time and level.
     const api = (path: string) => fetch(`${e2bUrl}${path}`, { headers: { "x-api-key": E2B_KEY } });
-    const logs = (await (await api(`/sandboxes/${sandbox.sandboxId}/logs`)).json()) as {
-      logEntries: { timestamp: string; level: string; message: string }[];
+    const listeningLine = async () => {
+      const logs = (await (await api(`/sandboxes/${sandbox.sandboxId}/logs`)).json()) as {
+        logEntries: { timestamp: string; level: string; message: string }[];
+      };
+      return logs.logEntries.find((e) => /computer server listening/.test(e.message));
     };
-    const listening = logs.logEntries.find((e) => /computer server listening/.test(e.message));
-    expect(listening).toMatchObject({ level: "info" });
+    // The server's log is written in the background (pino, flushed every 250 ms): it comes.
+    await expect.poll(listeningLine, { timeout: 10_000 }).toMatchObject({ level: "info" });
+    const listening = await listeningLine();
     expect(Date.parse(listening?.timestamp ?? "")).toBeLessThanOrEqual(Date.now());
     const v2 = (await (await api(`/v2/sandboxes/${sandbox.sandboxId}/logs?search=listening`)).json()) as {
       logs: { message: string }[];
@@ -175,10 +179,12 @@ describe("E2B's SDK against the control plane", () => {
     const unknown = await Sandbox.create("no-such-template", opts()).catch((err) => err);
     expect(unknown).toBeInstanceOf(SandboxError);
     expect(unknown.message).toMatch(/404: template 'no-such-template' not found/);
-    const egress = await Sandbox.create("base", { ...opts(), network: { allowOut: ["example.com"] } }).catch(
+    const egress = await Sandbox.create("base", { ...opts(), network: { denyOut: ["10.0.0.0/8"] } }).catch(
       (err) => err,
     );
-    expect(egress.message).toMatch(/400: network.allowOut .* is not supported/);
+    expect(egress.message).toMatch(
+      /400: network.denyOut of some addresses only is not supported .* deny all traffic/,
+    );
     const memoryless = await fetch(`${e2bUrl}/v2/sandboxes`, {
       method: "POST",
       headers: { "x-api-key": E2B_KEY, "content-type": "application/json" },

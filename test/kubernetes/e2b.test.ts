@@ -1,7 +1,7 @@
 /**
  * E2B's SDK (unmodified) against a host service whose sandboxes are Pods of the project's desktop
  * image on the test cluster: create, a port of the sandbox reached by its per-port name (through
- * the Pod's relay and its computer server's tunnel), a list by metadata, kill.
+ * the Pod's relay and its computer server's tunnel), a command through envd, a list by metadata, kill.
  */
 import { Sandbox, SandboxNotFoundError } from "e2b";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -50,6 +50,9 @@ describe("E2B sandboxes as Pods", () => {
       status: "ok",
       features: expect.arrayContaining(["tunnel"]),
     });
+    // envd in the Pod, on its loopback, through the relay and the tunnel.
+    const ran = await sandbox.commands.run('echo "on $(hostname)"');
+    expect(ran.stdout).toBe(`on ${desktop}\n`);
     const listed = await Sandbox.list({ ...options, query: { metadata: { on: "kubernetes" } } }).nextItems();
     expect(listed.map((s) => s.sandboxId)).toEqual([sandbox.sandboxId]);
 

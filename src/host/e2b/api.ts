@@ -13,6 +13,7 @@ import { ENVD_VERSION, envdMetrics } from "./envd.js";
 import { E2bError, e2bAnswer } from "./errors.js";
 import {
   connectSchema,
+  networkUpdateSchema,
   newSandboxSchema,
   pauseSchema,
   refreshSchema,
@@ -97,6 +98,11 @@ export function e2bApi(options: E2bApiOptions) {
   app.post("/sandboxes/:id/refreshes", async (c) => {
     const body = await jsonBody(c, refreshSchema);
     await sandboxes.refresh(c.req.param("id"), body.duration);
+    return c.body(null, 204);
+  });
+  app.put("/sandboxes/:id/network", async (c) => {
+    const body = await jsonBody(c, networkUpdateSchema, { required: true });
+    await sandboxes.updateNetwork(c.req.param("id"), body, body.allow_internet_access);
     return c.body(null, 204);
   });
   app.post("/sandboxes/:id/pause", async (c) => {
@@ -219,9 +225,11 @@ function listedJson({ record, vm }: SandboxView) {
     envdVersion: ENVD_VERSION,
     metadata: record.metadata,
     state: record.state,
+    allowInternetAccess: record.egress?.allowInternetAccess ?? null,
     network: {
       allowPublicTraffic: record.trafficAccessToken === null,
       ...(record.maskRequestHost && { maskRequestHost: record.maskRequestHost }),
+      ...(record.egress && { allowOut: record.egress.allowOut, denyOut: record.egress.denyOut }),
     },
     lifecycle: { onTimeout: record.onTimeout, autoResume: record.autoResume },
     volumeMounts: [],

@@ -87,6 +87,15 @@ export const resumeSchema = z.object({
   memory: z.boolean().optional(),
 });
 
+/** `PUT /sandboxes/{id}/network`: the egress as it is to be from now on (omitted fields cleared). */
+export const networkUpdateSchema = z.object({
+  allow_internet_access: z.boolean().optional(),
+  allowOut: z.array(z.string()).max(256).optional(),
+  denyOut: z.array(z.string()).max(256).optional(),
+  egressProxy: z.unknown().optional(),
+  rules: z.record(z.string(), z.unknown()).optional(),
+});
+
 /** `POST /sandboxes/{id}/pause`. */
 export const pauseSchema = z.object({ memory: z.boolean().optional() });
 

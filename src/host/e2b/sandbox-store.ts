@@ -26,6 +26,15 @@ const recordSchema = z.object({
   envdAccessToken: z.string().nullable(),
   /** What its per-port URLs ask for, or null when they are public (`allowPublicTraffic`). */
   trafficAccessToken: z.string().nullable(),
+  /** E2B's egress options as asked (the desktop's network policy says what is in force), or null. */
+  egress: z
+    .object({
+      allowOut: z.array(z.string()),
+      denyOut: z.array(z.string()),
+      allowInternetAccess: z.boolean().nullable(),
+    })
+    .nullable()
+    .default(null),
   /** `Host` sent to the sandbox's services (`${PORT}` replaced), or null for the one asked. */
   maskRequestHost: z.string().nullable(),
   startedAt: z.string(),

@@ -11,6 +11,8 @@
  * 404 from then on.
  */
 import { randomBytes } from "node:crypto";
+import type { EgressService } from "../egress/egress-service.js";
+import type { NetworkPolicy } from "../egress/policy.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
@@ -19,6 +21,7 @@ import type { PoolSpec } from "../pools/pool-types.js";
 import type { VmRecord, VmService } from "../vm-service.js";
 import { initEnvd } from "./envd.js";
 import { E2bError, sandboxNotFound } from "./errors.js";
+import { egressPolicy } from "./network.js";
 import type { Pauser } from "./pause.js";
 import {
   DEFAULT_TIMEOUT_SECONDS,
@@ -74,6 +77,7 @@ export class Sandboxes {
     private readonly store: SandboxStore,
     private readonly templates: Templates,
     private readonly pauser: Pauser,
+    private readonly egress: EgressService,
     private readonly log: HostLog,
     private readonly options: SandboxesOptions,
   ) {
@@ -120,7 +124,10 @@ export class Sandboxes {
   /** Makes (or claims) the sandbox's desktop; a client that goes away meanwhile (`signal`) leaves nothing behind. */
   async create(body: NewSandboxRequest, version: "v1" | "v2", signal?: AbortSignal): Promise<SandboxView> {
     refuseUnsupported(body);
-    const source = await this.templates.resolve(body.templateID);
+    const network = egressPolicy(body.network, body.allow_internet_access);
+    // A restricted network is the desktop's from its making: no claim (a pool's desktops have theirs).
+    const resolved = await this.templates.resolve(body.templateID);
+    const source = network ? this.templates.made(resolved) : resolved;
     const onTimeout = body.autoPause ? "pause" : "kill";
     const autoResume = body.autoResume?.enabled === true;
     if (autoResume && onTimeout !== "pause") {
@@ -148,6 +155,7 @@ export class Sandboxes {
       envdAccessToken: secure ? newToken() : null,
       trafficAccessToken: body.network?.allowPublicTraffic === true ? null : newToken(),
       maskRequestHost: body.network?.maskRequestHost ?? null,
+      egress: egressOf(body.network, body.allow_internet_access),
       startedAt: now,
       endAt: new Date(Date.now() + timeoutSeconds * 1000).toISOString(),
       timeoutSeconds,
@@ -175,7 +183,7 @@ export class Sandboxes {
       // Recorded before it is made: a service killed meanwhile removes it at its next start.
       await this.store.put(record);
       try {
-        vm = await this.makeDesktop(record.desktop, source, signal);
+        vm = await this.makeDesktop(record.desktop, source, network, signal);
       } catch (err) {
         await this.destroy(record).catch(() => undefined);
         throw err;
@@ -207,10 +215,13 @@ export class Sandboxes {
   private async makeDesktop(
     name: string,
     source: Exclude<TemplateSource, { kind: "pool" }>,
+    network: NetworkPolicy | undefined,
     signal?: AbortSignal,
   ): Promise<VmRecord> {
     if (source.kind === "desktop") {
       await this.vms.clone({ name: source.name, newName: name });
+      // A clone has its template's cage, if any: the sandbox's policy replaces its policy.
+      if (network) await this.egress.change(name, source.runtime, network);
     } else {
       await this.vms.create({
         name,
@@ -218,6 +229,7 @@ export class Sandboxes {
         image: source.image,
         os: "linux",
         ...this.options.spec,
+        ...(network && { network }),
       });
     }
     signal?.throwIfAborted();
@@ -378,6 +390,23 @@ export class Sandboxes {
   }
 
   /**
+   * E2B's network update: the sandbox's egress is now what `network` says (omitted fields
+   * cleared). Only a sandbox made with a restricted network has a cage to change.
+   */
+  async updateNetwork(sandboxID: string, network: Parameters<typeof egressPolicy>[0], internet?: boolean) {
+    await this.locks.run(sandboxID, async () => {
+      const { record, vm } = await this.view(sandboxID);
+      const policy = egressPolicy(network, internet) ?? { egress: "allow" };
+      await this.egress.change(record.desktop, vm.runtime, policy);
+      await this.store.update(sandboxID, (r) => ({ ...r, egress: egressOf(network, internet) }));
+      await this.log.info("E2B sandbox network changed", {
+        sandbox: sandboxID,
+        egress: JSON.stringify(policy.egress),
+      });
+    });
+  }
+
+  /**
    * Resumes a paused sandbox with a new lease of `seconds`. `mode` says what a running one is:
    * the same sandbox for connect, E2B's 409 for the older `resume`.
    */
@@ -507,6 +536,16 @@ export class Sandboxes {
   }
 }
 
+/** The E2B network options kept on the record (what `getInfo` shows), or null when none restrict. */
+function egressOf(network: { allowOut?: string[]; denyOut?: string[] } | undefined, internet?: boolean) {
+  if (!network?.allowOut?.length && !network?.denyOut?.length && internet === undefined) return null;
+  return {
+    allowOut: network?.allowOut ?? [],
+    denyOut: network?.denyOut ?? [],
+    allowInternetAccess: internet ?? null,
+  };
+}
+
 /** The desktop's computer server, where its tunnel is. */
 export function addressOf(vm: VmRecord): DesktopAddress {
   if (!vm.computerServerUrl) {
@@ -556,14 +595,7 @@ function refuseUnsupported(body: NewSandboxRequest) {
   const refuse = (what: string) => {
     throw new E2bError(400, `${what} is not supported by this Hangar host`);
   };
-  const network = body.network;
-  if (body.allow_internet_access === false)
-    refuse("allow_internet_access: false (closing a desktop's egress)");
-  if (network?.allowOut?.length || network?.denyOut?.length)
-    refuse("network.allowOut / network.denyOut (egress rules)");
-  if (network?.egressProxy) refuse("network.egressProxy");
-  if (network?.rules && Object.keys(network.rules).length > 0) refuse("network.rules (egress transforms)");
-  if (network?.httpsPorts?.length) refuse("network.httpsPorts (services that serve TLS themselves)");
+  if (body.network?.httpsPorts?.length) refuse("network.httpsPorts (services that serve TLS themselves)");
   if (body.volumeMounts?.length) refuse("volumeMounts");
   if (body.mcp !== undefined && body.mcp !== null) refuse("mcp (the MCP gateway)");
   if (body.iam?.tokens && Object.keys(body.iam.tokens).length > 0) refuse("iam (workload identity tokens)");

@@ -101,6 +101,7 @@ export async function startE2bService(
     store,
     new Templates(vms, pools, { runtime, desktopTemplateImage }),
     hibernationPauser(vms),
+    services.egress,
     log,
     {
       spec: { ...DEFAULT_POOL_SPEC, cpu: 2, ...options.spec },

@@ -66,6 +66,19 @@ export class Templates {
     );
   }
 
+  /** What a pool's desktops are made from, for a sandbox that cannot be a claim (its own network). */
+  made(source: TemplateSource): Exclude<TemplateSource, { kind: "pool" }> {
+    if (source.kind !== "pool") return source;
+    const pool = this.pools.get(source.pool);
+    if (pool.templateKind === "image") return { kind: "image", image: pool.template, runtime: pool.runtime };
+    if (pool.templateKind === "desktop")
+      return { kind: "desktop", name: pool.template, runtime: pool.runtime };
+    throw new E2bError(
+      400,
+      `Pool ${pool.name} makes its desktops from a snapshot: a sandbox with its own network cannot be one of them (name the image or desktop instead)`,
+    );
+  }
+
   /** A pool of this image on the sandboxes' runtime when there is one, else the image itself. */
   private fromImage(image: string | undefined): TemplateSource {
     const runtime = this.options.runtime;
