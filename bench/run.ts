@@ -22,6 +22,8 @@ const ALL = [
   "host",
   "containers",
   "e2b",
+  "sleep",
+  "egress",
   "snapshots",
   "guest-snapshots",
   "kubernetes",
