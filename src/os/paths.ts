@@ -1,11 +1,14 @@
-/** Paths from requests: `~` expanded, made absolute against the server's working directory (or `base`). */
+/**
+ * Paths from requests: `~` expanded (to `home`, by default the server's $HOME), made absolute
+ * against the server's working directory (or `base`).
+ */
 import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { CommandError } from "../common/errors.js";
 
-export function expandPath(path: string, base?: string): string {
+export function expandPath(path: string, base?: string, home = homedir()): string {
   if (path.includes("\0"))
     throw new CommandError("invalid_params", "Invalid params: path: contains a NUL byte");
-  const expanded = path === "~" ? homedir() : path.startsWith("~/") ? `${homedir()}${path.slice(1)}` : path;
+  const expanded = path === "~" ? home : path.startsWith("~/") ? `${home}${path.slice(1)}` : path;
   return base === undefined ? resolve(expanded) : resolve(base, expanded);
 }

@@ -17,6 +17,11 @@ import {
 } from "../support/desktop.js";
 
 let desk: DesktopServer;
+/**
+ * The clicked button has the focus: its window's title, or the button itself, relabelled by the
+ * click, when the window manager has not yet marked its window active (seen under load).
+ */
+const BUTTON_FOCUSED = /effectbutton|^push button "Pressed \d+"/;
 let button: { x: number; y: number; width: number; height: number };
 let entryId: number;
 const centre = (box: { x: number; y: number; width: number; height: number }) => ({
@@ -65,7 +70,7 @@ describe("effect of pointer and keyboard commands", () => {
     expect(changed.x + changed.width).toBeGreaterThan(at.x);
     expect(changed.y).toBeLessThanOrEqual(at.y);
     expect(changed.y + changed.height).toBeGreaterThan(at.y);
-    expect(event.evidence.focus.after).toMatch(/effectbutton/);
+    expect(event.evidence.focus.after).toMatch(BUTTON_FOCUSED);
   });
 
   it("a click on the empty desktop is a suspected no-op, after waiting verify_ms", async () => {
@@ -102,7 +107,7 @@ describe("effect of pointer and keyboard commands", () => {
     const event = await desk.cmd("left_click", { ...centre(button), verify: true, verify_ms: 5000 });
     expect(event).toMatchObject({ success: true, effect: "confirmed" });
     expect(event.evidence.focus.before).toMatch(/effectentry/);
-    expect(event.evidence.focus.after).toMatch(/effectbutton/);
+    expect(event.evidence.focus.after).toMatch(BUTTON_FOCUSED);
   });
 
   it("without verify the answer comes at once, and a click there says unverifiable rather than guess", async () => {

@@ -91,10 +91,21 @@ function liveMembersOfGroup(pgid: number): number[] {
 }
 
 let dir: string;
+let loginHome: string;
+const machineHome = process.env.HOME;
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "hangar-envd-"));
+  // The SDK runs every command as `/bin/bash -l -c`: the login scripts of the machine's own home
+  // are not under test (pyenv's rehash there waits up to a minute on a lock a killed shell left),
+  // so the server's commands log in with a home that has none. Their cwd is still the account's.
+  loginHome = mkdtempSync(join(tmpdir(), "hangar-envd-home-"));
+  process.env.HOME = loginHome;
 });
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterAll(() => {
+  process.env.HOME = machineHome;
+  rmSync(dir, { recursive: true, force: true });
+  rmSync(loginHome, { recursive: true, force: true });
+});
 
 describe("envd without a token (loopback)", () => {
   let server: RunningComputerServer;

@@ -7,6 +7,7 @@
  * and back, and bad input refused before anything is started.
  */
 import { existsSync, readdirSync } from "node:fs";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { desktopCommand, pngSize } from "./desktop-client.js";
@@ -145,6 +146,29 @@ describe("a container desktop", () => {
     expect((await containers()).filter((c) => c.startsWith("hangar-desk"))).toEqual([]);
     expect(readdirSync(join(host.home, ".containers"))).toEqual([]);
   }, 240_000);
+
+  it("starts on new ports when one the engine chose was taken before the run", async () => {
+    const body = { name: "taken", os: "linux", cpu: 1, memory: "1GB", diskSize: "4GB", display: "1024x768" };
+    expect((await host.api("POST", "/svc/vms", { ...body, runtime: "container" })).status).toBe(200);
+    // The engine chose the ports when it made the container; another program takes the server's.
+    const bindings = JSON.parse(
+      await engine.podman("inspect", "hangar-taken", "--format", "{{json .HostConfig.PortBindings}}"),
+    ) as Record<string, { HostPort: string }[]>;
+    const chosen = Number(bindings["8000/tcp"]?.[0]?.HostPort);
+    expect(chosen).toBeGreaterThan(0);
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(chosen, "127.0.0.1", resolve));
+    try {
+      expect((await host.api("POST", "/svc/vms/taken/run", {})).status).toBe(202);
+      const vm = (await host.api("GET", "/svc/vms/taken?wait=ready&timeout=90")).body;
+      expect(vm).toMatchObject({ ready: true, status: "running" });
+      expect(vm.computerServerUrl).not.toBe(`http://127.0.0.1:${chosen}`);
+      expect((await desktopCommand(vm, "get_screen_size")).result.success).toBe(true);
+    } finally {
+      squatter.close();
+      expect((await host.api("DELETE", "/svc/vms/taken")).status).toBe(200);
+    }
+  }, 180_000);
 
   it("refuses bad input with clear 400s and starts nothing", async () => {
     const before = await containers();

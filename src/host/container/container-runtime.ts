@@ -84,6 +84,8 @@ export interface ContainerRuntimeOptions {
 
 export const DEFAULT_DESKTOP_IMAGE = "hangar:latest";
 export const MIN_CONTAINER_MEMORY = 64 * 1024 ** 2;
+/** Starts tried before a desktop whose loopback ports keep being taken fails to start. */
+const PORT_ATTEMPTS = 3;
 
 /** What a container desktop is made of, as `makeContainer` takes it. */
 interface DesktopSpec {
@@ -492,7 +494,7 @@ export class ContainerRuntime implements HibernatingRuntime {
       } else if ((await readMark(secretsDir))?.mode === "disk") {
         await beforeStart?.();
         try {
-          await container.start();
+          await this.startContainer(name, info);
         } catch (err) {
           throw engineError(err, this.engine, `Starting ${name} again`);
         }
@@ -635,7 +637,7 @@ export class ContainerRuntime implements HibernatingRuntime {
   private async start(name: string, info: ContainerInspectInfo) {
     try {
       await this.cage?.beforeStart(name);
-      await this.engine.docker.getContainer(info.Id).start();
+      await this.startContainer(name, info);
       await this.cage?.afterStart(name);
       await this.log.info("Container desktop started", { vm: name, container: info.Id.slice(0, 12) });
     } catch (err) {
@@ -649,6 +651,29 @@ export class ContainerRuntime implements HibernatingRuntime {
       const text = failure.kind === "unavailable" ? failure.message : message;
       this.startErrors.set(name, `${new Date().toISOString()} ${text}`);
       await this.log.error("Container desktop failed to start", { vm: name, error: text });
+    }
+  }
+
+  /**
+   * Starts the container. The engine picks its loopback ports when it makes the container and binds
+   * them only when it starts: one taken meanwhile by another program is a failure to start, so the
+   * container is made again (its writable layer kept) with new ports, up to PORT_ATTEMPTS times.
+   */
+  private async startContainer(name: string, info: ContainerInspectInfo) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.engine.docker.getContainer(info.Id).start();
+        return;
+      } catch (err) {
+        const message = engineMessage(err);
+        if (attempt >= PORT_ATTEMPTS || !/address already in use/i.test(message)) throw err;
+        await this.log.info("A port of the container desktop was taken; making it again with new ports", {
+          vm: name,
+          error: message,
+        });
+        await this.replace(info, name, {}, "with new ports");
+        info = await this.inspectOrFail(name);
+      }
     }
   }
 
@@ -761,7 +786,12 @@ export class ContainerRuntime implements HibernatingRuntime {
    * files are kept): made under a temporary name, the old one removed, the new one renamed. A
    * service killed on the way leaves a replacement that `recover` completes.
    */
-  private async replace(info: ContainerInspectInfo, name: string, change: { cpu?: number; memory?: number }) {
+  private async replace(
+    info: ContainerInspectInfo,
+    name: string,
+    change: { cpu?: number; memory?: number },
+    why = "with new limits",
+  ) {
     const image = await this.commit(info);
     const temp = `${name}${REPLACEMENT_SUFFIX}`;
     const spec = { ...specOf(info, name), ...change, image, stateImage: image };
@@ -776,13 +806,13 @@ export class ContainerRuntime implements HibernatingRuntime {
         secretsDir,
       );
     } catch (err) {
-      throw engineError(err, this.engine, `Recreating ${name} with new limits`);
+      throw engineError(err, this.engine, `Recreating ${name} ${why}`);
     }
     try {
       await this.engine.docker.getContainer(info.Id).remove({ force: true, v: true });
       await this.engine.docker.getContainer(containerName(temp)).rename({ name: cname });
     } catch (err) {
-      throw engineError(err, this.engine, `Recreating ${name} with new limits`);
+      throw engineError(err, this.engine, `Recreating ${name} ${why}`);
     }
     if (oldStateImage && oldStateImage !== image) {
       await this.engine.docker

@@ -8,7 +8,7 @@
  * from a command line or an environment variable; it is compared in constant time and never logged.
  */
 import { createHash } from "node:crypto";
-import { homedir, userInfo } from "node:os";
+import { userInfo } from "node:os";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { z } from "zod";
 import { sameText } from "../../../common/key-digests.js";
@@ -47,8 +47,10 @@ export class EnvdState {
   private token: string | undefined;
   private vars: Record<string, string> = {};
   private workdir: string | undefined;
-  readonly user = userInfo().username;
-  readonly home = homedir();
+  private readonly account = userInfo();
+  readonly user = this.account.username;
+  /** The account's home from the user database, as envd looks it up (not $HOME of the server). */
+  readonly home = this.account.homedir;
 
   /** @param token from `--envd-token-file`, when given */
   constructor(token?: string) {
@@ -102,7 +104,7 @@ export class EnvdState {
     let workdir = this.workdir;
     if (body.defaultWorkdir) {
       try {
-        workdir = expandPath(body.defaultWorkdir, this.home);
+        workdir = expandPath(body.defaultWorkdir, this.home, this.home);
       } catch (err) {
         throw new EnvdHttpError(400, `defaultWorkdir: ${(err as Error).message}`);
       }
@@ -119,7 +121,7 @@ export class EnvdState {
   resolve(path: string): string {
     if (path === "") return this.workdir ?? this.home;
     try {
-      return expandPath(path, this.home);
+      return expandPath(path, this.home, this.home);
     } catch (err) {
       throw new ConnectError(
         `path '${path.replaceAll("\0", "\\0")}': contains a NUL byte`,
