@@ -69,7 +69,9 @@ export async function runContainer(
     width: settings.width,
     height: settings.height,
     accessibility: true,
+    audio: true,
   });
+  if (desktop.audioError) log(`the desktop has no sound: ${desktop.audioError}`);
   let vnc: VncServers | undefined;
   let server: ChildProcess | undefined;
   /** False once the server in this process listens: its shutdown stops the desktop then. */
