@@ -9,12 +9,13 @@
  * The server runs in this process (its CPU is this process's); the encoder's CPU is read from /proc.
  * Run: node --import tsx bench/recording.ts
  */
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { PYTHON, startDesktopServer } from "../test/support/desktop.js";
 import { descendants } from "../test/support/processes.js";
+import { agentSession, openArticle } from "./apps/agent-session.js";
 import { closeClient, post } from "./client.js";
 import { median, p95, printTable, type Row } from "./lib.js";
 
@@ -125,33 +126,10 @@ try {
   busy.kill();
 
   // A typical agent session in a browser: click, type, scroll, with pauses between actions.
-  const page = join(dir, "article.html");
-  writeFileSync(page, articlePage());
-  const browser = desk.spawn("chromium", [
-    "--no-sandbox",
-    "--no-first-run",
-    "--disable-gpu",
-    `--user-data-dir=${join(dir, "chromium")}`,
-    "--start-maximized",
-    `--window-size=${WIDTH},${HEIGHT}`,
-    "--window-position=0,0",
-    `file://${page}`,
-  ]);
-  await desk.waitForWindow("Agent benchmark article - Chromium", 60_000);
-  await sleep(3000);
+  const browser = await openArticle(desk, dir, WIDTH, HEIGHT);
   const sessionPath = join(dir, "session.mp4");
   await post(url, "start_recording", { path: sessionPath });
-  const sessionStarted = performance.now();
-  for (let step = 0; performance.now() - sessionStarted < SESSION_S * 1000; step++) {
-    await post(url, "left_click", { x: 400, y: 150 });
-    await post(url, "type_text", { text: `Step ${step}: the agent writes a short note about the page. ` });
-    await sleep(2000);
-    await post(url, "move_cursor", { x: 960, y: 700 });
-    await post(url, "scroll", { x: 0, y: step % 4 === 3 ? 8 : -3 });
-    await sleep(2000);
-    await post(url, "left_click", { x: 900 + (step % 3) * 200, y: 600 });
-    await sleep(1500);
-  }
+  await agentSession(url, SESSION_S);
   const session = await post(url, "stop_recording");
   const minutes = session.duration_s / 60;
   rows.push({
@@ -168,16 +146,3 @@ try {
   rmSync(dir, { recursive: true, force: true });
 }
 printTable("Video recording", rows);
-
-/** A long article under a fixed note field, as an agent reads and annotates a page. */
-function articlePage(): string {
-  const paragraphs = Array.from(
-    { length: 80 },
-    (_, i) =>
-      `<h2>Section ${i + 1}</h2><p>${"Agents read pages like this one, scroll through sections, and write notes about what they find. ".repeat(6)}</p>`,
-  ).join("\n");
-  return `<!doctype html><title>Agent benchmark article</title>
-<style>body{font:18px/1.5 sans-serif;margin:0}header{position:fixed;top:0;left:0;right:0;background:#f4f4f4;padding:12px;border-bottom:1px solid #ccc}
-textarea{width:60%;height:80px;font:16px sans-serif}main{margin:140px auto 0;max-width:1100px}</style>
-<header><textarea placeholder="Notes"></textarea></header><main>${paragraphs}</main>`;
-}

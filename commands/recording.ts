@@ -45,6 +45,10 @@ export const startRecording = defineCommand({
     scale: z.number().gt(0).max(1).optional().describe("video pixels per screen pixel (default 1)"),
     max_width: z.number().int().min(64).max(7680).optional().describe("the video's width at most"),
     cursor: z.boolean().optional().describe("draw the pointer (default true)"),
+    audio: z
+      .boolean()
+      .optional()
+      .describe("record the desktop's sound as the video's audio track, when it has one (default true)"),
     overwrite: z.boolean().optional().describe("replace a file already at path (default false)"),
   }),
   result: progress,
@@ -56,6 +60,7 @@ export const startRecording = defineCommand({
       scale: params.scale,
       maxWidth: params.max_width,
       cursor: params.cursor,
+      audio: params.audio,
       overwrite: params.overwrite,
     }),
 });

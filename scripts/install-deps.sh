@@ -36,6 +36,9 @@ RUNTIME=(
   # the video encoder of start_recording (H.264/MP4, VP8/WebM); with its libraries about 150 MB
   # installed on top of the packages above
   ffmpeg
+  # the desktop's sound: a PulseAudio null sink that programs play into, recorded and streamed
+  # live (src/desktop/audio.ts; with it pulseaudio-utils' parec, which reads it)
+  pulseaudio
 )
 
 # The desktop container: an init that reaps the clipboard helpers' zombies, and VNC for watching.

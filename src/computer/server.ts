@@ -22,6 +22,7 @@ import { isLoopbackName, nodeHeader, OriginPolicy, policyHeaders } from "../comm
 import { LazyWebSocketServer } from "../common/ws-server.js";
 import type { AccessibilityProvider } from "../desktop/accessibility.js";
 import { atspiProvider } from "../desktop/atspi/index.js";
+import { type AudioSource, audioFromEnv } from "../desktop/audio.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
 import { LiveStreams } from "../desktop/live/live-streams.js";
 import { Recordings } from "../desktop/recording/recordings.js";
@@ -93,6 +94,11 @@ export interface ComputerServerOptions {
    */
   recordings?: { dir?: string; ffmpeg?: string };
   /**
+   * The desktop's sound (a PulseAudio source), recorded and streamed; default: what `PULSE_SERVER`
+   * and `HANGAR_AUDIO_SOURCE` name (the virtual display sets them), `null`: none.
+   */
+  audio?: AudioSource | null;
+  /**
    * Trajectories (`start_trajectory`): their directory (default `defaultTrajectoriesDir()`), whether
    * every command is recorded from the start (`--trajectory-dir`), and the bytes the directory may hold.
    */
@@ -162,16 +168,20 @@ export async function startComputerServer(
     log,
   });
   const activity = new ActivityLog({ size: options.activitySize });
+  // The desktop's sound: recorded into videos and streamed live.
+  const audio = options.audio === null ? undefined : (options.audio ?? audioFromEnv(process.env));
   const recordings = new Recordings({
     desktop: options.desktop ?? noDesktop,
     dir: options.recordings?.dir ?? defaultRecordingsDir(),
     ffmpeg: options.recordings?.ffmpeg,
+    audio,
     log,
   });
   // The H.264 live streams of the console (`/live.mp4`, the live view) and OSWorld's streaming routes.
   const streams = new LiveStreams({
     desktop: options.desktop ?? noDesktop,
     ffmpeg: options.recordings?.ffmpeg,
+    audio,
     log,
   });
   const trajectories = new Trajectories({

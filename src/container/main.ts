@@ -67,7 +67,13 @@ export async function runContainer(
   });
   const desktop = settings.externalDisplay
     ? externalDisplay(settings.externalDisplay)
-    : await startVirtualDisplay({ width: settings.width, height: settings.height, accessibility: true });
+    : await startVirtualDisplay({
+        width: settings.width,
+        height: settings.height,
+        accessibility: true,
+        audio: true,
+      });
+  if (desktop.audioError) log(`the desktop has no sound: ${desktop.audioError}`);
   let vnc: VncServers | undefined;
   let server: ChildProcess | undefined;
   /** False once the server in this process listens: its shutdown stops the desktop then. */
@@ -151,7 +157,11 @@ export async function runContainer(
  * A display another program starts and stops (E2B's desktop SDK, through envd): nothing to start
  * or stop here; the server connects to it when a command needs it, and again after it restarts.
  */
-function externalDisplay(display: string): { env: Record<string, string>; stop(): Promise<void> } {
+function externalDisplay(display: string): {
+  env: Record<string, string>;
+  audioError?: string;
+  stop(): Promise<void>;
+} {
   return { env: { DISPLAY: display }, stop: async () => undefined };
 }
 

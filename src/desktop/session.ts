@@ -53,16 +53,18 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
 
   let virtualDisplay: VirtualDisplay | null = null;
   if (wanted) {
-    virtualDisplay = await startVirtualDisplay({ ...size, accessibility: true }).catch((err: Error) => {
-      log.warn({ err: err.message }, "virtual display with accessibility bus failed; trying without");
-      return startVirtualDisplay(size).catch((second: Error) => {
-        log.error(
-          { err: second.message },
-          "could not start a virtual display; desktop commands will be unavailable",
-        );
-        return null;
-      });
-    });
+    virtualDisplay = await startVirtualDisplay({ ...size, accessibility: true, audio: true }).catch(
+      (err: Error) => {
+        log.warn({ err: err.message }, "virtual display with accessibility bus failed; trying without");
+        return startVirtualDisplay({ ...size, audio: true }).catch((second: Error) => {
+          log.error(
+            { err: second.message },
+            "could not start a virtual display; desktop commands will be unavailable",
+          );
+          return null;
+        });
+      },
+    );
     if (virtualDisplay) {
       // Programs started by commands (launch, run_command) use this desktop too.
       Object.assign(process.env, virtualDisplay.env);
@@ -72,6 +74,12 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
         if (xvfb.exitCode === null && xvfb.signalCode === null) xvfb.kill("SIGTERM");
       });
       log.info({ display: virtualDisplay.display, ...size }, "virtual display started");
+      if (virtualDisplay.audioError) {
+        log.warn(
+          { err: virtualDisplay.audioError },
+          "the desktop has no sound (recordings and the live stream are silent)",
+        );
+      }
       if (options.panel) {
         await startDesktopApps({ env: virtualDisplay.env }, (message) => log.warn(message));
       }

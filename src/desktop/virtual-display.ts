@@ -1,6 +1,7 @@
 /**
  * A private X desktop: Xvfb on a free display number (Xvfb picks it, via -displayfd), an EWMH
- * window manager (openbox, configured by openbox-config.ts: one desktop), and optionally a session D-Bus with the AT-SPI accessibility bus.
+ * window manager (openbox, configured by openbox-config.ts: one desktop), and optionally a session
+ * D-Bus with the AT-SPI accessibility bus and a PulseAudio server for its sound (audio.ts).
  * `hangar serve` starts one when there is no display; every desktop test starts its own. They end
  * with the process that started them, however it ends.
  */
@@ -9,6 +10,7 @@ import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { withParentDeathSignal } from "../os/parent-death.js";
+import { type DesktopAudio, startDesktopAudio } from "./audio.js";
 import { writeOpenboxConfig } from "./openbox-config.js";
 
 export interface VirtualDisplayOptions {
@@ -18,6 +20,11 @@ export interface VirtualDisplayOptions {
   windowManager?: boolean;
   /** Start a session bus and the AT-SPI bus launcher (default false). */
   accessibility?: boolean;
+  /**
+   * Start a PulseAudio server with a null sink for the desktop's sound (audio.ts; default false).
+   * A display whose sound could not start still starts: `audioError` says why.
+   */
+  audio?: boolean;
 }
 
 export interface VirtualDisplay {
@@ -29,6 +36,8 @@ export interface VirtualDisplay {
   readonly env: Record<string, string>;
   /** The Xvfb process, e.g. to kill it in a test of what happens when the display dies. */
   readonly xvfb: ChildProcess;
+  /** Why the sound asked for did not start, if it did not. */
+  readonly audioError?: string;
   stop(): Promise<void>;
 }
 
@@ -45,7 +54,9 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
   const height = options.height ?? 800;
   const children: ChildProcess[] = [];
   let removeConfig: (() => Promise<void>) | undefined;
+  let audio: DesktopAudio | undefined;
   const stop = async () => {
+    await audio?.stop();
     for (const child of children.reverse()) await terminate(child);
     await removeConfig?.();
   };
@@ -76,6 +87,15 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
       Object.assign(env, bus.env);
     }
 
+    let audioError: string | undefined;
+    if (options.audio) {
+      audio = await startDesktopAudio().catch((err: Error) => {
+        audioError = err.message;
+        return undefined;
+      });
+      if (audio) Object.assign(env, audio.env);
+    }
+
     if (options.windowManager ?? true) {
       // Hangar's own configuration: one desktop, no wheel or key bindings that switch desktops.
       const config = await writeOpenboxConfig();
@@ -87,7 +107,7 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
       children.push(wm);
       await waitForWindowManager(env);
     }
-    return { display, width, height, env, xvfb, stop };
+    return { display, width, height, env, xvfb, stop, ...(audioError ? { audioError } : {}) };
   } catch (err) {
     await stop();
     throw err;

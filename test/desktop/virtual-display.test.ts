@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { startVirtualDisplay } from "../../src/desktop/virtual-display.js";
+import { descendants, waitUntilGone } from "../support/processes.js";
 
 describe("startVirtualDisplay", () => {
   it("starts Xvfb at the asked size with an EWMH window manager, and stops everything", async () => {
@@ -13,6 +14,30 @@ describe("startVirtualDisplay", () => {
       await desktop.stop();
     }
     expect(desktop.xvfb.exitCode !== null || desktop.xvfb.signalCode !== null).toBe(true);
+  });
+
+  it("gives the desktop a sound server of its own with a null sink, and stops it", async () => {
+    const desktop = await startVirtualDisplay({ width: 320, height: 240, windowManager: false, audio: true });
+    let pulse: number[] = [];
+    try {
+      expect(desktop.audioError).toBeUndefined();
+      expect(desktop.env).toMatchObject({
+        PULSE_SERVER: expect.stringMatching(/^unix:\//),
+        HANGAR_AUDIO_SOURCE: "hangar.monitor",
+      });
+      const env = { ...process.env, ...desktop.env };
+      // Programs on the desktop play into the null sink, whose monitor is what is recorded.
+      const info = execFileSync("pactl", ["info"], { env }).toString();
+      expect(info).toMatch(/Default Sink: hangar/);
+      expect(info).toMatch(/Default Source: hangar\.monitor/);
+      pulse = descendants(process.pid)
+        .filter((p) => /(^|\/)(pulseaudio|parec) /.test(p.args))
+        .map((p) => p.pid);
+      expect(pulse.length).toBe(2);
+    } finally {
+      await desktop.stop();
+    }
+    for (const pid of pulse) expect(await waitUntilGone(pid)).toBe(true);
   });
 
   it("starts two desktops side by side on different displays", async () => {

@@ -190,6 +190,20 @@ async function desktop(pidNamespace: string) {
       return result.frames >= 1 && result.size_bytes > 1000 ? undefined : `got ${JSON.stringify(result)}`;
     },
   );
+  await check("the desktop has sound: a tone played while recording is the video's audio track", async () => {
+    const started = await cmd(base, "start_recording", { path: "/tmp/sound.mp4" });
+    if (!started.result?.success) return `start: ${started.text.slice(0, 300)}`;
+    await cmd(base, "run_command", {
+      command: "ffmpeg -v error -f lavfi -i sine=frequency=440 -t 1.5 -f pulse tone",
+      timeout: 30,
+    });
+    const stopped = await cmd(base, "stop_recording");
+    if (!stopped.result?.success) return `stop: ${stopped.text.slice(0, 300)}`;
+    const probed = await cmd(base, "run_command", {
+      command: "ffprobe -v error -select_streams a -show_entries stream=codec_name -of csv=p=0 /tmp/sound.mp4",
+    });
+    return probed.result?.stdout?.trim() === "aac" ? undefined : `audio: ${probed.text.slice(0, 300)}`;
+  });
   await check(
     "no process but PID 1 and Hangar's node processes has the keys in its environment",
     async () => {

@@ -10,6 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import type { ComputerServerOptions } from "../../src/computer/server.js";
 import { atspiProvider } from "../../src/desktop/atspi/index.js";
+import { audioFromEnv } from "../../src/desktop/audio.js";
 import { type BackendName, backendOptions } from "../../src/desktop/choose-backend.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
 import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
@@ -21,10 +22,11 @@ export const APPS = join(import.meta.dirname, "../desktop/apps");
 export const PYTHON = "/usr/bin/python3";
 
 export async function startDesktopServer(
-  size: { width?: number; height?: number; accessibility?: boolean } = {},
+  size: { width?: number; height?: number; accessibility?: boolean; audio?: boolean } = {},
   options: { backend?: BackendName; server?: ComputerServerOptions } = {},
 ) {
   const display: VirtualDisplay = await startVirtualDisplay(size);
+  if (size.audio && display.audioError) throw new Error(`the desktop's sound did not start: ${display.audioError}`);
   const manager = new DesktopManager({
     display: display.display,
     ...backendOptions(options.backend ?? "x11"),
@@ -33,6 +35,8 @@ export async function startDesktopServer(
   const a11y = size.accessibility ? atspiProvider(display.env) : undefined;
   const server = await startTestServer({
     ...(a11y ? { accessibility: a11y } : {}),
+    // The desktop's own sound, or none (whatever this process's variables say).
+    audio: audioFromEnv(display.env) ?? null,
     ...options.server,
     desktop: manager.provider,
   });

@@ -1,9 +1,9 @@
 /**
  * Reads the FLV stream the live encoder writes (ffmpeg's `flv` muxer, which writes each packet as it
  * comes: no packet waits for the next one, as fragmented MP4's does) into media packets: H.264 access
- * units as length-prefixed NAL units with their decoder configuration (`avcC`), and AAC frames with
- * theirs (AudioSpecificConfig). Those are what WebCodecs decodes and what an MP4 sample holds, so
- * the packets go to the browser and into fragmented MP4 (fmp4.ts) unchanged.
+ * units as length-prefixed NAL units with their decoder configuration (`avcC`). Those are what
+ * WebCodecs decodes and what an MP4 sample holds, so the packets go to the browser and into
+ * fragmented MP4 (fmp4.ts) unchanged. (The sound comes as ADTS: adts.ts.)
  *
  * FLV: a 9-byte header and a 4-byte zero, then tags of an 11-byte header (type, 24-bit size, 24-bit
  * timestamp in ms and its upper byte, stream id) and the data, each followed by its 4-byte size.
@@ -28,10 +28,8 @@ export interface TrackConfig {
   description: Buffer;
 }
 
-const TAG_AUDIO = 8;
 const TAG_VIDEO = 9;
 const CODEC_AVC = 7;
-const SOUND_AAC = 10;
 const HEADER_BYTES = 9 + 4;
 const TAG_HEADER_BYTES = 11;
 /** Larger tags are not what ffmpeg writes for a screen: the stream is taken to be broken. */
@@ -78,10 +76,6 @@ export class FlvReader {
         // No B-frames are made (zerolatency), so the composition offset (bytes 2-4) is 0.
         this.onPacket({ kind: "video", timestampMs, key: data[0] >> 4 === 1, data: payload });
       }
-    } else if (type === TAG_AUDIO && data.length >= 2 && data[0] >> 4 === SOUND_AAC) {
-      const payload = data.subarray(2);
-      if (data[1] === 0) this.onConfig({ kind: "audio", description: payload });
-      else if (payload.length > 0) this.onPacket({ kind: "audio", timestampMs, key: true, data: payload });
     }
     // Script data (onMetaData) and anything else: nothing a player needs.
   }

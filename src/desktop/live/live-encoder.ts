@@ -4,7 +4,8 @@
  * `zerolatency`: no lookahead, no B-frames, each frame out as soon as it is in) and writes FLV on its
  * standard output (read into packets by flv.ts) and, when asked, MPEG-TS on fd 3 (OSWorld's
  * `/ws/h264`), both through ffmpeg's `tee` muxer so that one encoding feeds both. With sound, the
- * desktop's audio (a PulseAudio source) is encoded as AAC beside it.
+ * desktop's audio (a PulseAudio source, read by audio.ts's AudioCapture into the same input as the
+ * frames) is encoded as AAC beside it.
  *
  * A still screen costs nothing: the feed writes a frame only when the screen changed (X DAMAGE), or
  * again after `repeatStillMs`. Live streams are shared and restarted by live-streams.ts.
@@ -13,12 +14,29 @@
  * const encoder = await LiveEncoder.start(deps, settings, { onConfig, onPacket, onTs, onEnd });
  * … await encoder.stop();
  */
+import type { Readable } from "node:stream";
 import type { Logger } from "../../common/logger.js";
+import { AudioCapture, type AudioSource, PCM } from "../audio.js";
 import type { DesktopProvider } from "../backend.js";
 import { VideoEncoder } from "../recording/encoder.js";
 import { ScreenFeed } from "../recording/feed.js";
 import { videoSize } from "../recording/recorder.js";
+import { AdtsReader, aacConfig } from "./adts.js";
 import { FlvReader, type MediaPacket, type TrackConfig } from "./flv.js";
+
+/** AAC frames hold 1024 samples. */
+const AAC_FRAME = 1024;
+
+/** Feeds a reader of an encoder output; a reader that finds the output broken ends the encoder. */
+function read(stream: Readable, reader: { push(chunk: Buffer): void }, end: (reason: string) => void) {
+  stream.on("data", (chunk: Buffer) => {
+    try {
+      reader.push(chunk);
+    } catch (err) {
+      end((err as Error).message);
+    }
+  });
+}
 
 export interface LiveSettings {
   /** Frames a second at most. */
@@ -37,8 +55,8 @@ export interface LiveSettings {
   repeatStillMs: number;
   /** Also MPEG-TS (video only), on `onTs`. */
   mpegts: boolean;
-  /** The desktop's sound as AAC: the PulseAudio source to read, or none. */
-  audioSource?: string;
+  /** The desktop's sound, encoded as AAC beside the video; none: a silent stream. */
+  audio?: AudioSource;
 }
 
 export interface LiveEncoderDeps {
@@ -70,25 +88,37 @@ export class LiveEncoder {
   private constructor(
     private readonly feed: ScreenFeed,
     private readonly encoder: VideoEncoder,
+    private readonly sound: AudioCapture | undefined,
     /** The video's size, and the screen's. */
     readonly size: { width: number; height: number },
     readonly screen: { width: number; height: number },
     output: LiveOutput,
+    /** The time (ms) of the first block of sound written, once there is one. */
+    soundStart: () => number | undefined,
   ) {
     const end = (reason: string) => {
       if (this.stopping) return;
       this.endReason = reason;
       void this.stop();
     };
-    const reader = new FlvReader(output.onPacket, output.onConfig);
-    const [flv, ts] = encoder.outputs;
-    flv.on("data", (chunk: Buffer) => {
-      try {
-        reader.push(chunk);
-      } catch (err) {
-        end((err as Error).message);
-      }
-    });
+    // The pipes: FLV, then MPEG-TS when asked, then the sound's ADTS when there is sound.
+    const [flv, ...more] = encoder.outputs;
+    const adts = sound ? more.pop() : undefined;
+    const [ts] = more;
+    read(flv, new FlvReader(output.onPacket, output.onConfig), end);
+    if (adts) {
+      // AAC frames of 1024 samples follow each other from the first block of sound on.
+      let frames = 0;
+      const reader = new AdtsReader((data) => {
+        const timestampMs = (soundStart() ?? 0) + (frames++ * AAC_FRAME * 1000) / PCM.sampleRate;
+        output.onPacket({ kind: "audio", timestampMs, key: true, data });
+      });
+      read(adts, reader, end);
+      // Known from the settings: the stream can start before the sound's first frame.
+      queueMicrotask(() =>
+        output.onConfig({ kind: "audio", description: aacConfig(PCM.sampleRate, PCM.channels) }),
+      );
+    }
     ts?.on("data", (chunk: Buffer) => output.onTs?.(chunk));
     for (const stream of encoder.outputs) stream.on("error", () => undefined);
     void encoder.ended.then((result) => end(result.error ?? "the encoder ended"));
@@ -110,9 +140,10 @@ export class LiveEncoder {
       args: liveEncoderArguments(settings, screen, size),
       input: screen,
       fps: settings.fps,
-      outputs: settings.mpegts ? 2 : 1,
+      outputs: 1 + (settings.mpegts ? 1 : 0) + (settings.audio ? 1 : 0),
       target: "the live stream",
       purpose: "stream",
+      sound: Boolean(settings.audio),
       log: deps.log,
     });
     const feed = new ScreenFeed(
@@ -121,7 +152,18 @@ export class LiveEncoder {
       { fps: settings.fps, cursor: settings.cursor, repeatStillMs: settings.repeatStillMs },
       (timestampMs, frame) => encoder.writeFrame(timestampMs, frame),
     );
-    return new LiveEncoder(feed, encoder, size, screen, output);
+    let soundStart: number | undefined;
+    const sound =
+      settings.audio &&
+      AudioCapture.start(
+        settings.audio,
+        () => feed.now(),
+        (ms, pcm) => {
+          soundStart ??= ms;
+          encoder.writeAudio(ms, pcm);
+        },
+      );
+    return new LiveEncoder(feed, encoder, sound || undefined, size, screen, output, () => soundStart);
   }
 
   /** The encoder's process id (for tests that kill it). */
@@ -132,6 +174,7 @@ export class LiveEncoder {
   /** Stops the feed and the encoder; resolves once ffmpeg has exited. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      await this.sound?.stop();
       this.feed.fail("stopped");
       this.encoder.kill();
       await this.encoder.ended;
@@ -158,23 +201,33 @@ export function liveEncoderArguments(
     "crf" in rate
       ? ["-crf", String(rate.crf)]
       : ["-b:v", `${rate.kbps}k`, "-maxrate", `${rate.kbps}k`, "-bufsize", `${rate.kbps * 2}k`];
-  const audio = settings.audioSource;
+  const { audio } = settings;
   const outputs = ["[f=flv:flvflags=no_duration_filesize]pipe\\:1"];
   // OSWorld's stream is video alone, as upstream's; no wait before a packet is written.
-  if (settings.mpegts) outputs.push("[f=mpegts:select=v:max_delay=0]pipe\\:3");
+  if (settings.mpegts) outputs.push("[f=mpegts:max_delay=0]pipe\\:3");
+  // The sound in an output of its own (adts.ts says why), on the next pipe.
+  const sound = audio
+    ? [
+        ...["-map", "0:a", "-c:a", "aac", "-b:a", "96k", "-ar", String(PCM.sampleRate), "-ac", "2"],
+        ...["-flush_packets", "1", "-f", "adts", `pipe:${settings.mpegts ? 4 : 3}`],
+      ]
+    : [];
   return [
     "-hide_banner",
     "-nostdin",
     "-loglevel",
     "error",
+    // The input says what its tracks are: nothing to probe (which would take two seconds of sound).
+    "-probesize",
+    "32",
+    "-analyzeduration",
+    "0",
     "-f",
     "matroska",
     "-i",
     "pipe:0",
-    ...(audio ? ["-f", "pulse", "-fragment_size", "3840", "-i", audio] : []),
     "-map",
     "0:v",
-    ...(audio ? ["-map", "1:a"] : []),
     "-fps_mode",
     "vfr",
     // Each frame keeps its millisecond, as in recordings (encoder.ts).
@@ -210,11 +263,11 @@ export function liveEncoderArguments(
     "-g",
     String(settings.gop),
     ...bitrate,
-    ...(audio ? ["-c:a", "aac", "-b:a", "96k", "-ar", "48000", "-ac", "2"] : []),
     "-flush_packets",
     "1",
     "-f",
     "tee",
     outputs.join("|"),
+    ...sound,
   ];
 }

@@ -16,6 +16,7 @@
  * … viewer.close();
  */
 import type { Logger } from "../../common/logger.js";
+import type { AudioSource } from "../audio.js";
 import type { DesktopProvider } from "../backend.js";
 import { audioShape, codecString, type MediaPacket, type TrackConfig } from "./flv.js";
 import { LiveEncoder, type LiveSettings } from "./live-encoder.js";
@@ -47,8 +48,8 @@ export interface LiveStreamsOptions {
   desktop: DesktopProvider;
   /** The ffmpeg program (default `$HANGAR_FFMPEG`, else `ffmpeg` on PATH). */
   ffmpeg?: string;
-  /** The desktop's sound, a PulseAudio source (asked for when a stream wants sound). */
-  audioSource?: () => string | undefined;
+  /** The desktop's sound (audio.ts), for the streams that ask for it. */
+  audio?: AudioSource;
   log: Logger;
 }
 
@@ -67,18 +68,15 @@ export class LiveStreams {
   }
 
   /** Starts watching a stream of these settings; `close()` stops (the last viewer stops the encoder). */
-  watch(
-    settings: Omit<LiveSettings, "audioSource"> & { audio?: boolean },
-    viewer: LiveViewer,
-  ): { close(): void } {
+  watch(settings: Omit<LiveSettings, "audio"> & { audio?: boolean }, viewer: LiveViewer): { close(): void } {
     const { audio, ...video } = settings;
     // Sound when asked and the desktop has it: a stream asking for sound where there is none is
     // the same as one that did not ask.
-    const audioSource = audio ? this.options.audioSource?.() : undefined;
-    const key = JSON.stringify({ ...video, audioSource: audioSource ?? null });
+    const source = audio ? this.options.audio : undefined;
+    const key = JSON.stringify({ ...video, audio: Boolean(source) });
     let stream = this.streams.get(key);
     if (!stream) {
-      stream = new SharedStream({ ...video, audioSource }, this.ffmpeg, this.options, () =>
+      stream = new SharedStream({ ...video, audio: source }, this.ffmpeg, this.options, () =>
         this.streams.delete(key),
       );
       this.streams.set(key, stream);
@@ -219,7 +217,7 @@ class SharedStream {
   /** Tells the viewers how to decode, once the encoder has started and its header is in. */
   private announce() {
     const { video, audio } = this.configs;
-    if (this.current || !this.shape || !video || (this.settings.audioSource && !audio)) return;
+    if (this.current || !this.shape || !video || (this.settings.audio && !audio)) return;
     this.generation++;
     this.current = {
       video: { codec: codecString(video), description: video.description, ...this.shape.size },
@@ -235,11 +233,15 @@ class SharedStream {
       screen: this.shape.screen,
       generation: this.generation,
     };
-    for (const viewer of this.viewers) viewer.start(this.current);
+    // Packets that came before (the first keyframe, with the configuration) go out now.
+    for (const viewer of this.viewers) {
+      viewer.start(this.current);
+      for (const packet of this.gop) viewer.packet(packet);
+    }
   }
 
+  /** Keeps the packet for joiners (from the last keyframe), and hands it to the viewers once started. */
   private packet(packet: MediaPacket) {
-    if (!this.current) return;
     const shifted = { ...packet, timestampMs: packet.timestampMs + this.base };
     this.lastTimestamp = Math.max(this.lastTimestamp, shifted.timestampMs);
     if (packet.kind === "video" && packet.key) {
@@ -250,7 +252,7 @@ class SharedStream {
     // A keyframe too long ago: joiners get nothing and wait for the next one.
     if (this.gopBytes > GOP_KEPT_BYTES) this.gop = [];
     else if (this.gop.length > 0 || (packet.kind === "video" && packet.key)) this.gop.push(shifted);
-    for (const viewer of this.viewers) viewer.packet(shifted);
+    if (this.current) for (const viewer of this.viewers) viewer.packet(shifted);
   }
 
   private tsBytes(bytes: Buffer) {

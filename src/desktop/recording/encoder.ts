@@ -15,7 +15,8 @@ import type { Readable, Writable } from "node:stream";
 import { CommandError } from "../../common/errors.js";
 import type { Logger } from "../../common/logger.js";
 import { findProgram } from "../../os/launch.js";
-import { matroskaFrameHeader, matroskaHeader } from "./matroska.js";
+import { PCM } from "../audio.js";
+import { AUDIO_TRACK, matroskaFrameHeader, matroskaHeader } from "./matroska.js";
 
 export type VideoFormat = "mp4" | "webm";
 
@@ -30,6 +31,8 @@ export interface EncoderOptions {
   output: { width: number; height: number };
   /** The frame rate cap: how long the last frame is shown. */
   fps: number;
+  /** Sound comes beside the frames (`writeAudio`), recorded as AAC in MP4, Opus in WebM. */
+  sound?: boolean;
   log: Logger;
 }
 
@@ -49,6 +52,8 @@ export interface EncoderProcess {
   target: string;
   /** What it is for, for the message when ffmpeg is missing: "record", "stream". */
   purpose: string;
+  /** Its input has a track of sound (16-bit PCM, `PCM` of audio.ts) beside the frames: `writeAudio`. */
+  sound?: boolean;
   log: Logger;
 }
 
@@ -69,7 +74,7 @@ const FRAGMENT_US = 1_000_000;
 
 /** ffmpeg's arguments for a recording. Exported for the tests and the benchmark. */
 export function encoderArguments(options: Omit<EncoderOptions, "ffmpeg" | "log">): string[] {
-  const { input, output, format, path } = options;
+  const { input, output, format, path, sound: withSound } = options;
   const filters: string[] = [];
   if (input.width !== output.width || input.height !== output.height) {
     filters.push(`scale=${output.width}:${output.height}:flags=bilinear`);
@@ -82,6 +87,12 @@ export function encoderArguments(options: Omit<EncoderOptions, "ffmpeg" | "log">
         // a typical agent session is still under 3 MB a minute).
         ["-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-crf", "30", "-g", "600"]
       : ["-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "8", "-crf", "12", "-b:v", "1M"];
+  const sound = !withSound
+    ? ["-an"]
+    : [
+        ...["-map", "0:v", "-map", "0:a"],
+        ...(format === "mp4" ? ["-c:a", "aac", "-b:a", "128k"] : ["-c:a", "libopus", "-b:a", "96k"]),
+      ];
   const container =
     format === "mp4"
       ? [
@@ -98,11 +109,16 @@ export function encoderArguments(options: Omit<EncoderOptions, "ffmpeg" | "log">
     "-nostdin",
     "-loglevel",
     "error",
+    // The input says what its tracks are: nothing to probe (which would take two seconds of sound).
+    "-probesize",
+    "32",
+    "-analyzeduration",
+    "0",
     "-f",
     "matroska",
     "-i",
     "pipe:0",
-    "-an",
+    ...sound,
     "-fps_mode",
     "vfr",
     // Each frame keeps its millisecond: by default the time base is 1/fps, and a frame captured 40 ms
@@ -160,6 +176,7 @@ export class VideoEncoder {
       fps: options.fps,
       target: options.path,
       purpose: "record",
+      sound: options.sound,
       log: options.log,
     });
   }
@@ -190,7 +207,8 @@ export class VideoEncoder {
     });
     const encoder = new VideoEncoder(child as ChildProcess & { stdin: Writable; stderr: Readable }, options);
     options.log.debug({ pid: child.pid, target: options.target }, "video encoder started");
-    await encoder.write(matroskaHeader({ ...options.input, frameMs: 1000 / options.fps }));
+    const audio = options.sound ? { audio: PCM } : {};
+    await encoder.write(matroskaHeader({ ...options.input, frameMs: 1000 / options.fps, ...audio }));
     return encoder;
   }
 
@@ -209,6 +227,15 @@ export class VideoEncoder {
    */
   async writeFrame(timestampMs: number, pixels: Buffer): Promise<void> {
     await this.write(matroskaFrameHeader(timestampMs, pixels.length), pixels);
+  }
+
+  /**
+   * Writes a block of sound (16-bit PCM, `PCM` of audio.ts) at `timestampMs`, between frames; a
+   * block that comes when the encoder has stopped is dropped.
+   */
+  writeAudio(timestampMs: number, pcm: Buffer) {
+    if (!this.options.sound) return;
+    this.write(matroskaFrameHeader(timestampMs, pcm.length, AUDIO_TRACK), pcm).catch(() => undefined);
   }
 
   /** Ends the input and waits for the file to be finished; kills the encoder if it takes too long. */

@@ -1,9 +1,11 @@
 /**
  * The smallest Matroska stream that carries raw frames with their own timestamps, for feeding the
  * encoder through a pipe: a header naming one uncompressed video track (`V_UNCOMPRESSED`, RGBA
- * bytes), then one cluster per frame whose timestamp is the frame's time in milliseconds. The raw
- * video formats an encoder reads from a pipe number frames at a constant rate; this lets a screen
- * that stays still for a minute be one frame followed by the next one a minute later.
+ * bytes) and, with sound, a PCM track (`A_PCM/INT/LIT`, 16-bit), then one cluster per frame or block
+ * of sound whose timestamp is its time in milliseconds. The raw video formats an encoder reads from
+ * a pipe number frames at a constant rate; this lets a screen that stays still for a minute be one
+ * frame followed by the next one a minute later, while the sound goes on beside it in the same
+ * input (ffmpeg 5 reading the sound from a second input would wait for the next frame to read it).
  *
  * Only what FFmpeg's Matroska reader needs is written (EBML header, Segment of unknown size, Info,
  * Tracks, Clusters); no seek index (nothing seeks a pipe).
@@ -40,6 +42,10 @@ const ID = {
   PixelWidth: 0xb0,
   PixelHeight: 0xba,
   ColourSpace: 0x2eb524,
+  Audio: 0xe1,
+  SamplingFrequency: 0xb5,
+  Channels: 0x9f,
+  BitDepth: 0x6264,
   Cluster: 0x1f43b675,
   Timestamp: 0xe7,
   SimpleBlock: 0xa3,
@@ -88,10 +94,22 @@ export interface TrackShape {
   height: number;
   /** The shortest time between frames (the frame rate cap), in ms: what the last frame is shown for. */
   frameMs: number;
+  /** A second track of 16-bit little-endian PCM, interleaved channels. */
+  audio?: { sampleRate: number; channels: number };
 }
 
-/** The stream's start: EBML header, an open Segment, Info (millisecond timestamps) and the track. */
-export function matroskaHeader({ width, height, frameMs }: TrackShape): Buffer {
+/** The track numbers of the stream's frames and of its sound. */
+export const VIDEO_TRACK = 1;
+export const AUDIO_TRACK = 2;
+
+function float(id: number, value: number): Element {
+  const body = Buffer.alloc(8);
+  body.writeDoubleBE(value);
+  return element(id, body);
+}
+
+/** The stream's start: EBML header, an open Segment, Info (millisecond timestamps) and the tracks. */
+export function matroskaHeader({ width, height, frameMs, audio }: TrackShape): Buffer {
   const ebml = element(
     ID.EBML,
     uint(ID.EBMLVersion, 1),
@@ -108,12 +126,28 @@ export function matroskaHeader({ width, height, frameMs }: TrackShape): Buffer {
     text(ID.MuxingApp, "hangar"),
     text(ID.WritingApp, "hangar"),
   );
+  const sound =
+    audio &&
+    element(
+      ID.TrackEntry,
+      uint(ID.TrackNumber, AUDIO_TRACK),
+      uint(ID.TrackUID, AUDIO_TRACK),
+      uint(ID.TrackType, 2),
+      uint(ID.FlagLacing, 0),
+      text(ID.CodecID, "A_PCM/INT/LIT"),
+      element(
+        ID.Audio,
+        float(ID.SamplingFrequency, audio.sampleRate),
+        uint(ID.Channels, audio.channels),
+        uint(ID.BitDepth, 16),
+      ),
+    );
   const tracks = element(
     ID.Tracks,
     element(
       ID.TrackEntry,
-      uint(ID.TrackNumber, 1),
-      uint(ID.TrackUID, 1),
+      uint(ID.TrackNumber, VIDEO_TRACK),
+      uint(ID.TrackUID, VIDEO_TRACK),
       uint(ID.TrackType, 1),
       uint(ID.FlagLacing, 0),
       uint(ID.DefaultDuration, Math.round(frameMs * 1_000_000)),
@@ -125,15 +159,19 @@ export function matroskaHeader({ width, height, frameMs }: TrackShape): Buffer {
         element(ID.ColourSpace, Buffer.from("RGBA", "ascii")),
       ),
     ),
+    ...(sound ? [sound] : []),
   );
   return Buffer.concat([ebml, idBytes(ID.Segment), UNKNOWN_SIZE, info, tracks]);
 }
 
-/** Bytes of a frame's cluster before its pixels: Cluster, its Timestamp, the SimpleBlock header. */
-export function matroskaFrameHeader(timestampMs: number, pixelBytes: number): Buffer {
+/**
+ * Bytes of a frame's (or a block of sound's) cluster before its data: Cluster, its Timestamp, the
+ * SimpleBlock header.
+ */
+export function matroskaFrameHeader(timestampMs: number, pixelBytes: number, track = VIDEO_TRACK): Buffer {
   const timestamp = uint(ID.Timestamp, Math.max(0, Math.round(timestampMs)));
-  // Track 1, timestamp 0 relative to the cluster, flags: keyframe.
-  const blockHead = Buffer.from([0x81, 0x00, 0x00, 0x80]);
+  // The track, timestamp 0 relative to the cluster, flags: keyframe.
+  const blockHead = Buffer.from([0x80 | track, 0x00, 0x00, 0x80]);
   const block = Buffer.concat([idBytes(ID.SimpleBlock), sizeBytes(blockHead.length + pixelBytes), blockHead]);
   const clusterSize = timestamp.length + block.length + pixelBytes;
   return Buffer.concat([idBytes(ID.Cluster), sizeBytes(clusterSize), timestamp, block]);

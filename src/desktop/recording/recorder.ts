@@ -11,6 +11,7 @@
  */
 import { stat } from "node:fs/promises";
 import type { Logger } from "../../common/logger.js";
+import { AudioCapture, type AudioSource } from "../audio.js";
 import type { DesktopProvider } from "../backend.js";
 import { type EncoderEnd, VideoEncoder, type VideoFormat } from "./encoder.js";
 import { ScreenFeed } from "./feed.js";
@@ -34,6 +35,8 @@ export interface RecordingOptions {
   maxWidth?: number;
   /** Draw the pointer into the frames. */
   cursor: boolean;
+  /** The desktop's sound, recorded as the video's audio track; none: a silent video. */
+  audio?: AudioSource;
 }
 
 /** What a recording was, once it has ended. */
@@ -70,6 +73,7 @@ export class ScreenRecorder {
   private constructor(
     private readonly feed: ScreenFeed,
     private readonly encoder: VideoEncoder,
+    private readonly sound: AudioCapture | undefined,
     private readonly options: RecordingOptions,
     readonly width: number,
     readonly height: number,
@@ -93,6 +97,7 @@ export class ScreenRecorder {
       input: { width: first.width, height: first.height },
       output,
       fps: options.fps,
+      sound: Boolean(options.audio),
       log: deps.log,
     });
     const feed = new ScreenFeed(
@@ -101,7 +106,23 @@ export class ScreenRecorder {
       { fps: options.fps, cursor: options.cursor, repeatStillMs: REPEAT_STILL_MS },
       (timestampMs, frame) => encoder.writeFrame(timestampMs, frame),
     );
-    return new ScreenRecorder(feed, encoder, options, output.width, output.height, deps.log);
+    // The sound on the feed's clock, into the same input as the frames.
+    const sound =
+      options.audio &&
+      AudioCapture.start(
+        options.audio,
+        () => feed.now(),
+        (ms, pcm) => encoder.writeAudio(ms, pcm),
+      );
+    return new ScreenRecorder(
+      feed,
+      encoder,
+      sound || undefined,
+      options,
+      output.width,
+      output.height,
+      deps.log,
+    );
   }
 
   /** The encoder's process id (for tests that kill it). */
@@ -140,6 +161,7 @@ export class ScreenRecorder {
   private async finish(): Promise<RecordingSummary> {
     this.stopping = true;
     // The last picture is shown until now: a screen that stayed still to the end lasts to the end.
+    await this.sound?.stop();
     await this.feed.stop(this.error === undefined && this.encoder.running);
     const end = await this.closeEncoder();
     if (end.error && this.error === undefined) this.error = end.error;
@@ -166,6 +188,7 @@ export class ScreenRecorder {
     this.error = reason;
     this.log.warn({ path: this.options.path, reason }, "recording ended early");
     this.feed.fail(reason);
+    void this.sound?.stop();
     void this.closeEncoder();
     this.reportFailure(reason);
   }

@@ -19,6 +19,7 @@ import { CommandError, describeOsError, fileKind, notRegularFile } from "../../c
 import type { Logger } from "../../common/logger.js";
 import { makeDirectory } from "../../os/make-directory.js";
 import { expandPath } from "../../os/paths.js";
+import type { AudioSource } from "../audio.js";
 import type { DesktopProvider } from "../backend.js";
 import type { VideoFormat } from "./encoder.js";
 import { type RecordingSummary, ScreenRecorder } from "./recorder.js";
@@ -29,6 +30,8 @@ export interface RecordingsOptions {
   dir: string;
   /** The ffmpeg program (default `$HANGAR_FFMPEG`, else `ffmpeg` on PATH). */
   ffmpeg?: string;
+  /** The desktop's sound (audio.ts): recordings have it as their audio track. */
+  audio?: AudioSource;
   log: Logger;
 }
 
@@ -43,6 +46,8 @@ export interface StartRecording {
   maxWidth?: number;
   /** Draw the pointer (default true). */
   cursor?: boolean;
+  /** Record the desktop's sound too, when it has one (default true). */
+  audio?: boolean;
   /** Replace a file already at `path` (default false: refused). */
   overwrite?: boolean;
 }
@@ -107,6 +112,7 @@ export class Recordings {
           scale: request.scale,
           maxWidth: request.maxWidth,
           cursor: request.cursor ?? true,
+          audio: request.audio === false ? undefined : this.options.audio,
         },
       ).catch(async (err) => {
         // The empty file made to check the path goes: nothing was recorded.
