@@ -69,11 +69,16 @@ const live = (page: Page) =>
     return { frames: view.frames, streaming: view.streaming };
   });
 
-/** The canvas's brightness (0–255) at the middle of the screen. */
+/**
+ * The canvas's brightness (0–255) a little above and left of the middle of the screen: the stream
+ * draws the pointer, whose tip is where the agent clicked.
+ */
 const middle = (page: Page) =>
   page.evaluate(() => {
     const canvas = document.getElementById("screen") as HTMLCanvasElement;
-    return canvas.getContext("2d")!.getImageData(canvas.width >> 1, canvas.height >> 1, 1, 1).data[0];
+    const off = Math.round(canvas.width / 48);
+    return canvas.getContext("2d")!.getImageData((canvas.width >> 1) - off, (canvas.height >> 1) - off, 1, 1)
+      .data[0];
   });
 
 /** Times from an agent's click to the page's canvas showing the window's new colour. */
@@ -86,8 +91,10 @@ async function clickToPixels(page: Page, url: string): Promise<number[]> {
     await page.waitForFunction(
       (was) => {
         const canvas = document.getElementById("screen") as HTMLCanvasElement;
-        const now = canvas.getContext("2d")!.getImageData(canvas.width >> 1, canvas.height >> 1, 1, 1)
-          .data[0];
+        const off = Math.round(canvas.width / 48);
+        const now = canvas
+          .getContext("2d")!
+          .getImageData((canvas.width >> 1) - off, (canvas.height >> 1) - off, 1, 1).data[0];
         return Math.abs(now - was) > 128;
       },
       before,

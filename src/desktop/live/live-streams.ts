@@ -19,7 +19,7 @@ import type { Logger } from "../../common/logger.js";
 import type { AudioSource } from "../audio.js";
 import type { DesktopProvider } from "../backend.js";
 import { audioShape, codecString, type MediaPacket, type TrackConfig } from "./flv.js";
-import { LiveEncoder, type LiveSettings } from "./live-encoder.js";
+import { LiveEncoder, type LiveSettings, NATIVE_ABOVE } from "./live-encoder.js";
 import { TsJoinPoint } from "./mpegts.js";
 
 export type { MediaPacket } from "./flv.js";
@@ -55,12 +55,16 @@ export interface LiveStreamsOptions {
 
 /** Bytes of packets kept since the last keyframe for viewers that join; beyond, they wait for the next. */
 const GOP_KEPT_BYTES = 16 * 1024 * 1024;
+/** Widths asked for are rounded up to a multiple of this, so that viewers of about one size share. */
+const WIDTH_STEP = 320;
 /** More deaths than this within the window end the stream instead of restarting it. */
 const RESTARTS = 3;
 const RESTART_WINDOW_MS = 10_000;
 
 export class LiveStreams {
   private readonly streams = new Map<string, SharedStream>();
+  /** The screen's width as the last encoder to start found it. */
+  private screenWidth: number | undefined;
   private readonly ffmpeg: string;
 
   constructor(private readonly options: LiveStreamsOptions) {
@@ -69,15 +73,22 @@ export class LiveStreams {
 
   /** Starts watching a stream of these settings; `close()` stops (the last viewer stops the encoder). */
   watch(settings: Omit<LiveSettings, "audio"> & { audio?: boolean }, viewer: LiveViewer): { close(): void } {
-    const { audio, ...video } = settings;
+    const { audio, ...asked } = settings;
+    const video = { ...asked, maxWidth: this.widthStep(asked.maxWidth) };
     // Sound when asked and the desktop has it: a stream asking for sound where there is none is
     // the same as one that did not ask.
     const source = audio ? this.options.audio : undefined;
     const key = JSON.stringify({ ...video, audio: Boolean(source) });
     let stream = this.streams.get(key);
     if (!stream) {
-      stream = new SharedStream({ ...video, audio: source }, this.ffmpeg, this.options, () =>
-        this.streams.delete(key),
+      stream = new SharedStream(
+        { ...video, audio: source },
+        this.ffmpeg,
+        this.options,
+        () => this.streams.delete(key),
+        (width) => {
+          this.screenWidth = width;
+        },
       );
       this.streams.set(key, stream);
     }
@@ -91,6 +102,16 @@ export class LiveStreams {
         shared.remove(viewer);
       },
     };
+  }
+
+  /**
+   * A width asked for, as encoders are shared: the next multiple of 320 pixels, or none (the
+   * screen's own) when that is near the screen's width (live-encoder.ts), as far as it is known.
+   */
+  private widthStep(width: number | undefined): number | undefined {
+    if (width === undefined) return undefined;
+    const step = Math.ceil(width / WIDTH_STEP) * WIDTH_STEP;
+    return this.screenWidth !== undefined && step >= this.screenWidth * NATIVE_ABOVE ? undefined : step;
   }
 
   /** The running encoders' process ids (for tests and faults). */
@@ -131,6 +152,7 @@ class SharedStream {
     private readonly ffmpeg: string,
     private readonly options: LiveStreamsOptions,
     private readonly gone: () => void,
+    private readonly sawScreen: (width: number) => void,
   ) {
     this.done = this.run();
   }
@@ -207,6 +229,7 @@ class SharedStream {
     }
     this.encoder = encoder;
     this.shape = encoder;
+    this.sawScreen(encoder.screen.width);
     if (this.closed) void encoder.stop();
     else this.announce();
     const reason = await encoder.ended;

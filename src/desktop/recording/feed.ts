@@ -16,6 +16,9 @@ import { CommandError } from "../../common/errors.js";
 import type { DesktopBackend, RawImage } from "../backend.js";
 import { CursorLayer } from "./cursor.js";
 
+/** After this long without a frame, the pointer is looked at every `POINTER_STILL_MS` only. */
+const POINTER_STILL_AFTER_MS = 1000;
+const POINTER_STILL_MS = 100;
 /** The longest delay a Node timer takes (a longer one fires at once). */
 const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
@@ -129,8 +132,11 @@ export class ScreenFeed {
     if (sinceFrame < interval) await this.sleep(interval - sinceFrame);
     if (!this.running) return;
     const repeatIn = this.options.repeatStillMs - (this.now() - this.lastFrameMs);
-    // With the pointer drawn, the pointer is looked at every frame (moving it changes no pixel).
-    const wait = Math.max(0, Math.min(this.cursor ? interval : LONGEST_TIMER_MS, repeatIn, LONGEST_TIMER_MS));
+    // With the pointer drawn, the pointer is looked at every frame (moving it changes no pixel), and
+    // ten times a second once nothing has changed for a second (a still screen costs almost nothing).
+    const still = sinceFrame > POINTER_STILL_AFTER_MS;
+    const pointerEvery = this.cursor ? (still ? Math.max(interval, POINTER_STILL_MS) : interval) : LONGEST_TIMER_MS;
+    const wait = Math.max(0, Math.min(pointerEvery, repeatIn, LONGEST_TIMER_MS));
     const changed = this.backend.waitForChange
       ? await Promise.race([
           this.backend.waitForChange(this.lastRaw, wait),

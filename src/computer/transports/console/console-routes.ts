@@ -83,6 +83,7 @@ export function consoleRoutes(options: ConsoleOptions) {
 
 const liveMp4Query = z.object({
   fps: z.coerce.number().int().min(1).max(60).default(25),
+  width: z.coerce.number().int().min(160).max(7680).optional(),
   audio: z.enum(["0", "1", "true", "false"]).default("1"),
 });
 
@@ -102,7 +103,8 @@ export function liveMp4Route(
     return c.json({ detail: `${issue.path.join(".")}: ${issue.message}` }, 400);
   }
   const audio = query.data.audio === "1" || query.data.audio === "true";
-  const settings = { ...consoleStreamSettings(query.data.fps, audio), repeatStillMs: PLAYER_REPEAT_MS };
+  const { fps, width } = query.data;
+  const settings = { ...consoleStreamSettings(fps, audio, width), repeatStillMs: PLAYER_REPEAT_MS };
   return liveMp4(c, streams, settings, still);
 }
 

@@ -107,6 +107,7 @@ function encoderSettings(params: StreamParams) {
     fps: clamp(roundHalfEven(params.fps), 1, 60),
     rate: { kbps: params.bitrateKbps },
     gop: params.gop,
+    preset: "ultrafast" as const,
     profile: "baseline" as const,
     cursor: true,
     // Players wait for frames; upstream's encoder grabs the screen at the frame rate.
