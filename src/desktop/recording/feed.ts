@@ -135,7 +135,11 @@ export class ScreenFeed {
     // With the pointer drawn, the pointer is looked at every frame (moving it changes no pixel), and
     // ten times a second once nothing has changed for a second (a still screen costs almost nothing).
     const still = sinceFrame > POINTER_STILL_AFTER_MS;
-    const pointerEvery = this.cursor ? (still ? Math.max(interval, POINTER_STILL_MS) : interval) : LONGEST_TIMER_MS;
+    const pointerEvery = this.cursor
+      ? still
+        ? Math.max(interval, POINTER_STILL_MS)
+        : interval
+      : LONGEST_TIMER_MS;
     const wait = Math.max(0, Math.min(pointerEvery, repeatIn, LONGEST_TIMER_MS));
     const changed = this.backend.waitForChange
       ? await Promise.race([
