@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { launchBrowser } from "../support/browser.js";
 import { type DesktopServer, PYTHON, startDesktopServer } from "../support/desktop.js";
-import { liveEncoders, StreamSocket } from "../support/live-stream.js";
+import { liveEncoders, SavedStream, StreamSocket } from "../support/live-stream.js";
 import { rawRequest } from "../support/raw-http.js";
 import { near, pixelAt, probeVideo } from "../support/video.js";
 
@@ -76,29 +76,6 @@ const live = (target: Page) =>
 
 async function paint(colour: string) {
   await desk.run("xsetroot", ["-solid", colour]);
-}
-
-/** `GET /live.mp4` for as long as `during` runs, saved to a file. */
-async function recordMp4(name: string, during: () => Promise<void>, query = "") {
-  const abort = new AbortController();
-  const res = await fetch(`${desk.server.url}/live.mp4${query}`, { signal: abort.signal });
-  expect(res.status).toBe(200);
-  expect(res.headers.get("content-type")).toBe("video/mp4");
-  const chunks: Buffer[] = [];
-  const reading = (async () => {
-    try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>)
-        chunks.push(Buffer.from(chunk));
-    } catch {
-      // aborted
-    }
-  })();
-  await during();
-  abort.abort();
-  await reading;
-  const path = join(dir, name);
-  writeFileSync(path, Buffer.concat(chunks));
-  return path;
 }
 
 describe("the console's live view over H.264", () => {
@@ -173,12 +150,15 @@ describe("the console's live view over H.264", () => {
 
 describe("GET /live.mp4", () => {
   it("is fragmented MP4 that ffprobe reads as H.264, showing what was painted, at once", async () => {
-    const path = await recordMp4("live.mp4", async () => {
-      await paint("#ff0000");
-      await new Promise((resolve) => setTimeout(resolve, 700));
-      await paint("#00ffff");
-      await new Promise((resolve) => setTimeout(resolve, 700));
-    });
+    const mp4 = await SavedStream.open(`${desk.server.url}/live.mp4`);
+    expect(mp4.response.status).toBe(200);
+    expect(mp4.response.headers.get("content-type")).toBe("video/mp4");
+    const path = join(dir, "live.mp4");
+    await paint("#ff0000");
+    await mp4.lastFrameNear(path, SPOT.x, SPOT.y, [255, 0, 0]);
+    await paint("#00ffff");
+    await mp4.lastFrameNear(path, SPOT.x, SPOT.y, [0, 255, 255]);
+    await mp4.stop(path);
     const video = await probeVideo(path);
     expect(video).toMatchObject({ codec: "h264", width: 1280, height: 800 });
     // The first frame is the screen when the client came; each change is a frame of its own.

@@ -200,7 +200,8 @@ async function desktop(pidNamespace: string) {
     const stopped = await cmd(base, "stop_recording");
     if (!stopped.result?.success) return `stop: ${stopped.text.slice(0, 300)}`;
     const probed = await cmd(base, "run_command", {
-      command: "ffprobe -v error -select_streams a -show_entries stream=codec_name -of csv=p=0 /tmp/sound.mp4",
+      command:
+        "ffprobe -v error -select_streams a -show_entries stream=codec_name -of csv=p=0 /tmp/sound.mp4",
     });
     return probed.result?.stdout?.trim() === "aac" ? undefined : `audio: ${probed.text.slice(0, 300)}`;
   });

@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { liveEncoders } from "../support/live-stream.js";
+import { liveEncoders, SavedStream, untilLastFrameNear } from "../support/live-stream.js";
 import { rawRequest } from "../support/raw-http.js";
 import { near, pixelAt, probeVideo } from "../support/video.js";
 import { type OsworldDesktop, startOsworldDesktop } from "./support.js";
@@ -122,10 +122,14 @@ describe("WS /ws/h264", () => {
     });
     expect(started.timestamp).toBeGreaterThanOrEqual(before - 1);
     await desk.run("xsetroot", ["-solid", "#ff0000"]);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    await socket.close();
     const path = join(dir, "stream.ts");
-    writeFileSync(path, Buffer.concat(socket.bytes));
+    const save = () => {
+      writeFileSync(path, Buffer.concat(socket.bytes));
+      return path;
+    };
+    await untilLastFrameNear(save, 300, 300, [255, 0, 0]);
+    await socket.close();
+    save();
     // Whole 188-byte packets, each starting with the sync byte.
     expect(socket.byteCount() % 188).toBe(0);
     expect(socket.bytes.every((b) => b[0] === 0x47)).toBe(true);
@@ -231,12 +235,14 @@ describe("WS /ws/control", () => {
       status: "success",
       result: { output: "painted\n", error: "", returncode: 0 },
     });
-    const bytesBefore = video.byteCount();
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    expect(video.byteCount()).toBeGreaterThan(bytesBefore);
-    await video.close();
     const path = join(dir, "acted.ts");
-    writeFileSync(path, Buffer.concat(video.bytes));
+    const save = () => {
+      writeFileSync(path, Buffer.concat(video.bytes));
+      return path;
+    };
+    await untilLastFrameNear(save, 500, 400, [0, 255, 0]);
+    await video.close();
+    save();
     const probed = await probeVideo(path);
     expect(near(await pixelAt(path, probed.frames.at(-1)!, 500, 400), [0, 255, 0])).toBe(true);
 
@@ -283,29 +289,15 @@ describe("GET /live/h264.mp4", () => {
   it("is the same video as fragmented MP4, sharing the encoder of /ws/h264 with the same parameters", async () => {
     const socket = await ProtocolSocket.open("/ws/h264?fps=12&bitrate_kbps=2000&gop=12");
     await socket.next(() => true);
-    const abort = new AbortController();
-    const res = await fetch(`${desk.base}/live/h264.mp4?fps=12&bitrate_kbps=2000&gop=12`, {
-      signal: abort.signal,
-    });
-    expect(res.status).toBe(200);
-    expect(res.headers.get("content-type")).toBe("video/mp4");
+    const mp4 = await SavedStream.open(`${desk.base}/live/h264.mp4?fps=12&bitrate_kbps=2000&gop=12`);
+    expect(mp4.response.status).toBe(200);
+    expect(mp4.response.headers.get("content-type")).toBe("video/mp4");
     expect(liveEncoders()).toHaveLength(1);
-    const chunks: Buffer[] = [];
-    const reading = (async () => {
-      try {
-        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>)
-          chunks.push(Buffer.from(chunk));
-      } catch {
-        // aborted
-      }
-    })();
     await desk.run("xsetroot", ["-solid", "#0000ff"]);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    abort.abort();
-    await reading;
-    await socket.close();
     const path = join(dir, "live.mp4");
-    writeFileSync(path, Buffer.concat(chunks));
+    await mp4.lastFrameNear(path, 300, 300, [0, 0, 255]);
+    await mp4.stop(path);
+    await socket.close();
     const video = await probeVideo(path);
     expect(video).toMatchObject({ codec: "h264", width: 1024, height: 768 });
     expect(near(await pixelAt(path, video.frames.at(-1)!, 300, 300), [0, 0, 255])).toBe(true);

@@ -26,7 +26,8 @@ export async function startDesktopServer(
   options: { backend?: BackendName; server?: ComputerServerOptions } = {},
 ) {
   const display: VirtualDisplay = await startVirtualDisplay(size);
-  if (size.audio && display.audioError) throw new Error(`the desktop's sound did not start: ${display.audioError}`);
+  if (size.audio && display.audioError)
+    throw new Error(`the desktop's sound did not start: ${display.audioError}`);
   const manager = new DesktopManager({
     display: display.display,
     ...backendOptions(options.backend ?? "x11"),

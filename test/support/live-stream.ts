@@ -4,9 +4,11 @@
  * started with the `tee` muxer) under this test's process.
  */
 import { once } from "node:events";
-import { readdirSync } from "node:fs";
+import { readdirSync, writeFileSync } from "node:fs";
+import { expect } from "vitest";
 import WebSocket from "ws";
 import { descendants } from "./processes.js";
+import { near, pixelAt, probeVideo } from "./video.js";
 
 export interface Packet {
   audio: boolean;
@@ -97,4 +99,75 @@ export function liveEncoders(): number[] {
 /** This process's open file descriptors. */
 export function openFds(): number {
   return readdirSync("/proc/self/fd").length;
+}
+
+/**
+ * A streamed HTTP body (`/live.mp4`, OSWorld's `/live/h264.mp4`) kept as it arrives. `save` writes
+ * what came so far to a file (a fragmented MP4 cut anywhere still plays), so a test can wait for
+ * what the stream shows (`lastFrameNear`) instead of for a while; `stop` ends it and saves the rest.
+ */
+export class SavedStream {
+  private readonly chunks: Buffer[] = [];
+  private readonly reading: Promise<void>;
+
+  private constructor(
+    readonly response: Response,
+    private readonly abort: AbortController,
+  ) {
+    this.reading = (async () => {
+      try {
+        for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+          this.chunks.push(Buffer.from(chunk));
+        }
+      } catch {
+        // aborted
+      }
+    })();
+  }
+
+  static async open(url: string): Promise<SavedStream> {
+    const abort = new AbortController();
+    const response = await fetch(url, { signal: abort.signal });
+    return new SavedStream(response, abort);
+  }
+
+  save(path: string): string {
+    writeFileSync(path, Buffer.concat(this.chunks));
+    return path;
+  }
+
+  /** Resolves once the last frame received shows `colour` at (x, y). */
+  lastFrameNear(path: string, x: number, y: number, colour: number[]) {
+    return untilLastFrameNear(() => this.save(path), x, y, colour);
+  }
+
+  async stop(path: string): Promise<string> {
+    this.abort.abort();
+    await this.reading;
+    return this.save(path);
+  }
+}
+
+/**
+ * Resolves once the video that `save` writes (what a stream sent so far) ends with a frame showing
+ * `colour` at (x, y): how a test waits for a change to reach a stream's viewers.
+ */
+export async function untilLastFrameNear(
+  save: () => string,
+  x: number,
+  y: number,
+  colour: number[],
+  timeout = 20_000,
+) {
+  await expect
+    .poll(
+      async () => {
+        const path = save();
+        const { frames } = await probeVideo(path).catch(() => ({ frames: [] as number[] }));
+        const last = frames.at(-1);
+        return last !== undefined && near(await pixelAt(path, last, x, y), colour);
+      },
+      { timeout, interval: 200 },
+    )
+    .toBe(true);
 }
