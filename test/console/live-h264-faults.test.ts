@@ -5,7 +5,7 @@
  * missing ffmpeg is said in words, and the live view keeps its JPEG frames.
  */
 
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
