@@ -61,14 +61,15 @@ export function syncWall(container: HTMLElement, desktops: WallDesktop[], option
       tile = makeTile(desktop, options);
       tiles.set(desktop.name, tile);
     }
-    update(tile, desktop, options);
-    return tile.root;
+    return tile;
   });
   // Only moved when the order changed, so that a tile being clicked stays put.
   const current = [...container.children];
-  if (ordered.length !== current.length || ordered.some((root, i) => root !== current[i])) {
-    container.replaceChildren(...ordered);
+  if (ordered.length !== current.length || ordered.some((tile, i) => tile.root !== current[i])) {
+    container.replaceChildren(...ordered.map((tile) => tile.root));
   }
+  // In place, so that a new tile's socket asks for pictures as wide as the tile.
+  for (const [i, tile] of ordered.entries()) update(tile, desktops[i], options);
   if (desktops.length === 0) {
     container.replaceChildren(
       Object.assign(document.createElement("p"), { className: "muted", textContent: "No desktops yet." }),
