@@ -2,8 +2,8 @@
  * The host page's wall in a real browser (Debian's Chromium), with real container desktops
  * (podman.ts) that have keys of their own: each running desktop's tile shows its screen (a colour
  * painted through its computer server, read from the tile's pixels), a change reaches the tile, a
- * click opens the desktop's console, a hibernated desktop is shown asleep and is not woken, a
- * stopped one is not live. `WS /wall/{name}` itself: JPEG frames at the asked width, the
+ * click opens the desktop's console (a QEMU VM without a computer server: its VNC screen on the
+ * page), a hibernated desktop is shown asleep and is not woken, a stopped one is not live. `WS /wall/{name}` itself: JPEG frames at the asked width, the
  * page's frames never reach the desktop, bad settings refused before the upgrade.
  * HANGAR_WALL_SCREENSHOT=file.png keeps a picture of the wall for a person to look at.
  */
@@ -75,6 +75,8 @@ beforeAll(async () => {
 }, 300_000);
 afterAll(async () => {
   await browser?.close();
+  // The paused desktop is stopped through the service, which unpauses it first.
+  if (host) await api("POST", "/svc/vms/wall-b/stop", {}).catch(() => undefined);
   await host?.cleanup();
   await engine?.cleanup();
 });
@@ -126,6 +128,19 @@ describe("the wall", () => {
     expect(await popup.title()).toBe("Hangar console");
     await popup.close();
   }, 60_000);
+
+  it("shows a QEMU VM without a computer server its VNC screen on a click", async () => {
+    const made = await api("POST", "/svc/vms", { name: "wall-vm", ...LINUX_VM, runtime: "qemu" });
+    expect(made.status, made.text).toBe(200);
+    expect((await api("POST", "/svc/vms/wall-vm/run", {})).status).toBe(202);
+    await tile("wall-vm").and(page.locator("[data-state=vnc]")).waitFor({ timeout: 30_000 });
+    expect(await tile("wall-vm").getAttribute("href")).toBeNull();
+    await tile("wall-vm").click();
+    await page.locator("#screen-section:not([hidden])").waitFor({ timeout: 10_000 });
+    expect(await page.textContent("#screen-title")).toBe("Screen of wall-vm");
+    expect((await api("POST", "/svc/vms/wall-vm/stop", {})).status).toBe(200);
+    await tile("wall-vm").and(page.locator("[data-state=stopped]")).waitFor({ timeout: 30_000 });
+  }, 90_000);
 
   it("shows a hibernated desktop asleep and does not wake it", async () => {
     const slept = await api("POST", "/svc/vms/wall-b/hibernate", {});

@@ -2,7 +2,7 @@
  * The wall: every desktop at a glance. A running desktop's tile shows its screen live and small
  * through `WS /wall/{name}` (the host relays the desktop's JPEG frames, sent only when its screen
  * changed, scaled on the desktop to the tile's width); a click opens its console (its computer
- * server's page), or the VNC screen below for a QEMU VM without one. A hibernated desktop is shown
+ * server's page), or the VNC screen below for a QEMU VM whose computer server does not answer. A hibernated desktop is shown
  * asleep and a stopped one dark: neither is connected to.
  */
 
@@ -39,12 +39,15 @@ interface Tile {
 
 const tiles = new Map<string, Tile>();
 
-/** What the tile shows: `live` (connected), `starting`, `hibernated`, `stopped`, `no-screen`. */
+/**
+ * What the tile shows: `live` (its computer server answers), `vnc` (a QEMU VM whose computer server
+ * does not answer: its VNC screen is a click away), `starting`, `hibernated`, `stopped`.
+ */
 function stateOf(desktop: WallDesktop): string {
   if (desktop.status === "hibernated") return "hibernated";
   if (desktop.status !== "running") return "stopped";
-  if (!desktop.computerServerUrl) return desktop.vncUrl?.startsWith("vnc:") ? "vnc" : "no-screen";
-  return desktop.ready === false ? "starting" : "live";
+  if (desktop.computerServerUrl && desktop.ready !== false) return "live";
+  return desktop.vncUrl?.startsWith("vnc:") ? "vnc" : "starting";
 }
 
 /** Brings the wall in line with the records: new tiles, gone ones removed, sockets opened or closed. */
@@ -109,7 +112,7 @@ function update(tile: Tile, desktop: WallDesktop, options: WallOptions) {
   const { root } = tile;
   root.dataset.state = state;
   root.dataset.status = desktop.status;
-  if (desktop.computerServerUrl && state !== "stopped") {
+  if (desktop.computerServerUrl && state !== "stopped" && state !== "vnc") {
     root.href = desktop.computerServerUrl;
     root.target = "_blank";
     root.rel = "noopener";
@@ -136,8 +139,7 @@ function update(tile: Tile, desktop: WallDesktop, options: WallOptions) {
     hibernated: "hibernated",
     stopped: "stopped",
     starting: "starting…",
-    vnc: "click for its screen",
-    "no-screen": "no screen",
+    vnc: "no computer server: click for its screen",
   };
   tile.note.textContent = state === "live" ? (tile.ended ?? "") : notes[state];
   if (state !== "live") tile.ended = undefined;
