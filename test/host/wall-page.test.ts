@@ -3,8 +3,10 @@
  * (podman.ts) that have keys of their own: each running desktop's tile shows its screen (a colour
  * painted through its computer server, read from the tile's pixels), a change reaches the tile, a
  * click opens the desktop's console (a QEMU VM without a computer server: its VNC screen on the
- * page), a hibernated desktop is shown asleep and is not woken, a stopped one is not live. `WS /wall/{name}` itself: JPEG frames at the asked width, the
- * page's frames never reach the desktop, bad settings refused before the upgrade.
+ * page), a hibernated desktop is shown asleep and is not woken, a stopped one is not live.
+ * `WS /wall/{name}` itself: JPEG frames at the asked width, the page's frames never reach the
+ * desktop, a desktop killed under it ends it with the reason, bad settings refused before the
+ * upgrade.
  * HANGAR_WALL_SCREENSHOT=file.png keeps a picture of the wall for a person to look at.
  */
 import type { Browser, Page } from "playwright-core";
@@ -199,6 +201,16 @@ describe("WS /wall/{name}", () => {
       reason: expect.stringMatching(/nobody/),
     });
   }, 30_000);
+
+  it("ends with the reason when the desktop dies under it", async () => {
+    const ws = open("/wall/wall-a");
+    expect((await first(ws)).jpeg).toBeDefined();
+    const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+      ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })),
+    );
+    await engine.podman("kill", "hangar-wall-a");
+    expect(await closed).toMatchObject({ reason: expect.stringMatching(/^wall-a's live view ended/) });
+  }, 60_000);
 
   it.each([
     ["width=10", /parameter width: at least 160/],

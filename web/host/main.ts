@@ -391,7 +391,13 @@ async function refresh() {
   syncWall(
     element("wall"),
     vms.filter((vm) => ["running", "hibernated", "stopped"].includes(vm.status)),
-    { token: () => sessionStorage.getItem(STORE), showScreen: (desktop) => showScreen(desktop as Vm) },
+    {
+      token: () => sessionStorage.getItem(STORE),
+      showScreen: (desktop) => {
+        showScreen(desktop as Vm);
+        element("screen-section").scrollIntoView({ block: "nearest" });
+      },
+    },
   );
   // With the rows, not after the snapshots are fetched: a stopped VM's row never shows beside its screen.
   if (screen && !vms.some((vm) => vm.name === screen?.name && vm.status === "running")) {
