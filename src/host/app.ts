@@ -30,6 +30,7 @@ import { snapshotRoutes } from "./routes/snapshots.js";
 import { vmRoutes } from "./routes/vms.js";
 import type { HostServices } from "./services.js";
 import { vncRelay } from "./vnc-relay.js";
+import { wallQuery, wallRelay } from "./wall-relay.js";
 
 export interface HostAppOptions {
   log?: Logger;
@@ -76,6 +77,7 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
     });
   });
   app.get("/vnc/:name", vncRelay(services.vms, log));
+  app.get("/wall/:name", wallQuery, wallRelay(services.vms, log));
   vmRoutes(app, services);
   egressRoutes(app, services);
   secretRoutes(app, services);
@@ -113,7 +115,7 @@ export function createHostApp(services: HostServices, options: HostAppOptions = 
 
 /**
  * `Authorization: Bearer <token>` on every route, compared in constant time; the token is never logged.
- * A WebSocket upgrade (the page's VNC view, which a browser cannot give headers) may pass `?token=`.
+ * A WebSocket upgrade (the page's VNC view and wall, which a browser cannot give headers) may pass `?token=`.
  */
 function tokenAuth(token: string): MiddlewareHandler {
   const digest = (text: string) => createHash("sha256").update(text).digest();

@@ -1,7 +1,8 @@
 /**
- * The host service's page and its VNC relay under the origin policy and the token: the page (which
- * holds no data) is public to programs and to itself, refused to other pages; `WS /vnc/{name}` needs
- * the token (as `?token=`, since a browser cannot give a WebSocket headers) and refuses other pages.
+ * The host service's page and its sockets under the origin policy and the token: the page (which
+ * holds no data) is public to programs and to itself, refused to other pages; `WS /vnc/{name}` and
+ * `WS /wall/{name}` need the token (as `?token=`, since a browser cannot give a WebSocket headers)
+ * and refuse other pages.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestHost, type TestHost } from "../host/support.js";
@@ -31,9 +32,9 @@ describe("the host page", () => {
     },
   );
 
-  it("guards WS /vnc/{name} with the token and the origin policy", async () => {
+  it.each(["vnc", "wall"])("guards WS /%s/{name} with the token and the origin policy", async (route) => {
     const port = new URL(host.url).port;
-    const url = (query = "") => `${host.url.replace("http", "ws")}/vnc/ghost${query}`;
+    const url = (query = "") => `${host.url.replace("http", "ws")}/${route}/ghost${query}`;
     const loopback = { host: `127.0.0.1:${port}` };
     expect(await tryUpgrade(url(), loopback)).toBe(401);
     expect(await tryUpgrade(url(`?token=${TOKEN.replace("0", "1")}`), loopback)).toBe(401);

@@ -1,9 +1,10 @@
 /**
  * The host service's page: the VMs with their actions, a create form, pull and push with their
  * progress, the image cache, the storage locations, the log, and a running VM's screen through
- * `WS /vnc/{name}` with noVNC, and the QEMU VMs' snapshots with Restore, Fork and Delete. The token (if the service has one) stays in this tab's session storage.
+ * `WS /vnc/{name}` with noVNC, the wall of every desktop's screen (wall.ts), and the QEMU VMs' snapshots with Restore, Fork and Delete. The token (if the service has one) stays in this tab's session storage.
  */
 import RFB from "@novnc/novnc";
+import { syncWall } from "./wall.js";
 
 const STORE = "hangar-host-token";
 const element = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -387,6 +388,17 @@ async function refresh() {
     ),
   ]);
   element("vms").replaceChildren(...vms.map(vmRow));
+  syncWall(
+    element("wall"),
+    vms.filter((vm) => ["running", "hibernated", "stopped"].includes(vm.status)),
+    {
+      token: () => sessionStorage.getItem(STORE),
+      showScreen: (desktop) => {
+        showScreen(desktop as Vm);
+        element("screen-section").scrollIntoView({ block: "nearest" });
+      },
+    },
+  );
   // With the rows, not after the snapshots are fetched: a stopped VM's row never shows beside its screen.
   if (screen && !vms.some((vm) => vm.name === screen?.name && vm.status === "running")) {
     closeScreen();
