@@ -85,7 +85,7 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
         );
       }
       if (options.panel) {
-        await startDesktopApps({ env: virtualDisplay.env }, (message) => log.warn(message));
+        await startDesktopApps({ env: virtualDisplay.env, user }, (message) => log.warn(message));
       }
     }
   }

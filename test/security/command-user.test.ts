@@ -50,6 +50,7 @@ beforeAll(async () => {
       "nobody",
       "--virtual-display",
       "800x600",
+      "--panel",
       "--osworld",
       "0",
       "--envd-port",
@@ -126,6 +127,18 @@ function envdSandbox(): Sandbox {
   });
 }
 
+/** A child of `parent` whose program is `name`, or undefined. */
+function childNamed(parent: number, name: string): number | undefined {
+  const children = readFileSync(`/proc/${parent}/task/${parent}/children`, "utf8").trim().split(/\s+/);
+  return children.map(Number).find((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === name;
+    } catch {
+      return false;
+    }
+  });
+}
+
 function uidOf(pid: number): number {
   const line = readFileSync(`/proc/${pid}/status`, "utf8")
     .split("\n")
@@ -137,8 +150,10 @@ describe("hangar serve --command-user nobody (as root)", () => {
   it("runs run_command, launch, a PTY, OSWorld's /execute and envd's processes as nobody", async () => {
     const shell = await run('id -u; id -g; echo "$HOME:$USER:$LOGNAME"; pwd');
     expect(shell.stdout).toBe(`${NOBODY}\n${NOBODY}\n/nonexistent:nobody:nobody\n/\n`);
-    // The server itself stays root.
+    // The server itself stays root; the panel, whose menu starts programs, is nobody's.
     expect(uidOf(serve.pid)).toBe(0);
+    const panel = await eventually(() => childNamed(serve.pid, "lxpanel"));
+    expect(uidOf(panel)).toBe(NOBODY);
 
     expect((await ptyOutput("id -u")).trim()).toBe(String(NOBODY));
     expect((await osworldExecute("id -u")).output).toBe(`${NOBODY}\n`);
@@ -184,8 +199,8 @@ describe("hangar serve --command-user nobody (as root)", () => {
     expect(shot.event.success).toBe(true);
     const png = Buffer.from(shot.event.content.image_data as string, "base64");
     const { data, info } = await sharp(png).raw().toBuffer({ resolveWithObject: true });
-    // A corner of the root window, away from any window.
-    const at = ((info.height - 2) * info.width + (info.width - 2)) * info.channels;
+    // The top right corner of the root window, away from any window and the panel (at the bottom).
+    const at = (2 * info.width + (info.width - 2)) * info.channels;
     expect([data[at], data[at + 1], data[at + 2]]).toEqual([255, 0, 0]);
 
     const bus = await run(
