@@ -43,6 +43,7 @@ export const runCommand = defineCommand({
       onOutput: emit ? (stream, data) => emit({ stream, data }) : undefined,
       maxOutputBytes: emit ? STREAMED_KEPT_BYTES : undefined,
       warm: ctx.shells,
+      user: ctx.commandUser,
     });
     if (run.timedOut) {
       throw new CommandError("timeout", `Command timed out after ${p.timeout}s`, {

@@ -175,7 +175,7 @@ export const launch = defineCommand({
   }),
   result: z.object({ pid: z.number() }),
   handler: async ({ app, args }, ctx) => ({
-    pid: await launchDetached(app, args ?? null, { env: await desktopEnv(ctx) }),
+    pid: await launchDetached(app, args ?? null, { env: await desktopEnv(ctx), user: ctx.commandUser }),
   }),
 });
 
@@ -185,7 +185,7 @@ export const open = defineCommand({
   params: z.object({ target: z.string().min(1).max(10_000) }),
   result: done,
   handler: async ({ target }, ctx) => {
-    await openWithDefaultApp(target, { env: await desktopEnv(ctx) });
+    await openWithDefaultApp(target, { env: await desktopEnv(ctx), user: ctx.commandUser });
     return { success: true };
   },
 });

@@ -13,6 +13,7 @@ import {
 import { readTokenFile } from "../computer/transports/envd/envd-token.js";
 import { BACKEND_NAMES, type BackendName, defaultBackend } from "../desktop/choose-backend.js";
 import { type DesktopSession, parseDisplaySize, startDesktopSession } from "../desktop/session.js";
+import { resolveCommandUser } from "../os/command-user.js";
 import { DEFAULT_WARM_SHELLS } from "../os/warm-shells.js";
 import { relaunch } from "./launcher.js";
 import { cloudServeOptions } from "./serve-cloud.js";
@@ -57,6 +58,10 @@ export function registerServe(program: Command) {
         }
         return value;
       },
+    )
+    .option(
+      "--command-user <name>",
+      "run every process agents start (run_command, launch, PTYs, OSWorld's /execute, envd) as this unprivileged user, so that they cannot signal or read the server; the server must run as root; no warm shells then",
     )
     .option("--no-virtual-display", "never start a virtual display")
     .option("--panel", "on the virtual display, also a panel (lxpanel: task list, clock) and a wallpaper")
@@ -150,8 +155,10 @@ export function registerServe(program: Command) {
             host: opts.envdHost,
             token: opts.envdTokenFile ? readTokenFile(opts.envdTokenFile) : undefined,
           };
+    const commandUser = opts.commandUser === undefined ? undefined : resolveCommandUser(opts.commandUser);
     // Check every option before starting a virtual display that a mistake would leave behind.
     const desktop = await startDesktopSession({
+      user: commandUser,
       virtualDisplay: opts.virtualDisplay,
       log,
       backend: opts.backend,
@@ -171,6 +178,7 @@ export function registerServe(program: Command) {
       log,
       spreadResult: opts.spread,
       warmShells: opts.warmShells,
+      commandUser,
       bodyLimitBytes,
       collectGarbageWhenIdle: true,
       keepAliveTimeoutMs: opts.keepAliveTimeout * 1000,

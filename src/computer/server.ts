@@ -26,6 +26,7 @@ import { type AudioSource, audioFromEnv } from "../desktop/audio.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
 import { LiveStreams } from "../desktop/live/live-streams.js";
 import { Recordings } from "../desktop/recording/recordings.js";
+import type { CommandUser } from "../os/command-user.js";
 import { WarmShells } from "../os/warm-shells.js";
 import { computerListener, createComputerApp, DEFAULT_BODY_LIMIT, statusBody } from "./app.js";
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
@@ -80,6 +81,12 @@ export interface ComputerServerOptions {
    * this process (default `DEFAULT_WARM_SHELLS`); 0: each command spawns its shell.
    */
   warmShells?: number;
+  /**
+   * The unprivileged user every process an agent starts runs as (`--command-user`,
+   * src/os/command-user.ts): `run_command`, `launch`, PTYs, OSWorld's `/execute`, envd's processes.
+   * Warm shells run as the server, so there are none with it: each command spawns its shell.
+   */
+  commandUser?: CommandUser;
   /** Collect garbage after a few seconds without requests, so that memory goes back to the system. */
   collectGarbageWhenIdle?: boolean;
   /**
@@ -191,7 +198,9 @@ export async function startComputerServer(
     maxBytes: options.trajectories?.maxBytes,
     log,
   });
-  const shells = options.warmShells === 0 ? undefined : new WarmShells({ max: options.warmShells, log });
+  const commandUser = options.commandUser;
+  const shells =
+    options.warmShells === 0 || commandUser ? undefined : new WarmShells({ max: options.warmShells, log });
   // Who drives the desktop; taking and handing back are in the timeline (and so in trajectories).
   const control = new ControlLease();
   control.subscribe(({ type, ...params }) =>
@@ -211,6 +220,7 @@ export async function startComputerServer(
     accessibility,
     browser: async () => browser,
     shells,
+    commandUser,
     recordings,
     trajectories,
     log,
@@ -220,7 +230,7 @@ export async function startComputerServer(
       metrics.observe(run);
     },
   });
-  const pty = new PtySessions(options.pty);
+  const pty = new PtySessions({ ...options.pty, user: commandUser });
   const authenticator =
     options.cloud && new Authenticator({ ...options.cloud, log: options.cloud.log ?? log });
   const sockets = new LazyWebSocketServer(
@@ -325,6 +335,7 @@ export async function startComputerServer(
         bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
         pty,
         shells,
+        user: commandUser,
         tls,
         log,
       }).catch((err) => {
@@ -344,6 +355,7 @@ export async function startComputerServer(
         tls,
         certificate: options.tls?.cert,
         bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT,
+        commandUser,
         log,
       }).catch(async (err) => {
         await envd?.close();
@@ -411,6 +423,7 @@ async function startOsworld(
     tls?: { createServer: unknown; serverOptions: TlsFiles };
     certificate?: Buffer;
     bodyLimitBytes: number;
+    commandUser?: CommandUser;
     log: Logger;
   },
 ) {
@@ -425,6 +438,7 @@ async function startOsworld(
   const python = preparePythonEnv({
     url: server.url,
     certificate: server.certificate,
+    user: server.commandUser,
     cloud: authenticator && {
       containerName: authenticator.containerName,
       addLocalKey: (key) => authenticator.addLocalKey(key),

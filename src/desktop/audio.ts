@@ -5,7 +5,9 @@
  * (virtual-display.ts); a desktop started elsewhere can name its own source with those variables.
  *
  * The server listens on a socket in a private directory (mode 0700), so only this user reaches it;
- * it runs without a session bus, cookie or D-Bus, and exits with the desktop.
+ * with a command user (`--command-user`) the directory is 0711, so that user's programs reach the
+ * socket by its name without listing or changing the directory. It runs without a session bus,
+ * cookie or D-Bus, and exits with the desktop.
  *
  * @example
  * const audio = await startDesktopAudio();
@@ -15,10 +17,11 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { rm } from "node:fs/promises";
+import { chmod, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
+import type { CommandUser } from "../os/command-user.js";
 import { makeOwnedTempDir } from "../os/owned-temp-dir.js";
 import { withParentDeathSignal } from "../os/parent-death.js";
 
@@ -45,8 +48,9 @@ const READY_TIMEOUT_MS = 10_000;
 const KEEPER_LATENCY_MS = 250;
 
 /** Starts PulseAudio with the desktop's null sink; rejects saying why when it cannot. */
-export async function startDesktopAudio(): Promise<DesktopAudio> {
+export async function startDesktopAudio(user?: CommandUser): Promise<DesktopAudio> {
   const dir = await makeOwnedTempDir("hangar-audio-");
+  if (user) await chmod(dir, 0o711);
   const socket = join(dir, "native");
   const server = `unix:${socket}`;
   const child = spawn(

@@ -3,6 +3,7 @@
  * Linux when `DISPLAY` is unset) a private Xvfb + openbox started here and stopped on exit.
  */
 import type { Logger } from "../common/logger.js";
+import type { CommandUser } from "../os/command-user.js";
 import { type BackendName, backendOptions, defaultBackend } from "./choose-backend.js";
 import { startDesktopApps } from "./furniture.js";
 import { DesktopManager } from "./manager.js";
@@ -21,6 +22,8 @@ export interface DesktopSessionOptions {
   backend?: BackendName;
   /** On a virtual display it starts: a panel (task list, clock) and a wallpaper too (furniture.ts). */
   panel?: boolean;
+  /** The user the agent's programs run as (`--command-user`): the bus and the sound admit it. */
+  user?: CommandUser;
 }
 
 export interface DesktopSession {
@@ -53,10 +56,11 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
 
   let virtualDisplay: VirtualDisplay | null = null;
   if (wanted) {
-    virtualDisplay = await startVirtualDisplay({ ...size, accessibility: true, audio: true }).catch(
+    const { user } = options;
+    virtualDisplay = await startVirtualDisplay({ ...size, accessibility: true, audio: true, user }).catch(
       (err: Error) => {
         log.warn({ err: err.message }, "virtual display with accessibility bus failed; trying without");
-        return startVirtualDisplay({ ...size, audio: true }).catch((second: Error) => {
+        return startVirtualDisplay({ ...size, audio: true, user }).catch((second: Error) => {
           log.error(
             { err: second.message },
             "could not start a virtual display; desktop commands will be unavailable",
@@ -81,7 +85,7 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
         );
       }
       if (options.panel) {
-        await startDesktopApps({ env: virtualDisplay.env }, (message) => log.warn(message));
+        await startDesktopApps({ env: virtualDisplay.env, user }, (message) => log.warn(message));
       }
     }
   }
@@ -94,7 +98,7 @@ export async function startDesktopSession(options: DesktopSessionOptions): Promi
   // the applications agents launch through Hangar are in the accessibility tree.
   let bus: AccessibilityBus | null = null;
   if (process.platform === "linux" && process.env.DISPLAY && !process.env.DBUS_SESSION_BUS_ADDRESS) {
-    bus = await startAccessibilityBus({ DISPLAY: process.env.DISPLAY }).catch((err: Error) => {
+    bus = await startAccessibilityBus({ DISPLAY: process.env.DISPLAY }, options.user).catch((err: Error) => {
       log.warn(
         { err: err.message },
         "could not start a session bus; the accessibility tree lists X11 windows only",

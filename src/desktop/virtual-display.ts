@@ -4,11 +4,20 @@
  * D-Bus with the AT-SPI accessibility bus and a PulseAudio server for its sound (audio.ts).
  * `hangar serve` starts one when there is no display; every desktop test starts its own. They end
  * with the process that started them, however it ends.
+ *
+ * With a command user (`--command-user`), the user's programs reach all of it: the X server takes
+ * every local client (no cookie), the session bus admits that user beside this process's, the
+ * AT-SPI bus runs as that user (its configuration admits root too), and the sound's socket
+ * directory may be passed through (audio.ts).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
+import { rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { asUser, type CommandUser, userEnv } from "../os/command-user.js";
+import { makeOwnedTempDir } from "../os/owned-temp-dir.js";
 import { withParentDeathSignal } from "../os/parent-death.js";
 import { type DesktopAudio, startDesktopAudio } from "./audio.js";
 import { writeOpenboxConfig } from "./openbox-config.js";
@@ -25,6 +34,8 @@ export interface VirtualDisplayOptions {
    * A display whose sound could not start still starts: `audioError` says why.
    */
   audio?: boolean;
+  /** The user the agent's programs run as (`--command-user`), who must reach the bus and the sound too. */
+  user?: CommandUser;
 }
 
 export interface VirtualDisplay {
@@ -55,9 +66,11 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
   const children: ChildProcess[] = [];
   let removeConfig: (() => Promise<void>) | undefined;
   let audio: DesktopAudio | undefined;
+  let bus: AccessibilityBus | undefined;
   const stop = async () => {
     await audio?.stop();
     for (const child of children.reverse()) await terminate(child);
+    await bus?.stop();
     await removeConfig?.();
   };
 
@@ -82,14 +95,13 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
     const env: Record<string, string> = { DISPLAY: display };
 
     if (options.accessibility) {
-      const bus = await startAccessibilityBus(env);
-      children.push(...bus.children);
+      bus = await startAccessibilityBus(env, options.user);
       Object.assign(env, bus.env);
     }
 
     let audioError: string | undefined;
     if (options.audio) {
-      audio = await startDesktopAudio().catch((err: Error) => {
+      audio = await startDesktopAudio(options.user).catch((err: Error) => {
         audioError = err.message;
         return undefined;
       });
@@ -125,13 +137,25 @@ export interface AccessibilityBus {
  * A session D-Bus and the AT-SPI bus launcher for the desktop described by `env` (its `DISPLAY`):
  * applications started with the returned variables appear in the accessibility tree.
  */
-export async function startAccessibilityBus(env: Record<string, string>): Promise<AccessibilityBus> {
+export async function startAccessibilityBus(
+  env: Record<string, string>,
+  user?: CommandUser,
+): Promise<AccessibilityBus> {
   const children: ChildProcess[] = [];
+  let configDir: string | undefined;
   const stop = async () => {
     for (const child of [...children].reverse()) await terminate(child);
+    if (configDir) await rm(configDir, { recursive: true, force: true });
   };
   try {
-    const bus = spawn(...dieWithUs("dbus-daemon", ["--session", "--nofork", "--print-address=1"]), {
+    let config = ["--session"];
+    if (user) {
+      configDir = await makeOwnedTempDir("hangar-bus-");
+      const file = join(configDir, "session.conf");
+      await writeFile(file, sessionBusConfig(user));
+      config = [`--config-file=${file}`];
+    }
+    const bus = spawn(...dieWithUs("dbus-daemon", [...config, "--nofork", "--print-address=1"]), {
       stdio: ["ignore", "pipe", "ignore"],
     });
     children.push(bus);
@@ -141,9 +165,10 @@ export async function startAccessibilityBus(env: Record<string, string>): Promis
       GTK_A11Y: "atspi",
     };
     if (existsSync(AT_SPI_LAUNCHER)) {
-      const launcher = spawn(...dieWithUs(AT_SPI_LAUNCHER, ["--launch-immediately"]), {
+      // As the command user, whose applications register on it: its configuration admits root as well.
+      const launcher = spawn(...asUser(user, ...dieWithUs(AT_SPI_LAUNCHER, ["--launch-immediately"])), {
         stdio: "ignore",
-        env: { ...process.env, ...env, ...busEnv },
+        env: { ...(user ? userEnv(user, process.env) : process.env), ...env, ...busEnv },
       });
       launcher.on("error", () => undefined);
       children.push(launcher);
@@ -153,6 +178,17 @@ export async function startAccessibilityBus(env: Record<string, string>): Promis
     await stop();
     throw err;
   }
+}
+
+/** The session bus's own configuration, with the command user admitted beside this process's user. */
+function sessionBusConfig(user: CommandUser): string {
+  return `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <include>/usr/share/dbus-1/session.conf</include>
+  <policy context="default"><allow user="${user.uid}"/></policy>
+</busconfig>
+`;
 }
 
 async function readDisplayNumber(xvfb: ChildProcess): Promise<number> {

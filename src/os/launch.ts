@@ -3,10 +3,13 @@ import { spawn } from "node:child_process";
 import { accessSync, constants, statSync } from "node:fs";
 import { basename, delimiter, join } from "node:path";
 import { CommandError } from "../common/errors.js";
+import { asUser, type CommandUser, userCwd, userEnv } from "./command-user.js";
 
 export interface LaunchOptions {
   /** Extra environment variables (e.g. the desktop's `DISPLAY`). */
   env?: Readonly<Record<string, string>>;
+  /** Run it as this user (`--command-user`). */
+  user?: CommandUser;
 }
 
 /**
@@ -21,7 +24,9 @@ export function launchDetached(
   options: LaunchOptions = {},
 ) {
   // Toolkits that read it (ATK bridges, Chromium's among them) put their widgets on the bus.
-  const env: NodeJS.ProcessEnv = { ACCESSIBILITY_ENABLED: "1", ...process.env, ...options.env };
+  const { user } = options;
+  const base = user ? userEnv(user, process.env) : process.env;
+  const env: NodeJS.ProcessEnv = { ACCESSIBILITY_ENABLED: "1", ...base, ...options.env };
   const { file, args } = withRendererAccessibility(givenFile, givenArgs);
   const program = args && args.length > 0 ? file : firstWord(file);
   if (program !== undefined && !findProgram(program, env.PATH)) {
@@ -40,8 +45,9 @@ export function launchDetached(
       ? [file, [...args]]
       : [shell, process.platform === "win32" ? ["/d", "/s", "/c", file] : ["-c", file]];
   return new Promise<number>((resolve, reject) => {
-    const child = spawn(command, commandArgs, {
+    const child = spawn(...asUser(user, command, commandArgs), {
       env,
+      cwd: user ? userCwd(user, undefined) : undefined,
       stdio: "ignore",
       detached: true,
       windowsHide: true,

@@ -8,6 +8,7 @@ import { EventEmitter } from "node:events";
 import { constants } from "node:os";
 import type { Readable, Writable } from "node:stream";
 import { describeOsError } from "../common/errors.js";
+import { asUser, type CommandUser, userCwd, userEnv } from "./command-user.js";
 
 export interface ShellRun {
   command: string;
@@ -24,6 +25,8 @@ export interface ShellRun {
   warm?: ShellPool;
   /** Give the command a pipe on stdin (`StartedShell.stdin`); a warm shell cannot, so it is spawned. */
   stdin?: boolean;
+  /** Run it as this user (`--command-user`); a warm shell, which runs as the server, is not used. */
+  user?: CommandUser;
 }
 
 /** Shells started ahead: one running the command, or undefined when it is to be spawned. */
@@ -178,7 +181,7 @@ export function runShell(options: ShellRun): Promise<ShellResult> {
  * else in a shell spawned from this process. Throws what `spawn` throws.
  */
 export function startShell(options: ShellRun): StartedShell {
-  return options.warm?.start(options) ?? spawnShell(options);
+  return (options.user ? undefined : options.warm?.start(options)) ?? spawnShell(options);
 }
 
 /**
@@ -214,13 +217,16 @@ export function onShellEnd(child: StartedShell, ended: (status: number) => void)
   child.on("close", end);
 }
 
-/** Spawns `/bin/sh -c command` (`cmd.exe` on Windows) in a new process group. */
+/** Spawns `/bin/sh -c command` (`cmd.exe` on Windows) in a new process group, as `options.user` if given. */
 function spawnShell(options: ShellRun): StartedShell {
   const shell = process.platform === "win32" ? "cmd.exe" : "/bin/sh";
   const args = process.platform === "win32" ? ["/d", "/s", "/c", options.command] : ["-c", options.command];
-  const child = spawn(shell, args, {
-    cwd: options.cwd,
-    env: options.env ? { ...process.env, ...options.env } : process.env,
+  const { user } = options;
+  // The user's own HOME, USER and LOGNAME, under the command's variables.
+  const base = user ? userEnv(user, process.env) : process.env;
+  const child = spawn(...asUser(user, shell, args), {
+    cwd: user ? userCwd(user, options.cwd) : options.cwd,
+    env: options.env ? { ...base, ...options.env } : base,
     stdio: [options.stdin ? "pipe" : "ignore", "pipe", "pipe"],
     detached: process.platform !== "win32",
     windowsHide: true,

@@ -17,6 +17,7 @@ import type { Logger } from "../../common/logger.js";
 import type { AccessibilityBackend } from "../../desktop/accessibility.js";
 import type { DesktopBackend } from "../../desktop/backend.js";
 import type { Recordings } from "../../desktop/recording/recordings.js";
+import type { CommandUser } from "../../os/command-user.js";
 import type { WarmShells } from "../../os/warm-shells.js";
 import type { ControlLease } from "./control.js";
 import type { CommandFlags } from "./flags.js";
@@ -34,6 +35,8 @@ export interface CommandContext {
   browser(): Promise<BrowserSession>;
   /** Shells kept waiting for `run_command`; undefined where each command spawns its own. */
   readonly shells?: WarmShells;
+  /** The user the processes commands start run as (`--command-user`); undefined: the server's. */
+  readonly commandUser?: CommandUser;
   /** Video recordings of the desktop; undefined where the server records none. */
   readonly recordings?: Recordings;
   /** Trajectories of every command (`start_trajectory`); undefined where the server writes none. */

@@ -11,6 +11,7 @@ import { isPromise } from "../../common/settled.js";
 import { type AccessibilityProvider, noAccessibility } from "../../desktop/accessibility.js";
 import { type DesktopProvider, noDesktop } from "../../desktop/backend.js";
 import type { Recordings } from "../../desktop/recording/recordings.js";
+import type { CommandUser } from "../../os/command-user.js";
 import type { WarmShells } from "../../os/warm-shells.js";
 import type { CommandRun } from "./activity.js";
 import { isBase64Param } from "./bytes.js";
@@ -29,6 +30,8 @@ export interface RegistryOptions {
   browser?: BrowserProvider;
   /** Shells kept waiting for `run_command` (without them, each command spawns its shell). */
   shells?: WarmShells;
+  /** The user the processes commands start run as (`--command-user`); default the server's. */
+  commandUser?: CommandUser;
   /** Video recordings of the desktop (`start_recording`). */
   recordings?: Recordings;
   /** Trajectories of every command (`start_trajectory`). */
@@ -103,6 +106,7 @@ export class CommandRegistry {
       accessibility: this.accessibility,
       browser: this.browser,
       shells: this.shells,
+      commandUser: options.commandUser,
       recordings: this.recordings,
       trajectories: this.trajectories,
       control: this.control,
@@ -369,7 +373,14 @@ export class CommandRegistry {
 
 type Services = Pick<
   RegistryOptions,
-  "desktop" | "accessibility" | "browser" | "shells" | "recordings" | "trajectories" | "control"
+  | "desktop"
+  | "accessibility"
+  | "browser"
+  | "shells"
+  | "commandUser"
+  | "recordings"
+  | "trajectories"
+  | "control"
 > & { desktop: DesktopProvider; accessibility: AccessibilityProvider; browser: BrowserProvider; log: Logger };
 
 /** A command's context: one object per command, its methods shared (made for every command). */
@@ -400,6 +411,10 @@ class RunContext implements CommandContext {
 
   get shells() {
     return this.services.shells;
+  }
+
+  get commandUser() {
+    return this.services.commandUser;
   }
 
   get recordings() {

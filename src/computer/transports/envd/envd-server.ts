@@ -13,6 +13,7 @@ import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { corsHeaders, nodeHeader, type OriginPolicy, policyHeaders } from "../../../common/origin-policy.js";
+import type { CommandUser } from "../../../os/command-user.js";
 import type { ShellPool } from "../../../os/process.js";
 import { describeZodError } from "../../core/param-messages.js";
 import { BodyTooLargeError, readBody } from "../../http/body.js";
@@ -40,6 +41,8 @@ export interface EnvdOptions {
   pty: PtySessions;
   /** The computer server's warm shells, where envd's commands start when they can. */
   shells?: ShellPool;
+  /** The user envd's processes run as and whose home is envd's (`--command-user`; default the server's). */
+  user?: CommandUser;
   /** `node:https`' createServer and the server's certificate, when the server has TLS. */
   tls?: { createServer: unknown; serverOptions: object };
   log?: Logger;
@@ -53,8 +56,8 @@ export interface RunningEnvd {
 
 export async function startEnvd(options: EnvdOptions): Promise<RunningEnvd> {
   const log = options.log ?? silentLogger;
-  const state = new EnvdState(options.token);
-  const processes = new EnvdProcesses({ shells: options.shells, pty: options.pty, log });
+  const state = new EnvdState(options.token, options.user);
+  const processes = new EnvdProcesses({ shells: options.shells, pty: options.pty, user: options.user, log });
   const files = filesystemService(state);
   const rpc = connectNodeAdapter({
     routes: (router) => {

@@ -1,8 +1,8 @@
 /**
  * What envd keeps between requests: its access token, the variables and defaults `POST /init` set,
- * and who it acts as. Hangar's envd runs everything as the user its server runs as: a request that
- * names another user (`Authorization: Basic user:`, `?username=`) is refused rather than run as
- * someone it is not.
+ * and who it acts as. Hangar's envd runs everything as the user its server runs as, or as the
+ * command user (`--command-user`) when there is one: a request that names another user
+ * (`Authorization: Basic user:`, `?username=`) is refused rather than run as someone it is not.
  *
  * The token comes from `--envd-token-file` (read once at start) or from the first `POST /init`, never
  * from a command line or an environment variable; it is compared in constant time and never logged.
@@ -12,6 +12,7 @@ import { userInfo } from "node:os";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { z } from "zod";
 import { sameText } from "../../../common/key-digests.js";
+import { type CommandUser, userCwd } from "../../../os/command-user.js";
 import { expandPath } from "../../../os/paths.js";
 
 /** The envd version Hangar speaks: the e2b SDK turns on what that version has (stdin, octet-stream uploads, watch entries). */
@@ -47,14 +48,22 @@ export class EnvdState {
   private token: string | undefined;
   private vars: Record<string, string> = {};
   private workdir: string | undefined;
-  private readonly account = userInfo();
-  readonly user = this.account.username;
-  /** The account's home from the user database, as envd looks it up (not $HOME of the server). */
-  readonly home = this.account.homedir;
+  readonly user: string;
+  /**
+   * The account's home from the user database, as envd looks it up (not $HOME of the server); a
+   * command user's that does not exist (nobody's /nonexistent) is `/`.
+   */
+  readonly home: string;
 
-  /** @param token from `--envd-token-file`, when given */
-  constructor(token?: string) {
+  /**
+   * @param token from `--envd-token-file`, when given
+   * @param commandUser the user processes run as (`--command-user`), when not the server's
+   */
+  constructor(token?: string, commandUser?: CommandUser) {
     this.token = token || undefined;
+    const account = commandUser ? undefined : userInfo();
+    this.user = commandUser?.name ?? account?.username ?? "";
+    this.home = commandUser ? (userCwd(commandUser, undefined) ?? "/") : (account?.homedir ?? "/");
   }
 
   get secured(): boolean {
@@ -138,7 +147,7 @@ export class EnvdState {
     if (username === undefined || username === "" || username === this.user) return;
     throw refuse(
       `user '${username}' is not available: Hangar's envd runs every process and file operation as ` +
-        `'${this.user}', the user its server runs as`,
+        `'${this.user}'`,
     );
   }
 

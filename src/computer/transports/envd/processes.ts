@@ -14,6 +14,7 @@ import { constants } from "node:os";
 import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type Logger, silentLogger } from "../../../common/logger.js";
+import type { CommandUser } from "../../../os/command-user.js";
 import {
   onShellEnd,
   type ShellPool,
@@ -59,6 +60,8 @@ export interface StartOptions extends ProcessConfig {
 export interface ProcessesOptions {
   shells?: ShellPool;
   pty: PtySessions;
+  /** The user pipe processes run as (`--command-user`); terminals run as the PTY sessions' user. */
+  user?: CommandUser;
   /** Output kept per process for clients that attach again (default 1 MiB). */
   replayBytes?: number;
   /** How long an ended process stays findable (default 30 s, as envd). */
@@ -287,6 +290,7 @@ export class EnvdProcesses {
         env: spawnEnv,
         stdin: options.stdin,
         warm: this.options.shells,
+        user: this.options.user,
       });
     } catch (err) {
       throw new ConnectError(`cannot start the process: ${(err as Error).message}`, Code.ResourceExhausted);

@@ -2,15 +2,17 @@
  * What the Python that OSWorld's routes run needs: Hangar's `pyautogui` module on `PYTHONPATH`, a
  * `python` next to `python3` on `PATH`, and how to call this server back. The way back (URL, and in
  * cloud mode the container name, a key the server made for its children and the certificate to
- * trust) is written to a private file (mode 0600 in a 0700 directory); children get the file's path
+ * trust) is written to a private file (mode 0600 in a 0700 directory, the command user's when there
+ * is one, since the children run as that user); children get the file's path
  * in `HANGAR_PYAUTOGUI_CONNECTION`, never a key in their arguments or environment. The key is valid
  * from loopback only. Directories left by a server that was killed are removed at the next start.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chownSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { PACKAGE_ROOT } from "../../../common/version.js";
+import type { CommandUser } from "../../../os/command-user.js";
 import { processExists } from "../../../os/pid.js";
 
 export const PYTHON_DIR = join(PACKAGE_ROOT, "python");
@@ -23,6 +25,8 @@ export interface PythonEnvOptions {
   cloud?: { containerName: string; addLocalKey(key: string): void };
   /** The server's TLS certificate (PEM), which children are to trust for `url`. */
   certificate?: Buffer;
+  /** The user the children run as (`--command-user`): the directory and its files are theirs. */
+  user?: CommandUser;
 }
 
 export interface PythonEnv {
@@ -47,6 +51,10 @@ export function preparePythonEnv(options: PythonEnvOptions): PythonEnv {
   }
   const file = join(dir, "connection.json");
   writeFileSync(file, JSON.stringify(connection), { mode: 0o600 });
+  const { user } = options;
+  if (user) {
+    for (const path of [dir, file, connection.cafile]) if (path) chownSync(path, user.uid, user.gid);
+  }
   const inherited = process.env.PYTHONPATH;
   // HANGAR_PYAUTOGUI=system: the PyAutoGUI installed in the desktop's Python instead of Hangar's.
   const hangarFirst = process.env.HANGAR_PYAUTOGUI !== "system";

@@ -6,6 +6,7 @@
  */
 import { createRequire } from "node:module";
 import type * as Pty from "@lydell/node-pty";
+import { asUser, type CommandUser, userCwd, userEnv } from "../../../os/command-user.js";
 
 /** node-pty (native) is loaded at the first terminal, not with the server. */
 let ptyModule: typeof Pty | undefined;
@@ -38,6 +39,8 @@ export interface PtySessionsOptions {
   idleMs?: number;
   /** Running sessions that may exist at once (default 64); as many exited ones are kept for their output. */
   maxSessions?: number;
+  /** The user sessions run as (`--command-user`; default the server's). */
+  user?: CommandUser;
 }
 
 /** Output events are cut to at most this many bytes, as the reference does. */
@@ -180,12 +183,14 @@ export class PtySessions {
   private readonly scrollbackBytes: number;
   private readonly idleMs: number;
   private readonly maxSessions: number;
+  private readonly user?: CommandUser;
   private readonly reaper: NodeJS.Timeout;
 
   constructor(options: PtySessionsOptions = {}) {
     this.scrollbackBytes = options.scrollbackBytes ?? 256 * 1024;
     this.idleMs = options.idleMs ?? 15 * 60_000;
     this.maxSessions = options.maxSessions ?? 64;
+    this.user = options.user;
     this.reaper = setInterval(() => this.reap(), Math.min(60_000, Math.max(50, this.idleMs / 4)));
     this.reaper.unref();
   }
@@ -205,12 +210,14 @@ export class PtySessions {
     const command = options.command?.trim() || defaultShell();
     const [file, args] =
       process.platform === "win32" ? ["powershell.exe", ["-Command", command]] : ["/bin/sh", ["-c", command]];
-    const term = loadPty().spawn(file, args, {
+    const { user } = this;
+    const base = user ? userEnv(user, process.env) : process.env;
+    const term = loadPty().spawn(...asUser(user, file, args), {
       name: options.envs?.TERM ?? "xterm-256color",
       cols: options.cols ?? 80,
       rows: options.rows ?? 24,
-      cwd: options.cwd ?? process.cwd(),
-      env: { ...process.env, TERM: "xterm-256color", ...options.envs } as Record<string, string>,
+      cwd: options.cwd ?? (user ? userCwd(user, undefined) : process.cwd()),
+      env: { ...base, TERM: "xterm-256color", ...options.envs } as Record<string, string>,
       encoding: null,
     });
     const session = new PtySession(term, this.scrollbackBytes);
