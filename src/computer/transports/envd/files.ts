@@ -23,9 +23,10 @@ import { formatBytes } from "../../../common/sizes.js";
 import { openFile, sendRange, writeStreamed } from "../../../os/files.js";
 import { makeDirectory } from "../../../os/make-directory.js";
 import { dropTheRest } from "../../http/body.js";
+import { httpStatusOf } from "../../http/failure-status.js";
 import { MultipartError, multipartBoundary, readMultipart } from "../../http/multipart.js";
+import { parseRange } from "../../http/range.js";
 import { byteLimit, checkDeclaredSize, limitedBody } from "../../http/streamed-body.js";
-import { parseRange, STATUS_OF_ERRNO } from "../files/files-http.js";
 import { EnvdHttpError, type EnvdState } from "./envd-state.js";
 
 interface FileQuery {
@@ -230,5 +231,6 @@ function httpError(err: unknown, path: string): EnvdHttpError {
   if (err instanceof EnvdHttpError) return err;
   const code = (err as NodeJS.ErrnoException)?.code ?? "";
   if (code === "ENOENT") return new EnvdHttpError(404, `path '${path}' does not exist`);
-  return new EnvdHttpError(STATUS_OF_ERRNO[code] ?? 500, describeOsError(err, path).message);
+  const failure = describeOsError(err, path);
+  return new EnvdHttpError(httpStatusOf(failure), failure.message);
 }
