@@ -13,11 +13,11 @@ import { type FileHandle, open } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { type AtomicWrite, beginAtomicWrite, writeFileAtomic } from "../common/atomic-write.js";
+import { writeAtomicWith, writeFileAtomic } from "../common/atomic-write.js";
 import { fileKind, notRegularFile } from "../common/errors.js";
 import { makeDirectory } from "./make-directory.js";
 
-export { expandPath } from "./paths.js";
+export { expandHome, expandPath } from "./paths.js";
 
 /** Streamed reads: fewer, bigger writes to the socket (the default 64 KiB halves the throughput). */
 const SEND_CHUNK = 1024 * 1024;
@@ -136,21 +136,15 @@ export async function writeWhole(abs: string, data: string | Uint8Array, options
  * destroyed on any failure.
  */
 export async function writeStreamed(abs: string, source: Readable): Promise<number> {
-  let write: AtomicWrite;
-  try {
-    write = await beginAtomicWrite(abs);
-  } catch (err) {
-    // Its source (a request piped into it) stops flowing here: the caller can drop the rest.
+  let written = 0;
+  await writeAtomicWith(abs, async (handle) => {
+    const out = createWriteStream("", { fd: handle.fd, autoClose: false, highWaterMark: WRITE_BUFFER });
+    await pipeline(source, out);
+    written = out.bytesWritten;
+  }).catch((err) => {
+    // A source (a request piped into it) that the write never read stops flowing: the caller can drop the rest.
     source.destroy();
     throw err;
-  }
-  const out = createWriteStream("", { fd: write.handle.fd, autoClose: false, highWaterMark: WRITE_BUFFER });
-  try {
-    await pipeline(source, out);
-  } catch (err) {
-    await write.abort();
-    throw err;
-  }
-  await write.commit();
-  return out.bytesWritten;
+  });
+  return written;
 }

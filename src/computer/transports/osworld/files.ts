@@ -13,7 +13,7 @@ import { basename, extname, join, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { Hono } from "hono";
 import { CommandError, describeOsError } from "../../../common/errors.js";
-import { openFile, readToEnd, writeWhole } from "../../../os/files.js";
+import { expandHome, openFile, readToEnd, writeWhole } from "../../../os/files.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { attachment, formBody, jsonBody, multipartBody, stringField, text } from "./replies.js";
 
@@ -58,8 +58,7 @@ const TYPES: Record<string, string> = {
 /** `os.path.expandvars(os.path.expanduser(path))`, made absolute. */
 export function expandUserPath(path: string): string {
   if (path.includes("\0")) throw new CommandError("invalid_params", "The path contains a NUL byte");
-  let p = path === "~" ? homedir() : path.startsWith("~/") ? `${homedir()}${path.slice(1)}` : path;
-  p = p.replace(/\$(\w+)|\$\{(\w+)\}/g, (whole, a, b) => process.env[a ?? b] ?? whole);
+  const p = expandHome(path).replace(/\$(\w+)|\$\{(\w+)\}/g, (whole, a, b) => process.env[a ?? b] ?? whole);
   return resolve(p);
 }
 
