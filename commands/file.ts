@@ -1,12 +1,11 @@
 /** File commands (reference §9.8): paths get `~` expanded and are made absolute. */
-import { constants } from "node:fs";
-import { type FileHandle, mkdir, open, readdir, rmdir, stat, unlink } from "node:fs/promises";
+import { mkdir, readdir, rmdir, stat, unlink } from "node:fs/promises";
 import { z } from "zod";
-import { appendFileAllOrNothing, writeFileAtomic } from "../src/common/atomic-write.js";
-import { CommandError, describeOsError, fileKind, notRegularFile } from "../src/common/errors.js";
+import { appendFileAllOrNothing } from "../src/common/atomic-write.js";
+import { CommandError, describeOsError } from "../src/common/errors.js";
 import { Bytes, base64Param, bytesField } from "../src/computer/core/bytes.js";
 import { defineCommand } from "../src/computer/core/command.js";
-import { expandPath } from "../src/os/paths.js";
+import { expandPath, openRegularFile, readInto, readToEnd, writeWhole } from "../src/os/files.js";
 
 /** A path from a request: checked here, once (not empty, no NUL byte); `~` is expanded when used. */
 const pathParam = z
@@ -27,24 +26,6 @@ async function onPath<T>(path: string, fn: (abs: string) => Promise<T>): Promise
     return await fn(abs);
   } catch (err) {
     throw describeOsError(err, path);
-  }
-}
-
-/**
- * Opens a regular file for reading, and only that: the open never waits (`O_NONBLOCK`, so a FIFO
- * without a writer cannot hold a thread of the pool), and a FIFO, device or socket is refused, since
- * reading one could wait forever. The caller closes the handle.
- */
-async function openRegularFile(abs: string, path: string): Promise<{ handle: FileHandle; size: number }> {
-  const handle = await open(abs, constants.O_RDONLY | constants.O_NONBLOCK);
-  try {
-    const info = await handle.stat();
-    if (info.isDirectory()) throw Object.assign(new Error(), { code: "EISDIR" });
-    if (!info.isFile()) throw notRegularFile(fileKind(info), path);
-    return { handle, size: info.size };
-  } catch (err) {
-    await handle.close().catch(() => undefined);
-    throw err;
   }
 }
 
@@ -109,7 +90,7 @@ export const writeText = defineCommand({
   result: empty,
   handler: ({ path, content }) =>
     onPath(path, async (abs) => {
-      await writeFileAtomic(abs, content);
+      await writeWhole(abs, content);
       return {};
     }),
 });
@@ -168,35 +149,6 @@ export const readBytes = defineCommand({
     }),
 });
 
-/** Reads up to `wanted` bytes at `offset` into `buffer`; returns how many were read (fewer at the end). */
-async function readInto(handle: FileHandle, buffer: Buffer, wanted: number, offset: number): Promise<number> {
-  let read = 0;
-  while (read < wanted) {
-    const { bytesRead } = await handle.read(buffer, read, wanted - read, offset + read);
-    if (bytesRead === 0) break;
-    read += bytesRead;
-  }
-  return read;
-}
-
-/** Reads a file of unknown size (`stat` says 0) a buffer at a time, up to `wanted` bytes; returns a copy. */
-async function readToEnd(
-  handle: FileHandle,
-  buffer: Buffer,
-  wanted: number,
-  offset: number,
-): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  let total = 0;
-  while (total < wanted) {
-    const read = await readInto(handle, buffer, Math.min(buffer.length, wanted - total), offset + total);
-    if (read === 0) break;
-    parts.push(Buffer.from(buffer.subarray(0, read)));
-    total += read;
-  }
-  return Buffer.concat(parts, total);
-}
-
 export const writeBytes = defineCommand({
   name: "write_bytes",
   description:
@@ -210,7 +162,7 @@ export const writeBytes = defineCommand({
   handler: ({ path, content_b64: data, append }) =>
     onPath(path, async (abs) => {
       if (append) await appendFileAllOrNothing(abs, data);
-      else await writeFileAtomic(abs, data);
+      else await writeWhole(abs, data);
       return {};
     }),
 });

@@ -31,14 +31,23 @@ const NEW_SYNCED_FILE = NEW_FILE | (constants.O_DSYNC ?? 0);
 /** Links followed before giving up, as the kernel's ELOOP limit. */
 const MAX_LINKS = 40;
 
-export async function writeFileAtomic(
+export function writeFileAtomic(path: string, data: string | Uint8Array, options: { mode?: number } = {}) {
+  const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
+  return writeAtomicWith(path, (handle) => writeAll(handle, bytes), { ...options, synced: true });
+}
+
+/**
+ * Writes the file at `path` atomically with what `fill` writes into the temporary file (see
+ * `beginAtomicWrite` for the options); a `fill` that fails leaves nothing behind.
+ */
+export async function writeAtomicWith(
   path: string,
-  data: string | Uint8Array,
-  options: { mode?: number } = {},
+  fill: (handle: FileHandle) => Promise<void>,
+  options: { mode?: number; synced?: boolean } = {},
 ) {
-  const write = await beginAtomicWrite(path, { ...options, synced: true });
+  const write = await beginAtomicWrite(path, options);
   try {
-    await writeAll(write.handle, typeof data === "string" ? Buffer.from(data, "utf8") : data);
+    await fill(write.handle);
   } catch (err) {
     await write.abort();
     throw err;

@@ -1,6 +1,8 @@
 /**
- * The failures a command can report. A handler throws a `CommandError`; the registry turns it into
- * the failure envelope `{"success": false, "error", "code", ...fields}`.
+ * The failures the computer server reports, in one vocabulary. A handler throws a `CommandError`;
+ * the registry turns it into the failure envelope `{"success": false, "error", "code", ...fields}`.
+ * Transports throw it too, and each maps it to its wire in one place (`http/failure-status.ts` for
+ * HTTP statuses).
  */
 export type ErrorCode =
   | "invalid_params"
@@ -15,20 +17,26 @@ export type ErrorCode =
   /** Another holds control of the desktop (see computer/core/control.ts). */
   | "paused"
   /** The request contradicts the current state (control taken twice, handed back by a non-holder). */
-  | "conflict";
+  | "conflict"
+  /** A body or a file is larger than the limit allows. */
+  | "too_large"
+  /** A byte range lies outside the file (`fields.size` says how large it is). */
+  | "out_of_range";
 
 export class CommandError extends Error {
   /**
    * @param code machine-readable reason
    * @param message what a person can act on
    * @param fields extra fields the reference puts on its failure replies (e.g. `return_code`)
+   * @param cause the error behind it (an OS error, whose `code` a transport may map), not sent
    */
   constructor(
     readonly code: ErrorCode,
     message: string,
     readonly fields: Record<string, unknown> = {},
+    cause?: unknown,
   ) {
-    super(message);
+    super(message, cause === undefined ? undefined : { cause });
     this.name = "CommandError";
   }
 }
@@ -68,37 +76,38 @@ export function notRegularFile(kind: string, path: string): CommandError {
 export function describeOsError(err: unknown, path?: string): CommandError {
   const e = err as NodeJS.ErrnoException;
   const where = path ? `: ${path}` : "";
+  const fail = (code: ErrorCode, message: string) => new CommandError(code, message, {}, err);
   switch (e?.code) {
     case "ENOENT":
-      return new CommandError("not_found", `No such file or directory${where}`);
+      return fail("not_found", `No such file or directory${where}`);
     case "EISDIR":
-      return new CommandError("failed", `Is a directory${where}`);
+      return fail("failed", `Is a directory${where}`);
     case "ENOTDIR":
-      return new CommandError("failed", `Not a directory${where}`);
+      return fail("failed", `Not a directory${where}`);
     case "EACCES":
     case "EPERM":
-      return new CommandError("failed", `Permission denied${where}`);
+      return fail("failed", `Permission denied${where}`);
     case "EEXIST":
-      return new CommandError("failed", `Already exists${where}`);
+      return fail("failed", `Already exists${where}`);
     case "ENOTEMPTY":
-      return new CommandError("failed", `Directory not empty${where}`);
+      return fail("failed", `Directory not empty${where}`);
     case "ENOSPC":
-      return new CommandError("failed", `No space left on device${where}`);
+      return fail("failed", `No space left on device${where}`);
     case "EROFS":
-      return new CommandError("failed", `Read-only file system${where}`);
+      return fail("failed", `Read-only file system${where}`);
     case "EMFILE":
     case "ENFILE":
     case "ENOMEM":
     case "EAGAIN":
-      return new CommandError(
+      return fail(
         "unavailable",
         `The system is out of resources (${e.code}: ${RESOURCE_NAMES[e.code]})${where}; try again later`,
       );
     case "E2BIG":
-      return new CommandError("invalid_params", `Invalid params: too long for the system (E2BIG)${where}`);
+      return fail("invalid_params", `Invalid params: too long for the system (E2BIG)${where}`);
     default:
       if (err instanceof CommandError) return err;
-      return new CommandError("failed", `${e?.message ?? String(err)}`);
+      return fail("failed", `${e?.message ?? String(err)}`);
   }
 }
 

@@ -14,24 +14,20 @@
  * `signature_expiration`, as the SDK's `downloadUrl`/`uploadUrl` make them).
  */
 import { once } from "node:events";
-import { constants, createWriteStream } from "node:fs";
-import { open } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { basename, dirname } from "node:path";
-import { pipeline, type Readable, Transform } from "node:stream";
-import { pipeline as pipelineDone } from "node:stream/promises";
+import { pipeline, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
-import { beginAtomicWrite } from "../../../common/atomic-write.js";
 import { describeOsError } from "../../../common/errors.js";
 import { formatBytes } from "../../../common/sizes.js";
+import { openFile, sendRange, writeStreamed } from "../../../os/files.js";
 import { makeDirectory } from "../../../os/make-directory.js";
 import { dropTheRest } from "../../http/body.js";
+import { httpStatusOf } from "../../http/failure-status.js";
 import { MultipartError, multipartBoundary, readMultipart } from "../../http/multipart.js";
-import { parseRange, STATUS_OF_ERRNO, sendBytes } from "../files/files-http.js";
+import { parseRange } from "../../http/range.js";
+import { byteLimit, checkDeclaredSize, limitedBody } from "../../http/streamed-body.js";
 import { EnvdHttpError, type EnvdState } from "./envd-state.js";
-
-/** What the disk may be behind an upload before the request waits. */
-const WRITE_BUFFER = 4 * 1024 * 1024;
 
 interface FileQuery {
   path: string;
@@ -88,11 +84,10 @@ function authorize(req: IncomingMessage, state: EnvdState, query: FileQuery, ope
 async function send(req: IncomingMessage, res: ServerResponse, query: FileQuery, state: EnvdState) {
   const path = resolvePath(state, query.path);
   // Non-blocking: a FIFO must not hang the open; only regular files are sent.
-  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK).catch((err) => {
+  const { handle, info } = await openFile(path).catch((err) => {
     throw httpError(err, path);
   });
   try {
-    const info = await handle.stat();
     if (info.isDirectory()) throw new EnvdHttpError(400, `path '${path}' is a directory`);
     if (!info.isFile()) throw new EnvdHttpError(400, `path '${path}' is not a regular file`);
     let range: { start: number; end: number } | undefined;
@@ -116,7 +111,7 @@ async function send(req: IncomingMessage, res: ServerResponse, query: FileQuery,
       res.end();
       return;
     }
-    await sendBytes(handle, res, start, end);
+    await sendRange(handle, res, start, end);
   } finally {
     await handle.close().catch(() => undefined);
   }
@@ -139,22 +134,18 @@ async function receive(
       "file metadata (X-Metadata-* headers) is not kept by Hangar's envd: send the file without it",
     );
   }
-  if (Number(req.headers["content-length"]) > limit) throw refuse(413, tooLargeMessage(limit));
+  const tooLarge = () => new EnvdHttpError(413, tooLargeMessage(limit));
+  checkDeclaredSize(req, limit, tooLarge);
   const encoding = (req.headers["content-encoding"] ?? "identity").trim().toLowerCase();
   if (encoding !== "identity" && encoding !== "gzip") {
     throw refuse(400, `unsupported Content-Encoding: ${encoding}, supported: identity, gzip`);
   }
   const type = req.headers["content-type"] ?? "";
   // The body as it arrives, counted against the limit; decompressed (and counted again) when gzip.
-  const counted = req.pipe(byteLimit(limit));
-  req.on("error", (err) => counted.destroy(err));
-  req.on("close", () => {
-    if (!req.complete)
-      counted.destroy(new Error("the client closed the connection before the end of the body"));
-  });
+  const counted = limitedBody(req, limit, tooLarge);
   let body: Readable = counted;
   if (encoding === "gzip") {
-    const inflated = byteLimit(limit);
+    const inflated = byteLimit(limit, tooLarge);
     // A failure anywhere on the way destroys the whole chain, so the reader of `body` sees it.
     pipeline(counted, createGunzip(), inflated, () => undefined);
     body = inflated;
@@ -198,12 +189,7 @@ async function receive(
     }
   } catch (err) {
     dropTheRest(req);
-    if (err instanceof EnvdHttpError) throw err;
-    if (err instanceof MultipartError) throw new EnvdHttpError(400, err.message);
-    if ((err as { code?: string }).code === "Z_DATA_ERROR" || (err as { errno?: number }).errno === -3) {
-      throw new EnvdHttpError(400, `the gzip body cannot be decompressed: ${(err as Error).message}`);
-    }
-    throw httpError(err, query.path);
+    throw uploadError(err, query.path);
   }
   const text = JSON.stringify(written);
   res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
@@ -215,35 +201,21 @@ async function writeFile(path: string, source: Readable) {
   try {
     await makeDirectory(dirname(path));
   } catch (err) {
+    source.destroy();
     throw httpError(err, dirname(path));
   }
-  const write = await beginAtomicWrite(path).catch((err) => {
-    throw httpError(err, path);
-  });
-  try {
-    await pipelineDone(
-      source,
-      createWriteStream("", { fd: write.handle.fd, autoClose: false, highWaterMark: WRITE_BUFFER }),
-    );
-  } catch (err) {
-    await write.abort();
-    throw err;
-  }
-  await write.commit().catch((err) => {
-    throw httpError(err, path);
+  await writeStreamed(path, source).catch((err) => {
+    throw uploadError(err, path);
   });
 }
 
-/** Passes bytes through until more than `limit` have come, then fails with a 413. */
-function byteLimit(limit: number): Transform {
-  let size = 0;
-  return new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      size += chunk.length;
-      if (size > limit) done(new EnvdHttpError(413, tooLargeMessage(limit)));
-      else done(null, chunk);
-    },
-  });
+/** A failed upload's answer: the body's own failures (too large, not multipart, not gzip) are 400s. */
+function uploadError(err: unknown, path: string): EnvdHttpError {
+  if (err instanceof MultipartError) return new EnvdHttpError(400, err.message);
+  if ((err as { code?: string }).code === "Z_DATA_ERROR" || (err as { errno?: number }).errno === -3) {
+    return new EnvdHttpError(400, `the gzip body cannot be decompressed: ${(err as Error).message}`);
+  }
+  return httpError(err, path);
 }
 
 function tooLargeMessage(limit: number) {
@@ -259,5 +231,6 @@ function httpError(err: unknown, path: string): EnvdHttpError {
   if (err instanceof EnvdHttpError) return err;
   const code = (err as NodeJS.ErrnoException)?.code ?? "";
   if (code === "ENOENT") return new EnvdHttpError(404, `path '${path}' does not exist`);
-  return new EnvdHttpError(STATUS_OF_ERRNO[code] ?? 500, describeOsError(err, path).message);
+  const failure = describeOsError(err, path);
+  return new EnvdHttpError(httpStatusOf(failure), failure.message);
 }

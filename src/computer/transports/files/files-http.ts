@@ -11,52 +11,23 @@
  * `/files/~/notes.txt` is in the home directory. Mounted after the app's `auth` middleware, so it
  * has the same authentication and origin rules as `/cmd`. Failures are JSON `{"detail": ...}`.
  */
-import { createWriteStream } from "node:fs";
-import { type FileHandle, open, stat } from "node:fs/promises";
-import type { IncomingMessage } from "node:http";
+import { stat } from "node:fs/promises";
 import { type Context, Hono } from "hono";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { beginAtomicWrite } from "../../../common/atomic-write.js";
 import { CommandError, describeOsError } from "../../../common/errors.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { formatBytes } from "../../../common/sizes.js";
-import { expandPath } from "../../../os/paths.js";
+import { expandPath, openFile, sendRange, writeStreamed } from "../../../os/files.js";
 import { dropTheRest } from "../../http/body.js";
-import { type HandWritten, preparedHeaders, replyByHand, sentByHand } from "../../http/by-hand.js";
+import { preparedHeaders, replyByHand, sentByHand } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
+import { httpStatusOf } from "../../http/failure-status.js";
+import { parseRange } from "../../http/range.js";
+import { checkDeclaredSize, limitedBody } from "../../http/streamed-body.js";
 
 export interface FileRoutesOptions {
   /** Largest `PUT` body in bytes. */
   bodyLimitBytes: number;
   log?: Logger;
-}
-
-/** Large reads: fewer, bigger writes to the socket (the default 64 KiB halves the throughput). */
-const READ_CHUNK = 1024 * 1024;
-/** What an upload may queue for the disk: socket chunks pile up and go out in one `writev`. */
-const WRITE_BUFFER = 4 * 1024 * 1024;
-
-/** The HTTP status of an OS error of a file transfer. */
-export const STATUS_OF_ERRNO: Record<string, ContentfulStatusCode> = {
-  ENOENT: 404,
-  EACCES: 403,
-  EPERM: 403,
-  EISDIR: 400,
-  ENOTDIR: 400,
-  ENAMETOOLONG: 400,
-  ELOOP: 400,
-  ENOSPC: 507,
-  EDQUOT: 507,
-};
-
-export class HttpFailure extends Error {
-  constructor(
-    readonly status: ContentfulStatusCode,
-    message: string,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
 }
 
 export function fileRoutes(options: FileRoutesOptions) {
@@ -72,7 +43,8 @@ async function answer(c: Context<ComputerEnv>, log: Logger, handler: () => Promi
   try {
     return (await handler()) ?? sentByHand(c);
   } catch (err) {
-    const failure = asHttpFailure(err);
+    const failure = describeOsError(err);
+    const status = httpStatusOf(failure);
     const res = c.env.outgoing;
     if (res.headersSent) {
       // A client that went away is not the server's failure.
@@ -80,17 +52,11 @@ async function answer(c: Context<ComputerEnv>, log: Logger, handler: () => Promi
       res.destroy();
       return sentByHand(c);
     }
-    if (failure.status >= 500) log.error({ err, path: c.req.path }, "file transfer failed");
-    return c.json({ detail: failure.message }, failure.status, failure.headers);
+    if (status >= 500) log.error({ err, path: c.req.path }, "file transfer failed");
+    const headers: Record<string, string> =
+      failure.code === "out_of_range" ? { "content-range": `bytes */${failure.fields.size}` } : {};
+    return c.json({ detail: failure.message }, status, headers);
   }
-}
-
-function asHttpFailure(err: unknown): HttpFailure {
-  if (err instanceof HttpFailure) return err;
-  const code = (err as NodeJS.ErrnoException)?.code ?? "";
-  const described = describeOsError(err);
-  const status = STATUS_OF_ERRNO[code] ?? (described.code === "invalid_params" ? 400 : 500);
-  return new HttpFailure(status, described.message);
 }
 
 /** The file a request names: the URL path after `/files`, percent-decoded, `~` expanded. */
@@ -101,16 +67,16 @@ export function requestedPath(c: Context<ComputerEnv>): { path: string; abs: str
   try {
     path = decodeURIComponent(encoded);
   } catch {
-    throw new HttpFailure(400, "Invalid path: bad percent-encoding");
+    throw new CommandError("invalid_params", "Invalid path: bad percent-encoding");
   }
   if (path === "/~" || path.startsWith("/~/")) path = path.slice(1);
   if (path === "/" || path === "")
-    throw new HttpFailure(400, "Invalid path: give a file's path after /files/");
+    throw new CommandError("invalid_params", "Invalid path: give a file's path after /files/");
   try {
     return { path, abs: expandPath(path) };
   } catch (err) {
     if (err instanceof CommandError)
-      throw new HttpFailure(400, err.message.replace("Invalid params: ", "Invalid "));
+      throw new CommandError("invalid_params", err.message.replace("Invalid params: ", "Invalid "));
     throw err;
   }
 }
@@ -118,9 +84,9 @@ export function requestedPath(c: Context<ComputerEnv>): { path: string; abs: str
 async function sendFile(c: Context<ComputerEnv>): Promise<Response | undefined> {
   const { path, abs } = requestedPath(c);
   const info = await stat(abs).catch((err) => {
-    throw withPath(err, path);
+    throw describeOsError(err, path);
   });
-  if (!info.isFile()) throw new HttpFailure(400, `Not a regular file: ${path}`);
+  if (!info.isFile()) throw new CommandError("invalid_params", `Not a regular file: ${path}`);
   const range = parseRange(c.req.header("range"), info.size);
   const headers: Record<string, string | number> = {
     "content-type": "application/octet-stream",
@@ -138,97 +104,35 @@ async function sendFile(c: Context<ComputerEnv>): Promise<Response | undefined> 
     });
   }
   // Opened before the headers, so that a file that cannot be read is still a JSON failure.
-  const handle = await open(abs, "r").catch((err) => {
-    throw withPath(err, path);
+  const { handle } = await openFile(abs).catch((err) => {
+    throw describeOsError(err, path);
   });
   try {
     const { res } = replyByHand(c, range ? 206 : 200, headers);
-    await sendBytes(handle, res, start, end);
+    await sendRange(handle, res, start, end);
   } finally {
     await handle.close().catch(() => undefined);
   }
 }
 
-/**
- * Sends bytes `start`..`end` of the file with two buffers used in turn: a buffer is read into again
- * once the socket has taken its previous content. A fresh buffer per read (as a file stream does)
- * costs page faults on every megabyte and leaves the allocator fragmented.
- */
-export async function sendBytes(handle: FileHandle, res: HandWritten, start: number, end: number) {
-  const buffers = [Buffer.allocUnsafeSlow(READ_CHUNK), Buffer.allocUnsafeSlow(READ_CHUNK)];
-  const written: Promise<void>[] = [Promise.resolve(), Promise.resolve()];
-  let position = start;
-  for (let turn = 0; position <= end; turn ^= 1) {
-    await written[turn];
-    const buffer = buffers[turn];
-    const { bytesRead } = await handle.read(buffer, 0, Math.min(READ_CHUNK, end + 1 - position), position);
-    if (bytesRead === 0) throw new Error("The file became shorter while it was being sent");
-    position += bytesRead;
-    written[turn] = new Promise<void>((resolve, reject) =>
-      res.write(buffer.subarray(0, bytesRead), (err) => (err ? reject(err) : resolve())),
-    );
-    // Awaited before the buffer is used again; a failure meanwhile is not an unhandled rejection.
-    written[turn].catch(() => undefined);
-  }
-  await Promise.all(written);
-  await new Promise<void>((resolve) => res.end(resolve));
-}
-
-/**
- * One byte range (`bytes=a-b`, `bytes=a-`, `bytes=-n`), or undefined for the whole file (no header,
- * several ranges, or another unit: RFC 9110 lets a server ignore those). Throws 416 when the range
- * lies outside the file.
- */
-export function parseRange(
-  header: string | undefined,
-  size: number,
-): { start: number; end: number } | undefined {
-  if (!header) return undefined;
-  const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!match || (match[1] === "" && match[2] === "")) return undefined;
-  let start: number;
-  let end: number;
-  if (match[1] === "") {
-    start = Math.max(0, size - Number(match[2]));
-    end = size - 1;
-    if (Number(match[2]) === 0) start = size;
-  } else {
-    start = Number(match[1]);
-    end = match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1);
-    if (match[2] !== "" && Number(match[2]) < start) return undefined;
-  }
-  if (start >= size) {
-    throw new HttpFailure(416, `Range not satisfiable: the file has ${size} bytes`, {
-      "content-range": `bytes */${size}`,
-    });
-  }
-  return { start, end };
-}
-
 async function receiveFile(c: Context<ComputerEnv>, limit: number): Promise<undefined> {
   const { path, abs } = requestedPath(c);
   const incoming = c.env.incoming;
-  if (Number(incoming.headers["content-length"]) > limit) {
-    dropTheRest(incoming);
-    throw tooLarge(limit);
-  }
+  checkDeclaredSize(incoming, limit, () => tooLarge(limit));
   const existed = await stat(abs).then(
     () => true,
     () => false,
   );
-  const write = await beginAtomicWrite(abs).catch((err) => {
-    throw withPath(err, path);
-  });
   let size: number;
   try {
-    size = await streamBody(incoming, write.handle.fd, limit);
+    size = await writeStreamed(
+      abs,
+      limitedBody(incoming, limit, () => tooLarge(limit)),
+    );
   } catch (err) {
-    await write.abort();
-    throw err instanceof HttpFailure ? err : withPath(err, path);
+    dropTheRest(incoming);
+    throw describeOsError(err, path);
   }
-  await write.commit().catch((err) => {
-    throw withPath(err, path);
-  });
   const text = JSON.stringify({ success: true, size });
   const { res } = replyByHand(c, existed ? 200 : 201, {
     "content-type": "application/json",
@@ -238,49 +142,8 @@ async function receiveFile(c: Context<ComputerEnv>, limit: number): Promise<unde
 }
 
 function tooLarge(limit: number) {
-  return new HttpFailure(413, `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)`);
-}
-
-/**
- * Writes the request body to `fd` and resolves with its size. Past `limit` bytes it stops writing and
- * drops the rest of the body for a moment (so that the client reads the 413 instead of a reset); a
- * client that goes away rejects.
- */
-function streamBody(incoming: IncomingMessage, fd: number, limit: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const out = createWriteStream("", { fd, autoClose: false, highWaterMark: WRITE_BUFFER });
-    let size = 0;
-    const fail = (err: Error) => {
-      incoming.off("data", onData);
-      incoming.off("close", onClose);
-      incoming.unpipe(out);
-      out.destroy();
-      reject(err);
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        fail(tooLarge(limit));
-        dropTheRest(incoming);
-      }
-    };
-    const onClose = () => {
-      if (!incoming.complete) fail(new Error("The client closed the connection before the end of the body"));
-    };
-    incoming.on("data", onData);
-    incoming.on("close", onClose);
-    incoming.on("error", fail);
-    out.on("error", fail);
-    out.on("finish", () => {
-      incoming.off("close", onClose);
-      resolve(size);
-    });
-    incoming.pipe(out);
-  });
-}
-
-function withPath(err: unknown, path: string): HttpFailure {
-  const failure = asHttpFailure(err);
-  const described = describeOsError(err, path);
-  return new HttpFailure(failure.status, described.message, failure.headers);
+  return new CommandError(
+    "too_large",
+    `Request body too large: the limit is ${formatBytes(limit)} (--body-limit)`,
+  );
 }

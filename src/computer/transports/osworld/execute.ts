@@ -8,11 +8,12 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Hono } from "hono";
+import { CommandError } from "../../../common/errors.js";
 import { findProgram } from "../../../os/launch.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { HangarCommandFailed, type OsworldCommands, runAction } from "./hangar-commands.js";
 import { PYTHON_DIR } from "./python-env.js";
-import { BadRequest, booleanField, jsonBody, numberField, type OsworldContext, text } from "./replies.js";
+import { booleanField, jsonBody, numberField, type OsworldContext, text } from "./replies.js";
 import { expandHomeWords, joinWords, splitWords } from "./shell-words.js";
 
 export interface ExecuteDeps {
@@ -61,13 +62,13 @@ export function commandLine(data: Record<string, unknown>): { line: string; argv
     try {
       words = splitWords(raw);
     } catch (err) {
-      throw new BadRequest(400, `command: ${(err as Error).message}`);
+      throw new CommandError("invalid_params", `command: ${(err as Error).message}`);
     }
     const argv = expandHomeWords(words);
     return { line: joinWords(argv), argv, shown: raw };
   }
   if (!Array.isArray(raw) || raw.some((w) => typeof w !== "string")) {
-    throw new BadRequest(400, "command must be a string or a list of strings");
+    throw new CommandError("invalid_params", "command must be a string or a list of strings");
   }
   const argv = expandHomeWords(raw as string[]);
   if (shell) {
@@ -121,7 +122,7 @@ export function executeRoutes(deps: ExecuteDeps) {
     const data = await jsonBody(c, deps.bodyLimitBytes);
     const verification = data.verification ?? {};
     if (typeof verification !== "object" || verification === null || Array.isArray(verification)) {
-      throw new BadRequest(400, "verification must be an object");
+      throw new CommandError("invalid_params", "verification must be an object");
     }
     const maxWait = numberField(data, "max_wait_time", 10, { min: 0, max: LONGEST });
     const interval = numberField(data, "check_interval", 1, { min: 0.05, max: LONGEST });

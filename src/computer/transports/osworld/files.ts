@@ -4,19 +4,18 @@
  * expanded as upstream does. What the routes refuse: reading this server's own `/proc/<pid>` (its
  * memory, environment and open files), writing under `/proc`, `/sys` and `/dev`, and anything but a
  * regular file (a FIFO would hang the reader). Uploads go to a temporary file beside the target,
- * renamed over it when complete: a failed upload leaves nothing behind.
+ * renamed over it when complete (`os/files.ts` `writeWhole`): a failed upload leaves nothing behind.
  */
-import { randomBytes } from "node:crypto";
-import { constants, type Dirent, existsSync, statSync } from "node:fs";
-import { type FileHandle, open, readdir, rename, rm, writeFile } from "node:fs/promises";
+import { type Dirent, existsSync, statSync } from "node:fs";
+import { readdir } from "node:fs/promises";
 import { homedir } from "node:os";
-import { basename, dirname, extname, join, resolve } from "node:path";
+import { basename, extname, join, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { Hono } from "hono";
-import { describeOsError } from "../../../common/errors.js";
-import { makeDirectory } from "../../../os/make-directory.js";
+import { CommandError, describeOsError } from "../../../common/errors.js";
+import { expandHome, openFile, readToEnd, writeWhole } from "../../../os/files.js";
 import type { ComputerEnv } from "../../http/env.js";
-import { attachment, BadRequest, formBody, jsonBody, multipartBody, stringField, text } from "./replies.js";
+import { attachment, formBody, jsonBody, multipartBody, stringField, text } from "./replies.js";
 
 export interface FileDeps {
   /** Largest request body (and upload, and download by `/setup/download_file`). */
@@ -58,9 +57,8 @@ const TYPES: Record<string, string> = {
 
 /** `os.path.expandvars(os.path.expanduser(path))`, made absolute. */
 export function expandUserPath(path: string): string {
-  if (path.includes("\0")) throw new BadRequest(400, "The path contains a NUL byte");
-  let p = path === "~" ? homedir() : path.startsWith("~/") ? `${homedir()}${path.slice(1)}` : path;
-  p = p.replace(/\$(\w+)|\$\{(\w+)\}/g, (whole, a, b) => process.env[a ?? b] ?? whole);
+  if (path.includes("\0")) throw new CommandError("invalid_params", "The path contains a NUL byte");
+  const p = expandHome(path).replace(/\$(\w+)|\$\{(\w+)\}/g, (whole, a, b) => process.env[a ?? b] ?? whole);
   return resolve(p);
 }
 
@@ -80,16 +78,15 @@ export function fileRoutes(deps: FileDeps) {
     if (!given) return c.json({ error: "file_path is required" }, 400);
     const path = expandUserPath(given);
     if (ownProcess(path)) return c.json({ error: "Not allowed: the controller's own /proc entry" }, 403);
-    let handle: FileHandle;
+    let opened: Awaited<ReturnType<typeof openFile>>;
     try {
-      // Non-blocking: a FIFO put there after a check must not hang the open.
-      handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
+      opened = await openFile(path);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === "ENOENT" || code === "ENOTDIR") return c.json({ error: "File not found" }, 404);
       return c.json({ error: `Failed to serve file: ${describeOsError(err).message}` }, 500);
     }
-    const info = await handle.stat();
+    const { handle, info } = opened;
     if (!info.isFile()) {
       await handle.close();
       return c.json({ error: "File not found" }, 404);
@@ -101,7 +98,7 @@ export function fileRoutes(deps: FileDeps) {
     if (info.size === 0) {
       // /proc files say 0 and still have content: read them whole, within the limit.
       try {
-        const data = await readAtMost(handle, deps.bodyLimitBytes);
+        const data = await readToEnd(handle, Buffer.allocUnsafe(65536), deps.bodyLimitBytes);
         return c.body(new Uint8Array(data), 200, headers);
       } finally {
         await handle.close();
@@ -124,7 +121,7 @@ export function fileRoutes(deps: FileDeps) {
       return c.json({ error: `Not allowed: uploads cannot write under /proc, /sys or /dev` }, 403);
     const data = new Uint8Array(await file.arrayBuffer());
     try {
-      await writeAtomically(path, data);
+      await writeWhole(path, data, { parents: true });
     } catch (err) {
       return c.json({ error: `Failed to upload file: ${describeOsError(err).message}` }, 500);
     }
@@ -161,7 +158,7 @@ export function fileRoutes(deps: FileDeps) {
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         const bytes = await download(url, deps.bodyLimitBytes);
-        await writeAtomically(path, bytes);
+        await writeWhole(path, bytes, { parents: true });
         return text(c, `File downloaded successfully: ${bytes.length} bytes`);
       } catch (err) {
         last = (err as Error).message;
@@ -171,34 +168,6 @@ export function fileRoutes(deps: FileDeps) {
   });
 
   return routes;
-}
-
-async function readAtMost(handle: FileHandle, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  while (size < limit) {
-    const chunk = Buffer.alloc(Math.min(65536, limit - size));
-    const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
-    if (bytesRead === 0) break;
-    chunks.push(chunk.subarray(0, bytesRead));
-    size += bytesRead;
-  }
-  return Buffer.concat(chunks);
-}
-
-async function writeAtomically(path: string, data: Uint8Array) {
-  await makeDirectory(dirname(path));
-  const temp = join(
-    dirname(path),
-    `.${basename(path).slice(0, 100)}.${randomBytes(6).toString("hex")}.upload`,
-  );
-  try {
-    await writeFile(temp, data, { flag: "wx", mode: 0o644 });
-    await rename(temp, path);
-  } catch (err) {
-    await rm(temp, { force: true });
-    throw err;
-  }
 }
 
 async function download(url: string, limit: number): Promise<Buffer> {

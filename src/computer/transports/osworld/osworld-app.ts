@@ -5,16 +5,18 @@
  * authentication: a harness sends `X-Container-Name` and `X-API-Key`, docs/osworld.md).
  */
 import { Hono, type MiddlewareHandler } from "hono";
+import { CommandError } from "../../../common/errors.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { type OriginPolicy, originGuard } from "../../../common/origin-policy.js";
 import type { LiveStreams } from "../../../desktop/live/live-streams.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
+import { httpStatusOf } from "../../http/failure-status.js";
 import { executeRoutes } from "./execute.js";
 import { fileRoutes } from "./files.js";
 import type { OsworldCommandTable } from "./hangar-commands.js";
 import { recordingRoutes } from "./recording.js";
-import { BadRequest, htmlError } from "./replies.js";
+import { htmlError } from "./replies.js";
 import { screenRoutes } from "./screen.js";
 import { scriptRoutes } from "./scripts.js";
 import { streamingRoutes } from "./streaming.js";
@@ -111,7 +113,9 @@ export function createOsworldApp(options: OsworldAppOptions) {
     );
   });
   app.onError((err, c) => {
-    if (err instanceof BadRequest) return htmlError(c, err.status, err.message);
+    // A refused request (invalid_params, too_large) is its HTTP status; anything else is a 500.
+    const status = err instanceof CommandError ? httpStatusOf(err) : 500;
+    if (status < 500) return htmlError(c, status, err.message);
     log.error({ err, path: c.req.path }, "OSWorld route failed");
     return htmlError(
       c,

@@ -1,10 +1,12 @@
 /**
  * Replies and request bodies as OSWorld's Flask server has them: a bare string is `200 text/html`,
  * `abort()` is Werkzeug's small HTML page, JSON is `application/json`. Bodies are read with the
- * server's body limit (refused before reading when `Content-Length` says more).
+ * server's body limit (refused before reading when `Content-Length` says more). What they refuse is
+ * a `CommandError` (`invalid_params`, `too_large`), answered with its HTTP status by the app.
  */
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { CommandError } from "../../../common/errors.js";
 import { BodyTooLargeError, readBody } from "../../http/body.js";
 import type { ComputerEnv } from "../../http/env.js";
 
@@ -40,21 +42,15 @@ export function escapeHtml(value: string): string {
   return value.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 }
 
-/** Thrown by the body readers; the routes' error handler turns it into its reply. */
-export class BadRequest extends Error {
-  constructor(
-    readonly status: 400 | 413 | 415,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+/** What the body readers throw: the routes' error handler answers it with its HTTP status. */
+const badRequest = (message: string) => new CommandError("invalid_params", message);
 
 async function rawBody(c: OsworldContext, limit: number): Promise<Buffer> {
   try {
     return await readBody(c.env.incoming, limit);
   } catch (err) {
-    if (err instanceof BodyTooLargeError) throw new BadRequest(413, `The body is larger than ${limit} bytes`);
+    if (err instanceof BodyTooLargeError)
+      throw new CommandError("too_large", `The body is larger than ${limit} bytes`);
     throw err;
   }
 }
@@ -63,8 +59,7 @@ async function rawBody(c: OsworldContext, limit: number): Promise<Buffer> {
 export async function jsonBody(c: OsworldContext, limit: number): Promise<Record<string, unknown>> {
   const type = c.req.header("content-type") ?? "";
   if (!/^application\/([\w.+-]+\+)?json/i.test(type)) {
-    throw new BadRequest(
-      400,
+    throw badRequest(
       "Did not attempt to load JSON data because the request Content-Type was not 'application/json'.",
     );
   }
@@ -73,10 +68,10 @@ export async function jsonBody(c: OsworldContext, limit: number): Promise<Record
   try {
     value = JSON.parse(body.toString("utf8"));
   } catch {
-    throw new BadRequest(400, "Failed to decode JSON object: the body is not valid JSON.");
+    throw badRequest("Failed to decode JSON object: the body is not valid JSON.");
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new BadRequest(400, "The JSON body must be an object.");
+    throw badRequest("The JSON body must be an object.");
   }
   return value as Record<string, unknown>;
 }
@@ -97,7 +92,7 @@ export async function multipartBody(c: OsworldContext, limit: number): Promise<F
   try {
     return await new Response(new Uint8Array(body), { headers: { "content-type": type } }).formData();
   } catch {
-    throw new BadRequest(400, "The multipart body could not be parsed.");
+    throw badRequest("The multipart body could not be parsed.");
   }
 }
 
@@ -109,14 +104,14 @@ export function stringField(
 ): string | undefined {
   const value = data[name];
   if (value === undefined || value === null) return fallback;
-  if (typeof value !== "string") throw new BadRequest(400, `${name} must be a string`);
+  if (typeof value !== "string") throw badRequest(`${name} must be a string`);
   return value;
 }
 
 export function booleanField(data: Record<string, unknown>, name: string, fallback: boolean): boolean {
   const value = data[name];
   if (value === undefined || value === null) return fallback;
-  if (typeof value !== "boolean") throw new BadRequest(400, `${name} must be true or false`);
+  if (typeof value !== "boolean") throw badRequest(`${name} must be true or false`);
   return value;
 }
 
@@ -129,7 +124,7 @@ export function numberField(
   const value = data[name];
   if (value === undefined || value === null) return fallback;
   if (typeof value !== "number" || !Number.isFinite(value) || value < range.min || value > range.max) {
-    throw new BadRequest(400, `${name} must be a number from ${range.min} to ${range.max}`);
+    throw badRequest(`${name} must be a number from ${range.min} to ${range.max}`);
   }
   return value;
 }

@@ -8,9 +8,9 @@
  * A failure is thrown as an `Error` whose message the channel sends back (upstream sends
  * `str(exc)`); `EXECUTE` of a program that fails is a result with `status: "error"`, as upstream's.
  */
+import { CommandError } from "../../../common/errors.js";
 import { commandLine, type ExecuteDeps, run } from "./execute.js";
 import { HangarCommandFailed, type OsworldAction, runAction } from "./hangar-commands.js";
-import { BadRequest } from "./replies.js";
 
 export interface ActionOutcome {
   status: "success" | "error";
@@ -141,7 +141,7 @@ async function execute(deps: ExecuteDeps, params: Record<string, unknown>): Prom
   try {
     ({ line } = commandLine({ ...params, shell: params.shell ?? typeof params.command === "string" }));
   } catch (err) {
-    if (err instanceof BadRequest) throw new Error(err.message);
+    if (err instanceof CommandError) throw new Error(err.message);
     throw err;
   }
   const ran = await run(deps, line, timeout, workingDir ?? undefined);
