@@ -40,6 +40,15 @@ export const idleTimeoutSchema = z
     }
     return seconds;
   });
+/** A desktop's idle timeout as PATCH takes it: a duration, or `"off"` (null means left out, as in lume). */
+const idleTimeoutSetting = z.unknown().transform((value, ctx) => {
+  if (value === "off") return null;
+  const parsed = idleTimeoutSchema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) ctx.addIssue({ code: "custom", message: issue.message });
+  return z.NEVER;
+});
+
 export const createSchema = z.object({
   name: z.string(),
   os: z.string(),
@@ -66,8 +75,8 @@ export const cloneSchema = z.object({
 });
 
 export const updateSchema = z.object({
-  /** The idle timeout (`300s`), or null to turn auto-pause off. */
-  idleTimeout: idleTimeoutSchema.nullable().optional(),
+  /** The idle timeout (`300s`), or `"off"` to turn auto-pause off. */
+  idleTimeout: idleTimeoutSetting.optional(),
   cpu: z.number().int().optional(),
   memory: z.string().optional(),
   diskSize: z.string().optional(),
