@@ -162,4 +162,36 @@ describe("idleTimeout", () => {
     await setTimeoutOf("busy", "off");
     expect((await record("busy")).idleTimeout).toBeNull();
   });
+
+  it("a claimed pool desktop follows its pool's idleTimeout; a /cmd wakes it, still claimed", async () => {
+    // Room for the pool's desktop on two cores: the two above go.
+    for (const name of ["alone", "busy"])
+      expect((await host.api("DELETE", `/svc/vms/${name}`)).status).toBe(200);
+    const made = await host.api("POST", "/svc/pools", {
+      name: "idlers",
+      size: 1,
+      runtime: "container",
+      idleTimeout: "3s",
+      ttl: 600,
+    });
+    expect(made.status, made.text).toBe(201);
+    const claimed = await host.api("POST", "/svc/pools/idlers/claim", { timeout: 300 });
+    expect(claimed.status, claimed.text).toBe(200);
+    const name = claimed.body.name as string;
+    expect((await record(name)).idleTimeout).toBeNull();
+    const event = await nextEvent("hibernate", name, 120_000);
+    expect(event.reason).toMatch(/idleTimeout 3 s/);
+    const member = async () =>
+      (await host.api("GET", "/svc/pools/idlers")).body.desktops.find(
+        (m: { name: string }) => m.name === name,
+      );
+    await expect.poll(async () => (await member())?.state).toBe("claimed");
+    await expect.poll(async () => (await member())?.leaseLeftMs ?? null).not.toBeNull();
+    const out = await desktopCommand(await record(name), "get_screen_size", {}, 120_000);
+    expect(out.result.success).toBe(true);
+    expect((await record(name)).status).toBe("running");
+    expect((await member())?.state).toBe("claimed");
+    expect((await host.api("POST", `/svc/vms/${name}/release`, {})).status).toBe(200);
+    expect((await host.api("DELETE", "/svc/pools/idlers")).status).toBe(200);
+  }, 400_000);
 });
