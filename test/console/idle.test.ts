@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
+import type { IdleReport } from "../../src/computer/core/idleness.js";
 import { type DesktopServer, eventually, startDesktopServer } from "../support/desktop.js";
 
 let desk: DesktopServer;
@@ -17,17 +18,7 @@ afterAll(async () => {
   await desk?.stop();
 });
 
-interface Report {
-  idle_s: number;
-  command_s: number | null;
-  viewers: number;
-  control: boolean;
-  screen_s: number | null;
-  cpu: number | null;
-  busy: boolean;
-  busy_cores: number;
-  uptime_s: number;
-}
+type Report = IdleReport;
 
 const report = async (): Promise<Report> => {
   const res = await fetch(`${desk.server.url}/activity/idle`);
