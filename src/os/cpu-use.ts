@@ -40,10 +40,13 @@ export function processTicks(proc = "/proc"): Map<number, number> {
 export class CpuUse {
   private last: { at: number; ticks: Map<number, number> } | undefined;
 
-  constructor(private readonly read: () => Map<number, number> = () => processTicks()) {}
+  constructor(
+    private readonly read: () => Map<number, number> = () => processTicks(),
+    private readonly clock: () => number = () => performance.now(),
+  ) {}
 
   sample(): number | undefined {
-    const now = { at: performance.now(), ticks: this.read() };
+    const now = { at: this.clock(), ticks: this.read() };
     const last = this.last;
     this.last = now;
     if (!last || now.ticks.size === 0 || now.at - last.at < 1) return undefined;
