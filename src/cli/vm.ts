@@ -51,6 +51,7 @@ function describeVm(vm: Vm): string {
     ["ssh available", vm.sshAvailable],
     ["mac address", vm.macAddress],
     ["network", describeNetwork(vm.network)],
+    ["idle timeout", vm.idleTimeout ? `${vm.idleTimeout} s (hibernated when idle that long)` : undefined],
     [
       "shared dirs",
       vm.sharedDirectories
@@ -117,9 +118,11 @@ export function registerVm(program: Command) {
       "cage it: an egress policy, deny, allow or JSON (docs/egress.md)",
       policyArgument,
     )
+    .option("--idle-timeout <duration>", "hibernate it once idle this long, e.g. 300s or 5m (default: never)")
     .action(async (name, opts) => {
       const body = {
         network: opts.network,
+        idleTimeout: opts.idleTimeout,
         name,
         runtime: opts.runtime,
         image: opts.image,
@@ -164,8 +167,13 @@ export function registerVm(program: Command) {
     .option("--disk-size <size>", "new disk size (grow only)")
     .option("--display <WxH>", "display resolution")
     .option("--storage <location>", "move the VM to this storage location")
+    .option(
+      "--idle-timeout <duration>",
+      "hibernate it once idle this long (e.g. 5m; off: never); running or not",
+    )
     .action(async (name, opts) => {
       const body = {
+        idleTimeout: opts.idleTimeout,
         cpu: opts.cpu,
         memory: opts.memory,
         diskSize: opts.diskSize,
@@ -174,7 +182,7 @@ export function registerVm(program: Command) {
       };
       if (Object.values(body).every((value) => value === undefined)) {
         throw new UsageError(
-          "vm set: nothing to change: give at least one of --cpu, --memory, --disk-size, --display, --storage",
+          "vm set: nothing to change: give at least one of --cpu, --memory, --disk-size, --display, --storage, --idle-timeout",
         );
       }
       output(opts, await clientOf(opts).request<Json>("PATCH", vmPath(name), body), () => `Updated ${name}.`);

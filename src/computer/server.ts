@@ -32,6 +32,7 @@ import { computerListener, createComputerApp, DEFAULT_BODY_LIMIT, statusBody } f
 import { Authenticator, type CloudAuthOptions, cloudAuth } from "./auth/index.js";
 import { ActivityLog } from "./core/activity.js";
 import { ControlLease } from "./core/control.js";
+import { Idleness } from "./core/idleness.js";
 import { CommandRegistry } from "./core/registry.js";
 import { Trajectories } from "./core/trajectories/trajectories.js";
 import type { TlsFiles } from "./tls.js";
@@ -213,6 +214,8 @@ export async function startComputerServer(
       outcome: { success: true, result: {} },
     }),
   );
+  // Whether the desktop is in use (`GET /activity/idle`), for a host that puts idle desktops to sleep.
+  const idleness = new Idleness({ activity, control, desktop: options.desktop ?? noDesktop });
   const metrics = new CommandMetrics();
   const registry = new CommandRegistry(allCommands, {
     control,
@@ -255,7 +258,7 @@ export async function startComputerServer(
     pty,
     originPolicy,
     auth: authenticator && cloudAuth(authenticator),
-    console: { activity, desktop: options.desktop ?? noDesktop, control, streams },
+    console: { activity, desktop: options.desktop ?? noDesktop, control, streams, idleness },
     recordings: { recordings, trajectories },
     metrics,
     websocket: wsTransport({ registry, authenticator, authDeadlineMs: options.wsAuthDeadlineMs, log }),

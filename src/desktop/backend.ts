@@ -81,6 +81,11 @@ export interface DesktopBackend {
   waitForChange?(since: RawImage | undefined, timeoutMs: number): Promise<boolean>;
   /** Optional: starts recording where the screen changes (undefined: this backend cannot see it). */
   watchChanges?(): ChangeWatch | undefined;
+  /**
+   * Optional: when the screen last changed noticeably (ms since the epoch; small changes such as a
+   * blinking caret are not counted), or undefined when the backend cannot tell.
+   */
+  lastScreenChange?(): Promise<number | undefined>;
 
   // pointer
   cursorPosition(): Promise<Point>;

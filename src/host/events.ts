@@ -35,6 +35,8 @@ export interface LifecycleFields {
   error?: string;
   /** For `hibernate`: what was kept (`memory`, `paused` or `disk`, runtimes/hibernation.ts). */
   mode?: string;
+  /** For a `hibernate` the service did on its own (auto-pause when idle): why. */
+  reason?: string;
   /** For a `resume` that traffic caused: what woke it. */
   woke?: string;
 }

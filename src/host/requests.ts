@@ -13,6 +13,42 @@ export const runtimeSchema = z.enum(RUNTIME_KINDS, {
   error: (issue) => `Unknown runtime '${String(issue.input)}' (expected ${RUNTIME_KINDS.join(", ")})`,
 });
 
+/** The longest idle time: a day. */
+export const MAX_IDLE_SECONDS = 24 * 3600;
+const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600 };
+/** A time of idleness: `300s`, `5m`, `1h`, or a whole number of seconds; from 1 s to a day. */
+export const idleTimeoutSchema = z
+  .union([z.number(), z.string()], { error: "expected a duration such as 300s, 5m or 1h" })
+  .transform((value, ctx) => {
+    const match = typeof value === "string" ? /^(\d+)([smh])$/.exec(value.trim()) : null;
+    const seconds =
+      typeof value === "number"
+        ? value
+        : match
+          ? Number(match[1]) * (DURATION_UNITS[match[2]] ?? 1)
+          : Number.NaN;
+    if (typeof value === "string" && !match) {
+      ctx.addIssue({ code: "custom", message: `'${value}' is not a duration: expected e.g. 300s, 5m or 1h` });
+      return z.NEVER;
+    }
+    if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_IDLE_SECONDS) {
+      ctx.addIssue({
+        code: "custom",
+        message: `expected 1 second to ${MAX_IDLE_SECONDS / 3600} hours, not ${JSON.stringify(value)}`,
+      });
+      return z.NEVER;
+    }
+    return seconds;
+  });
+/** A desktop's idle timeout as PATCH takes it: a duration, or `"off"` (null means left out, as in lume). */
+const idleTimeoutSetting = z.unknown().transform((value, ctx) => {
+  if (value === "off") return null;
+  const parsed = idleTimeoutSchema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) ctx.addIssue({ code: "custom", message: issue.message });
+  return z.NEVER;
+});
+
 export const createSchema = z.object({
   name: z.string(),
   os: z.string(),
@@ -27,6 +63,8 @@ export const createSchema = z.object({
   runtime: runtimeSchema.optional(),
   /** The image a container desktop runs (default: the service's desktop image); not for QEMU. */
   image: z.string().optional(),
+  /** Hibernate it once idle this long (`300s`, `5m`; sleep/idle-watcher.ts); off when left out. */
+  idleTimeout: idleTimeoutSchema.optional(),
 });
 
 export const cloneSchema = z.object({
@@ -37,6 +75,8 @@ export const cloneSchema = z.object({
 });
 
 export const updateSchema = z.object({
+  /** The idle timeout (`300s`), or `"off"` to turn auto-pause off. */
+  idleTimeout: idleTimeoutSetting.optional(),
   cpu: z.number().int().optional(),
   memory: z.string().optional(),
   diskSize: z.string().optional(),
@@ -145,33 +185,6 @@ const poolCount = z
   .int({ error: "expected a whole number of desktops" })
   .min(0, { error: `expected 0 to ${MAX_POOL_SIZE} desktops` })
   .max(MAX_POOL_SIZE, { error: `expected 0 to ${MAX_POOL_SIZE} desktops` });
-/** The longest idle time: a day. */
-export const MAX_IDLE_SECONDS = 24 * 3600;
-const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600 };
-/** A time of idleness: `300s`, `5m`, `1h`, or a whole number of seconds; from 1 s to a day. */
-export const idleTimeoutSchema = z
-  .union([z.number(), z.string()], { error: "expected a duration such as 300s, 5m or 1h" })
-  .transform((value, ctx) => {
-    const match = typeof value === "string" ? /^(\d+)([smh])$/.exec(value.trim()) : null;
-    const seconds =
-      typeof value === "number"
-        ? value
-        : match
-          ? Number(match[1]) * (DURATION_UNITS[match[2]] ?? 1)
-          : Number.NaN;
-    if (typeof value === "string" && !match) {
-      ctx.addIssue({ code: "custom", message: `'${value}' is not a duration: expected e.g. 300s, 5m or 1h` });
-      return z.NEVER;
-    }
-    if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_IDLE_SECONDS) {
-      ctx.addIssue({
-        code: "custom",
-        message: `expected 1 second to ${MAX_IDLE_SECONDS / 3600} hours, not ${JSON.stringify(value)}`,
-      });
-      return z.NEVER;
-    }
-    return seconds;
-  });
 const onExpire = z.enum(ON_EXPIRE, {
   error: (issue) => `Unknown onExpire '${String(issue.input)}' (expected ${ON_EXPIRE.join(" or ")})`,
 });

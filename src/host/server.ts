@@ -32,6 +32,7 @@ import { QemuRuntime, type QemuRuntimeOptions } from "./qemu/qemu-runtime.js";
 import type { DesktopRuntime, RuntimeKind } from "./runtimes/runtime.js";
 import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
+import { IdleWatcher } from "./sleep/idle-watcher.js";
 import type { LifecycleEvent } from "./sleep/lifecycle.js";
 import { VmService } from "./vm-service.js";
 import { VmStore } from "./vm-store.js";
@@ -168,12 +169,25 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
           durationSeconds: options.kubernetes?.leaseDurationSeconds,
         })
       : undefined;
-  const services: HostServices = { settings, vms, pools, images, log, events, egress };
+  // Auto-pause: desktops with an idle timeout (their own, or their pool's while claimed) sleep when idle.
+  const idle = new IdleWatcher(
+    {
+      find: (name) => vms.find(name),
+      hibernate: (name, why) => vms.hibernate(name, undefined, why),
+      lifecycle: vms.lifecycle,
+    },
+    async () => join(await settings.homeDirectory(), ".idle", "timeouts.json"),
+    log,
+    () => pools.claimedIdleTimeouts(),
+  );
+  vms.addToRecords((record) => ({ idleTimeout: idle.timeoutOf(record.name) }));
+  const services: HostServices = { settings, vms, pools, images, log, events, egress, idle };
   const metrics = hostMetrics(services, events);
   const webhooks = options.webhooks?.urls.length ? new Webhooks(events, options.webhooks, log) : undefined;
   await vms.recover();
   await images.recover();
   await pools.start();
+  await idle.start();
   await lease?.start();
   void detectAccelerator(); // probe once now, so the first run does not wait for it
 
@@ -194,6 +208,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     sockets.close();
     await closeServer(server);
     await lease?.close();
+    await idle.close();
     await pools.close();
     webhooks?.close();
     metrics.close();
@@ -232,7 +247,15 @@ function operatorEvent(transition: LifecycleEvent): Parameters<LifecycleEvents["
     case "ready":
       return ["ready", { ...fields, ms: transition.ms }];
     case "hibernated":
-      return ["hibernate", { ...fields, ms: transition.ms, mode: transition.mode }];
+      return [
+        "hibernate",
+        {
+          ...fields,
+          ms: transition.ms,
+          mode: transition.mode,
+          ...(transition.why ? { reason: transition.why } : {}),
+        },
+      ];
     case "resumed":
       return ["resume", { ...fields, ms: transition.ms }];
     case "woke":

@@ -9,6 +9,7 @@ import type { HostLog } from "./host-log.js";
 import type { ImageService } from "./image-service.js";
 import type { PoolManager } from "./pools/pool-manager.js";
 import type { SettingsStore } from "./settings.js";
+import type { IdleWatcher } from "./sleep/idle-watcher.js";
 import type { VmService } from "./vm-service.js";
 
 export interface HostServices {
@@ -20,4 +21,6 @@ export interface HostServices {
   events: LifecycleEvents;
   /** Network policies, the egress proxy and its audit (docs/egress.md). */
   egress: EgressService;
+  /** Desktops' idle timeouts, and the watcher that pauses them when idle (sleep/idle-watcher.ts). */
+  idle: IdleWatcher;
 }

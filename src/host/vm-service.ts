@@ -259,8 +259,8 @@ export class VmService {
    * Puts a running desktop to sleep, its identity kept (runtimes/hibernation.ts); `mode` is the
    * runtime's default when left out. A desktop that does not run is a 409, nothing changed.
    */
-  hibernate(name: string, mode?: HibernationMode): Promise<VmRecord> {
-    return this.sleep.hibernate(name, mode);
+  hibernate(name: string, mode?: HibernationMode, why?: string): Promise<VmRecord> {
+    return this.sleep.hibernate(name, mode, why);
   }
 
   /** Wakes a hibernated desktop; its record once it runs. A running or stopped one is a 409. */

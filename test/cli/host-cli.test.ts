@@ -34,6 +34,13 @@ describe("hangar vm / config / logs", () => {
     expect(json).toEqual([expect.objectContaining({ name: "cli-vm", status: "stopped" })]);
     expect(await hangar("vm", "set", "cli-vm", "--cpu", "3", ...url)).toBe("Updated cli-vm.\n");
     expect(await hangar("vm", "get", "cli-vm", ...url)).toMatch(/^cpu:\s+3$/m);
+    expect(await hangar("vm", "set", "cli-vm", "--idle-timeout", "5m", ...url)).toBe("Updated cli-vm.\n");
+    expect(await hangar("vm", "get", "cli-vm", ...url)).toMatch(/^idle timeout:\s+300 s /m);
+    await expect(hangar("vm", "set", "cli-vm", "--idle-timeout", "0s", ...url)).rejects.toThrow(
+      /idleTimeout/,
+    );
+    expect(await hangar("vm", "set", "cli-vm", "--idle-timeout", "off", ...url)).toBe("Updated cli-vm.\n");
+    expect(await hangar("vm", "get", "cli-vm", ...url)).not.toMatch(/idle timeout/);
     expect(await hangar("vm", "clone", "cli-vm", "cli-copy", ...url)).toBe("Cloned cli-vm to cli-copy.\n");
     expect(await hangar("vm", "rm", "cli-copy", ...url)).toBe("Deleted cli-copy.\n");
   });
@@ -99,7 +106,7 @@ describe("hangar's words", () => {
     const set = await hangarProcess("vm", "set", "cli-vm", "--url", host.url);
     expect(set.code).toBe(2);
     expect(set.stderr).toBe(
-      "hangar: vm set: nothing to change: give at least one of --cpu, --memory, --disk-size, --display, --storage\n",
+      "hangar: vm set: nothing to change: give at least one of --cpu, --memory, --disk-size, --display, --storage, --idle-timeout\n",
     );
     const logs = await hangarProcess("logs", "bogus", "--url", host.url);
     expect(logs.code).toBe(2);

@@ -81,6 +81,8 @@ export class ActivityLog {
   private shotBytes = 0;
   private nextId = 1;
   private lastShot: number | undefined;
+  /** When the last command finished (`Date.now()`), or undefined before the first. */
+  private lastAt: number | undefined;
   private readonly listeners = new Set<(entry: ActivityEntry) => void>();
   private readonly size: number;
   private readonly screenshotBytes: number;
@@ -92,6 +94,7 @@ export class ActivityLog {
 
   record(run: CommandRun) {
     const { outcome } = run;
+    this.lastAt = Date.now();
     const entry: ActivityEntry = {
       id: this.nextId++,
       time: isoNow(),
@@ -124,6 +127,11 @@ export class ActivityLog {
 
   screenshot(id: number): StoredScreenshot | undefined {
     return this.shots.find((shot) => shot.id === id);
+  }
+
+  /** When the last command finished (ms since the epoch), or undefined before the first. */
+  get lastCommandAt(): number | undefined {
+    return this.lastAt;
   }
 
   /** The screenshot agents were sent last, while it is kept. */

@@ -112,6 +112,10 @@ export class X11Backend implements DesktopBackend {
     return this.screen.watch();
   }
 
+  lastScreenChange(): Promise<number | undefined> {
+    return this.screen.lastChange();
+  }
+
   async capture(region?: Rect): Promise<RawImage> {
     await this.settled();
     return this.screen.capture(region);

@@ -26,6 +26,8 @@ import type { XConnection, XExtension } from "./connection.js";
 
 const Z_PIXMAP = 2;
 const ALL_PLANES = 0xffffffff;
+/** The least damaged box (in pixels, 48x48) that counts as a change of the screen for `lastChange`. */
+export const NOTICED_AREA = 48 * 48;
 /** A DamageNotify each time the damaged area's bounding box grows, with that box. */
 const DAMAGE_REPORT_BOUNDING_BOX = 2;
 
@@ -83,6 +85,8 @@ export class ScreenCapture {
   private changes = 0;
   /** For each capture handed out: `changes` when its pixels were read. */
   private readonly seen = new WeakMap<RawImage, number>();
+  /** When the screen last changed by at least `NOTICED_AREA` pixels (`Date.now()`), see `lastChange`. */
+  private changedAt = Date.now();
   /** Where it changed since the last capture (the union of the DamageNotify boxes). */
   private damaged: Rect | null = null;
   /**
@@ -118,6 +122,7 @@ export class ScreenCapture {
           this.changes++;
           const area = ev.area ? { x: ev.area.x, y: ev.area.y, width: ev.area.w, height: ev.area.h } : FULL;
           this.damaged = union(this.damaged, area);
+          if (area.width * area.height >= NOTICED_AREA) this.changedAt = Date.now();
           for (const wake of this.changeWaiters) wake();
           this.changeWaiters.clear();
           if (this.watches.size > 0) {
@@ -189,6 +194,19 @@ export class ScreenCapture {
     const watch = new DamageWatch(() => this.watches.delete(watch));
     this.watches.add(watch);
     return watch;
+  }
+
+  /**
+   * When the screen last changed by a box of at least `NOTICED_AREA` pixels (a blinking caret or the
+   * panel's clock is less), as far as DamageNotify has told: since the damage region is emptied only
+   * by captures and by this call, a change is seen at the latest at the first call after it. Costs a
+   * round trip (which delivers the events so far) and a request without a reply. Without DAMAGE: undefined.
+   */
+  async lastChange(): Promise<number | undefined> {
+    if (this.damageId === null || !this.conn.alive) return undefined;
+    await this.conn.sync();
+    this.damage.Subtract(this.damageId, 0, 0);
+    return this.changedAt;
   }
 
   capture(region?: Rect): Promise<RawImage> {

@@ -232,6 +232,19 @@ export class PoolManager {
     return this.ctx.memberOf(name)?.state.def.name;
   }
 
+  /** The claimed desktops of pools with an idle timeout, and that timeout (seconds): they sleep when idle. */
+  claimedIdleTimeouts(): Map<string, number> {
+    const timeouts = new Map<string, number>();
+    for (const state of this.ctx.pools.values()) {
+      const seconds = state.def.idleTimeoutSeconds;
+      if (!seconds) continue;
+      for (const member of state.members.values()) {
+        if (member.state === "claimed") timeouts.set(member.name, seconds);
+      }
+    }
+    return timeouts;
+  }
+
   /** Waits for every start, check and removal in progress (tests and shutdown). */
   settled() {
     return this.ctx.settled();

@@ -21,12 +21,13 @@ const flagSchema = z
   .transform((v) => v === "1" || v === "true")
   .optional();
 
-export function vmRoutes(app: Hono, { vms }: HostServices) {
+export function vmRoutes(app: Hono, { vms, idle }: HostServices) {
   app.get("/svc/vms", async (c) => c.json(await vms.list(storageOf(c))));
 
   app.post("/svc/vms", async (c) => {
-    const body = await jsonBody(c, createSchema, { required: true });
+    const { idleTimeout, ...body } = await jsonBody(c, createSchema, { required: true });
     const vm = await vms.create({ ...body, storage: storageOf(c, body) });
+    if (idleTimeout !== undefined) await idle.set(vm.name, idleTimeout);
     return c.json({
       message: "VM created successfully",
       name: vm.name,
@@ -75,8 +76,16 @@ export function vmRoutes(app: Hono, { vms }: HostServices) {
   });
 
   const update = async (c: Context) => {
-    const body = await jsonBody(c, updateSchema, { required: true });
-    await vms.update(c.req.param("name") ?? "", { ...body, storage: storageOf(c, body) });
+    const { idleTimeout, ...body } = await jsonBody(c, updateSchema, { required: true });
+    const name = c.req.param("name") ?? "";
+    // The idle timeout is the service's own (sleep/idle-watcher.ts); the rest is the runtime's.
+    const { storage: _where, ...runtimeSettings } = body;
+    const settings = Object.values(runtimeSettings).some((value) => value !== undefined);
+    if (settings || idleTimeout === undefined) {
+      await vms.update(name, { ...body, storage: storageOf(c, body) });
+    }
+    if (idleTimeout !== undefined)
+      await idle.set((await vms.find(name, storageOf(c, body))).name, idleTimeout);
     return c.json({ message: "VM settings updated successfully" });
   };
   app.patch("/svc/vms/:name", update);

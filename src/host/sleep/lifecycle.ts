@@ -10,7 +10,8 @@ export type LifecycleEvent = { name: string; runtime: RuntimeKind; at: string } 
   | { type: "created" | "started" | "stopped" | "deleted" }
   /** Its computer server answered, `ms` after the start. */
   | { type: "ready"; ms: number }
-  | { type: "hibernated"; mode: HibernationMode; ms: number }
+  /** `why`: what put it to sleep on its own (auto-pause when idle); absent when asked to. */
+  | { type: "hibernated"; mode: HibernationMode; ms: number; why?: string }
   /** Resumed on request (`resume`, `run`), or woken by traffic (`woke`, with why). */
   | { type: "resumed"; ms: number }
   | { type: "woke"; ms: number; why: string }

@@ -61,8 +61,11 @@ export class SleepControl {
     }
   }
 
-  /** Puts a running desktop to sleep (`mode`: the runtime's default when left out); its record then. */
-  async hibernate(name: string, mode?: HibernationMode): Promise<VmRecord> {
+  /**
+   * Puts a running desktop to sleep (`mode`: the runtime's default when left out); its record then.
+   * `why` is told with the event when the service did it on its own (idle-watcher.ts).
+   */
+  async hibernate(name: string, mode?: HibernationMode, why?: string): Promise<VmRecord> {
     const { runtime, record } = await this.host.locate(name);
     const sleeping = capable(runtime);
     const chosen = mode ?? sleeping.hibernation.modes[0];
@@ -89,6 +92,7 @@ export class SleepControl {
         runtime: runtime.kind,
         mode: chosen,
         ms: Date.now() - started,
+        ...(why ? { why } : {}),
       });
       return this.host.find(record.name);
     });

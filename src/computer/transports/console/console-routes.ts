@@ -10,6 +10,7 @@ import type { DesktopProvider } from "../../../desktop/backend.js";
 import type { LiveStreams } from "../../../desktop/live/live-streams.js";
 import type { ActivityEntry, ActivityLog } from "../../core/activity.js";
 import type { ControlLease } from "../../core/control.js";
+import type { Idleness } from "../../core/idleness.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import { EVENT_STREAM_HEADERS, replyByHand } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
@@ -25,6 +26,8 @@ export interface ConsoleOptions {
   /** The H.264 live streams (`GET /live.mp4`, the live view's `"codec": "h264"`). */
   streams?: LiveStreams;
   features: string[];
+  /** Whether the desktop is in use (`GET /activity/idle`); live viewers are told to it. */
+  idleness?: Idleness;
 }
 
 /** An SSE client this far behind is dropped rather than buffered without end. */
@@ -64,6 +67,10 @@ export function consoleRoutes(options: ConsoleOptions) {
 
   app.get("/events", (c) => activityEvents(c, activity));
 
+  // Whether the desktop is in use: what a host asks before putting it to sleep (core/idleness.ts).
+  const { idleness } = options;
+  if (idleness) app.get("/activity/idle", async (c) => c.json(await idleness.report()));
+
   app.get("/console/status", async (c) => {
     const display = await describeDisplay(options.desktop);
     return c.json({
@@ -77,7 +84,7 @@ export function consoleRoutes(options: ConsoleOptions) {
   app.get("/control", (c) => c.json(options.control.state));
 
   app.get("/live", liveView(options));
-  app.get("/live.mp4", (c) => liveMp4Route(c, options.streams));
+  app.get("/live.mp4", (c) => liveMp4Route(c, options.streams, undefined, options.idleness));
   return app;
 }
 
@@ -95,6 +102,7 @@ export function liveMp4Route(
   c: Context<ComputerEnv>,
   streams: LiveStreams | undefined,
   still?: () => boolean,
+  idleness?: Idleness,
 ) {
   if (!streams) return c.json({ detail: "This server has no H.264 stream" }, 503);
   const query = liveMp4Query.safeParse(c.req.query());
@@ -105,6 +113,7 @@ export function liveMp4Route(
   const audio = query.data.audio === "1" || query.data.audio === "true";
   const { fps, width } = query.data;
   const settings = { ...consoleStreamSettings(fps, audio, width), repeatStillMs: PLAYER_REPEAT_MS };
+  if (idleness) c.env.outgoing.once("close", idleness.viewerJoined());
   return liveMp4(c, streams, settings, still);
 }
 

@@ -32,6 +32,7 @@ import type { DesktopProvider, RawImage } from "../../../desktop/backend.js";
 import type { LiveStreams, MediaPacket, StreamStart } from "../../../desktop/live/live-streams.js";
 import { encodeCapture, targetSize, withCapture } from "../../../desktop/screenshot.js";
 import type { ControlLease, Lease } from "../../core/control.js";
+import type { Idleness } from "../../core/idleness.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
 
@@ -41,6 +42,8 @@ export interface LiveViewOptions {
   control: ControlLease;
   /** The H.264 live streams (`"codec": "h264"`); without them only JPEG frames are sent. */
   streams?: LiveStreams;
+  /** Told of each viewer while it is connected (a viewer keeps the desktop from counting as idle). */
+  idleness?: Idleness;
   /** A share link's viewer: frames only, no control and no input (refused by the server). */
   viewOnly?: boolean;
   /** For a share link: whether this connection's link still holds (the socket closes when not). */
@@ -110,14 +113,20 @@ const LIVE_CRF = 26;
 export function liveView(options: LiveViewOptions): MiddlewareHandler<ComputerEnv> {
   return upgradeWebSocket((c) => {
     let viewer: Viewer | undefined;
+    let leave: (() => void) | undefined;
     const allowed = options.allowed?.(c);
+    const stop = () => {
+      leave?.();
+      viewer?.stop();
+    };
     return {
       onOpen: (_event, ws) => {
+        leave = options.idleness?.viewerJoined();
         viewer = new Viewer(ws.raw as WebSocket, options, allowed);
       },
       onMessage: (event) => viewer?.receive(event.data),
-      onClose: () => viewer?.stop(),
-      onError: () => viewer?.stop(),
+      onClose: stop,
+      onError: stop,
     };
   }) as MiddlewareHandler<ComputerEnv>;
 }

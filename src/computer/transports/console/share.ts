@@ -17,6 +17,7 @@ import type { DesktopProvider } from "../../../desktop/backend.js";
 import type { LiveStreams } from "../../../desktop/live/live-streams.js";
 import type { ActivityLog } from "../../core/activity.js";
 import type { ControlLease } from "../../core/control.js";
+import type { Idleness } from "../../core/idleness.js";
 import type { CommandRegistry } from "../../core/registry.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { activityEvents, liveMp4Route } from "./console-routes.js";
@@ -93,6 +94,8 @@ export interface ShareOptions {
   desktop: DesktopProvider;
   control: ControlLease;
   streams?: LiveStreams;
+  /** Told of each viewer of a link's live view (a viewer keeps the desktop from counting as idle). */
+  idleness?: Idleness;
   /** The console page's HTML (served at the link's own address). */
   page: (c: Context<ComputerEnv>) => Response | Promise<Response>;
 }
@@ -156,6 +159,6 @@ export function sharedRoutes(options: ShareOptions) {
     return reply;
   });
   app.get("/shared/:token/live", live);
-  app.get("/shared/:token/live.mp4", (c) => liveMp4Route(c, options.streams, holds(c)));
+  app.get("/shared/:token/live.mp4", (c) => liveMp4Route(c, options.streams, holds(c), options.idleness));
   return app;
 }
