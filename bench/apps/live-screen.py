@@ -3,6 +3,8 @@
 Usage: live-screen.py animate — redraws the whole screen every 16 ms (a turning gradient and lines
 of text that move), so that every captured frame differs everywhere.
        live-screen.py click — a plain window that swaps between black and white at each button press.
+       live-screen.py repaint — the animate screen, drawn once more for each line read on stdin (its
+background and text change everywhere); "drawn" is printed once the X server has the new frame.
 """
 import sys
 
@@ -53,9 +55,33 @@ def press(_widget, event):
     restyle()
 
 
+def repaint_asked(source, _condition):
+    if not source.readline():
+        Gtk.main_quit()
+        return False
+    state["asked"] = True
+    tick()
+    return True
+
+
+def drawn(_clock):
+    if state.pop("asked", False):
+        GLib.idle_add(report)
+
+
+def report():
+    # The drawing requests are sent and processed before the benchmark is told.
+    Gdk.Display.get_default().sync()
+    print("drawn", flush=True)
+    return False
+
+
 restyle()
 if mode == "animate":
     GLib.timeout_add(16, tick)
+elif mode == "repaint":
+    window.connect("realize", lambda w: w.get_frame_clock().connect("after-paint", drawn))
+    GLib.io_add_watch(sys.stdin, GLib.IO_IN | GLib.IO_HUP, repaint_asked)
 else:
     window.add_events(Gdk.EventMask.BUTTON_PRESS_MASK)
     window.connect("button-press-event", press)

@@ -13,7 +13,7 @@ import type { Sharp, SharpOptions } from "sharp";
 import { CommandError } from "../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import { settled } from "../common/settled.js";
-import type { DesktopBackend, Point, RawImage, Rect, Size } from "./backend.js";
+import type { DesktopBackend, Point, RawImage, Rect, Rows, Size } from "./backend.js";
 import { encodeInStrips, type StripCache } from "./jpeg-strips.js";
 import { encodePngInStrips, type PngStripCache } from "./png-strips.js";
 import { type BandSource, type ResizeCache, resizeInBands } from "./resize-bands.js";
@@ -84,6 +84,7 @@ const idle = idleTimer(IDLE_RELEASE_MS, () => {
   cached = null;
   jpegStrips = null;
   pngStrips = null;
+  pngFrom = null;
   resized = null;
 });
 
@@ -269,6 +270,8 @@ function withoutAlpha(pipeline: Sharp, channels: 3 | 4): Sharp {
 
 /** The strips of the last PNG (see png-strips.ts); let go with the capture when idle. */
 let pngStrips: PngStripCache | null = null;
+/** The capture the last PNG's strips were made from, and whether through the banded downscale. */
+let pngFrom: { image: RawImage; resized: boolean } | null = null;
 /** The last downscale for a PNG, to redo only its changed bands (see resize-bands.ts). */
 let resized: ResizeCache | null = null;
 
@@ -279,21 +282,30 @@ let resized: ResizeCache | null = null;
  */
 async function pngInStrips(raw: RawImage, size: Size): Promise<Buffer | null> {
   const { width, height } = raw;
+  const before = pngFrom;
+  pngFrom = null;
   let pixels: Buffer;
-  if (size.width !== width || size.height !== height) {
+  /** The rows of `pixels` that may differ from the last PNG's, when known. */
+  let changed: Rows | undefined;
+  const resizing = size.width !== width || size.height !== height;
+  if (resizing) {
     const previous = resized;
     resized = null;
     // The bands are compared on the capture's own pixels; only those resized are made R,G,B.
     const rgbRows = raw.channels === 3 ? () => raw.data : raw.rgb?.bind(raw);
     if (!rgbRows) return null;
-    const source: BandSource = { width, height, pixels: raw.data, rgb: rgbRows };
+    const source: BandSource = { width, height, pixels: raw.data, rgb: rgbRows, image: raw };
     const done = await resizeInBands(await loadSharp(), source, size, previous);
     resized = done.cache;
     pixels = done.output;
+    // The downscale kept every output row it did not redo: those are the last PNG's when it was made
+    // from that same downscale.
+    if (before?.resized && previous?.image === before.image) changed = done.redone;
   } else {
     const rgb = rgbPixels(raw);
     if (!rgb) return null;
     pixels = rgb;
+    if (before && !before.resized) changed = raw.changedSince?.(before.image);
   }
   const previous = pngStrips;
   pngStrips = null;
@@ -303,8 +315,10 @@ async function pngInStrips(raw: RawImage, size: Size): Promise<Buffer | null> {
     size.height,
     PNG_OPTIONS.compressionLevel,
     previous,
+    changed,
   );
   pngStrips = encoded?.cache ?? null;
+  if (encoded) pngFrom = { image: raw, resized: resizing };
   return encoded?.data ?? null;
 }
 
