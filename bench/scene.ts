@@ -114,7 +114,7 @@ export async function screenChanger(url: string) {
 
 /**
  * The other scene: a whole new screen before each call (a page loaded, a window switched). A
- * full-screen window of text lines on a gradient (bench/apps/live-screen.py repaint) covers the
+ * full-screen window of text lines on a flat colour (bench/apps/live-screen.py repaint) covers the
  * desktop; `change()` has it draw its background and text anew and resolves once the X server has
  * the frame. `stop()` closes it, uncovering the desktop scene.
  */

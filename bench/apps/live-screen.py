@@ -3,8 +3,8 @@
 Usage: live-screen.py animate — redraws the whole screen every 16 ms (a turning gradient and lines
 of text that move), so that every captured frame differs everywhere.
        live-screen.py click — a plain window that swaps between black and white at each button press.
-       live-screen.py repaint — the animate screen, drawn once more for each line read on stdin (its
-background and text change everywhere); "drawn" is printed once the X server has the new frame.
+       live-screen.py repaint — a page of text lines on a flat background, drawn anew for each line
+read on stdin (another colour, every line moved); "drawn" is printed once the X server has the frame.
 """
 import sys
 
@@ -31,6 +31,16 @@ def restyle():
         colour = "#ffffff" if state["white"] else "#000000"
         css.load_from_data(f"#screen {{ background: {colour}; }}".encode())
         window.queue_draw()
+        return
+    if mode == "repaint":
+        # A page loaded: a flat background of another colour, every line of text moved.
+        red, green, blue = (40 + t * 53 % 160, 40 + t * 97 % 160, 40 + t * 31 % 160)
+        css.load_from_data(
+            f"""#screen {{ background: rgb({red}, {green}, {blue}); }}
+            label {{ color: #ffffff; font-size: 22px; }}""".encode()
+        )
+        label.set_text("\n".join(f"page {t} line {row}: " + "the quick brown fox jumps over the lazy dog " * 3
+                                 for row in range(t % 7, 40 + t % 7)))
         return
     css.load_from_data(
         f"""#screen {{ background-image: linear-gradient({t * 7 % 360}deg, #1d3557, #e76f51 {t % 100}%, #2a9d8f); }}
