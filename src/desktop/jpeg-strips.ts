@@ -91,6 +91,28 @@ export function overlaps(changed: Rows, top: number, rows: number): boolean {
   return changed.height > 0 && changed.top < top + rows && top < changed.top + changed.height;
 }
 
+/**
+ * How many of the frame's strips differ from those `previous` encoded (all of them when `previous`
+ * cannot be used): a frame that changed nearly everywhere is cheaper encoded whole, in one call.
+ */
+export function changedStrips(raw: RawImage, variant: string, previous: StripCache | null): number {
+  const { width, height, channels } = raw;
+  const count = Math.ceil(height / STRIP_ROWS);
+  if (!previous || previous.key !== `${width}x${height}x${channels}:${variant}`) return count;
+  const changed = raw.changedSince?.(previous.image);
+  const rowBytes = width * channels;
+  let differ = 0;
+  for (let i = 0; i < count; i++) {
+    const top = i * STRIP_ROWS;
+    const rows = Math.min(STRIP_ROWS, height - top);
+    if (changed && !overlaps(changed, top, rows)) continue;
+    const at = top * rowBytes;
+    const end = (top + rows) * rowBytes;
+    if (!raw.data.subarray(at, end).equals(previous.reference.subarray(at, end))) differ++;
+  }
+  return differ;
+}
+
 /** The segments of a baseline JPEG as sharp writes it: SOI, header segments, SOS, scan, EOI. */
 function parseStrip(jpeg: Buffer): Strip | null {
   if (jpeg.length < 4 || jpeg[0] !== 0xff || jpeg[1] !== 0xd8) return null;

@@ -14,7 +14,7 @@ import { CommandError } from "../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import { settled } from "../common/settled.js";
 import type { DesktopBackend, Point, RawImage, Rect, Rows, Size } from "./backend.js";
-import { encodeInStrips, type StripCache } from "./jpeg-strips.js";
+import { changedStrips, encodeInStrips, STRIP_ROWS, type StripCache } from "./jpeg-strips.js";
 import { encodePngInStrips, type PngStripCache } from "./png-strips.js";
 import { type BandSource, type ResizeCache, resizeInBands } from "./resize-bands.js";
 
@@ -101,8 +101,14 @@ export function takeScreenshot(backend: DesktopBackend, options: ScreenshotOptio
  * screenshots: neither can have its capture's memory reused under it while it encodes.
  */
 export function withCapture<T>(backend: DesktopBackend, use: (raw: RawImage) => Promise<T>): Promise<T> {
-  return inTurn(async () => use(await backend.capture()));
+  return inTurn(async () => {
+    captures++;
+    return use(await backend.capture());
+  });
 }
+
+/** How many captures were taken in turn so far: work deferred to a later turn checks its capture is still the last. */
+let captures = 0;
 
 function inTurn<T>(work: () => Promise<T>): Promise<T> {
   const run = queue.then(work);
@@ -112,6 +118,7 @@ function inTurn<T>(work: () => Promise<T>): Promise<T> {
 }
 
 async function captureAndEncode(backend: DesktopBackend, options: ScreenshotOptions): Promise<Screenshot> {
+  captures++;
   const raw = await backend.capture(options.region);
   const origin = options.region
     ? { x: Math.max(0, Math.floor(options.region.x)), y: Math.max(0, Math.floor(options.region.y)) }
@@ -229,27 +236,48 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
 /** The strips of the last JPEG at full size (see jpeg-strips.ts); let go with the capture when idle. */
 let jpegStrips: StripCache | null = null;
 
-/** A full-size JPEG of which only the strips that changed since the last one are encoded. */
+/**
+ * The share of a frame's strips that, changed, make a JPEG cheaper encoded whole (one sharp call, about
+ * half the CPU of its strips one by one: each costs a call's set-up).
+ */
+const WHOLE_JPEG_SHARE = 0.75;
+
+/**
+ * A full-size JPEG of which only the strips that changed since the last one are encoded. A frame
+ * that changed nearly everywhere (a page loaded) is encoded whole for the answer, and its strips are
+ * made after it, in the next turn (while the agent reads the answer), unless another capture came first.
+ */
 async function jpegInStrips(raw: RawImage, quality: number): Promise<Buffer | null> {
   const sharp = await loadSharp();
+  const variant = `q${quality}`;
+  const encodeStrip = (rows: Buffer, height: number, top: number) => {
+    // The R,G,B form of the strip's rows only: most strips are usually unchanged.
+    const rgb = rgbPixels(raw, top, height);
+    const { width } = raw;
+    const strip = rgb
+      ? sharp(rgb.subarray(top * width * 3, (top + height) * width * 3), {
+          raw: { width, height, channels: 3 },
+        })
+      : withoutAlpha(sharp(rows, { raw: { width, height, channels: raw.channels } }), raw.channels);
+    return strip.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
+  };
+  const strips = Math.ceil(raw.height / STRIP_ROWS);
+  if (strips > 1 && changedStrips(raw, variant, jpegStrips) >= strips * WHOLE_JPEG_SHARE) {
+    jpegStrips = null;
+    const size = { width: raw.width, height: raw.height };
+    const whole = await (await pipelineFor(raw, size, "jpeg", quality)).toBuffer();
+    const taken = captures;
+    void inTurn(async () => {
+      // The capture's memory is only valid until the capture after next: made now or never.
+      if (captures !== taken || jpegStrips) return;
+      const made = await encodeInStrips(raw, variant, encodeStrip, null);
+      if (captures === taken) jpegStrips = made?.cache ?? null;
+    }).catch(() => undefined);
+    return whole;
+  }
   const previous = jpegStrips;
   jpegStrips = null;
-  const encoded = await encodeInStrips(
-    raw,
-    `q${quality}`,
-    (rows, height, top) => {
-      // The R,G,B form of the strip's rows only: most strips are usually unchanged.
-      const rgb = rgbPixels(raw, top, height);
-      const { width } = raw;
-      const strip = rgb
-        ? sharp(rgb.subarray(top * width * 3, (top + height) * width * 3), {
-            raw: { width, height, channels: 3 },
-          })
-        : withoutAlpha(sharp(rows, { raw: { width, height, channels: raw.channels } }), raw.channels);
-      return strip.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
-    },
-    previous,
-  );
+  const encoded = await encodeInStrips(raw, variant, encodeStrip, previous);
   jpegStrips = encoded?.cache ?? null;
   return encoded?.data ?? null;
 }
