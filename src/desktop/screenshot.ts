@@ -83,6 +83,7 @@ let queue: Promise<unknown> = Promise.resolve();
 const idle = idleTimer(IDLE_RELEASE_MS, () => {
   cached = null;
   jpegStrips = null;
+  wholeJpeg = null;
   pngStrips = null;
   pngFrom = null;
   resized = null;
@@ -101,14 +102,8 @@ export function takeScreenshot(backend: DesktopBackend, options: ScreenshotOptio
  * screenshots: neither can have its capture's memory reused under it while it encodes.
  */
 export function withCapture<T>(backend: DesktopBackend, use: (raw: RawImage) => Promise<T>): Promise<T> {
-  return inTurn(async () => {
-    captures++;
-    return use(await backend.capture());
-  });
+  return inTurn(async () => use(await backend.capture()));
 }
-
-/** How many captures were taken in turn so far: work deferred to a later turn checks its capture is still the last. */
-let captures = 0;
 
 function inTurn<T>(work: () => Promise<T>): Promise<T> {
   const run = queue.then(work);
@@ -118,7 +113,6 @@ function inTurn<T>(work: () => Promise<T>): Promise<T> {
 }
 
 async function captureAndEncode(backend: DesktopBackend, options: ScreenshotOptions): Promise<Screenshot> {
-  captures++;
   const raw = await backend.capture(options.region);
   const origin = options.region
     ? { x: Math.max(0, Math.floor(options.region.x)), y: Math.max(0, Math.floor(options.region.y)) }
@@ -238,46 +232,56 @@ let jpegStrips: StripCache | null = null;
 
 /**
  * The share of a frame's strips that, changed, make a JPEG cheaper encoded whole (one sharp call, about
- * half the CPU of its strips one by one: each costs a call's set-up).
+ * half the CPU of its strips one by one: each costs a call's set-up). Its strips are then not kept.
  */
 const WHOLE_JPEG_SHARE = 0.75;
 
 /**
+ * The last full-size JPEG encoded whole (and its variant): while the frames keep changing nearly
+ * everywhere they are encoded whole, with no strips kept.
+ */
+let wholeJpeg: { image: RawImage; variant: string } | null = null;
+
+/**
  * A full-size JPEG of which only the strips that changed since the last one are encoded. A frame
- * that changed nearly everywhere (a page loaded) is encoded whole for the answer, and its strips are
- * made after it, in the next turn (while the agent reads the answer), unless another capture came first.
+ * that changed nearly everywhere since the last (a page loaded) is encoded whole, and the strips are
+ * made again at the next frame that changed less, as for a first one.
  */
 async function jpegInStrips(raw: RawImage, quality: number): Promise<Buffer | null> {
   const sharp = await loadSharp();
   const variant = `q${quality}`;
-  const encodeStrip = (rows: Buffer, height: number, top: number) => {
-    // The R,G,B form of the strip's rows only: most strips are usually unchanged.
-    const rgb = rgbPixels(raw, top, height);
-    const { width } = raw;
-    const strip = rgb
-      ? sharp(rgb.subarray(top * width * 3, (top + height) * width * 3), {
-          raw: { width, height, channels: 3 },
-        })
-      : withoutAlpha(sharp(rows, { raw: { width, height, channels: raw.channels } }), raw.channels);
-    return strip.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
-  };
-  const strips = Math.ceil(raw.height / STRIP_ROWS);
-  if (strips > 1 && changedStrips(raw, variant, jpegStrips) >= strips * WHOLE_JPEG_SHARE) {
-    jpegStrips = null;
-    const size = { width: raw.width, height: raw.height };
-    const whole = await (await pipelineFor(raw, size, "jpeg", quality)).toBuffer();
-    const taken = captures;
-    void inTurn(async () => {
-      // The capture's memory is only valid until the capture after next: made now or never.
-      if (captures !== taken || jpegStrips) return;
-      const made = await encodeInStrips(raw, variant, encodeStrip, null);
-      if (captures === taken) jpegStrips = made?.cache ?? null;
-    }).catch(() => undefined);
-    return whole;
-  }
   const previous = jpegStrips;
+  const lastWhole = wholeJpeg;
   jpegStrips = null;
-  const encoded = await encodeInStrips(raw, variant, encodeStrip, previous);
+  wholeJpeg = null;
+  const strips = Math.ceil(raw.height / STRIP_ROWS);
+  const most = strips * WHOLE_JPEG_SHARE;
+  const changedRows = lastWhole?.variant === variant ? raw.changedSince?.(lastWhole.image) : undefined;
+  const whole = previous
+    ? changedStrips(raw, variant, previous) >= most
+    : changedRows !== undefined && changedRows.height >= raw.height * WHOLE_JPEG_SHARE;
+  if (strips > 1 && whole) {
+    const size = { width: raw.width, height: raw.height };
+    const data = await (await pipelineFor(raw, size, "jpeg", quality)).toBuffer();
+    wholeJpeg = { image: raw, variant };
+    return data;
+  }
+  const encoded = await encodeInStrips(
+    raw,
+    variant,
+    (rows, height, top) => {
+      // The R,G,B form of the strip's rows only: most strips are usually unchanged.
+      const rgb = rgbPixels(raw, top, height);
+      const { width } = raw;
+      const strip = rgb
+        ? sharp(rgb.subarray(top * width * 3, (top + height) * width * 3), {
+            raw: { width, height, channels: 3 },
+          })
+        : withoutAlpha(sharp(rows, { raw: { width, height, channels: raw.channels } }), raw.channels);
+      return strip.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
+    },
+    previous,
+  );
   jpegStrips = encoded?.cache ?? null;
   return encoded?.data ?? null;
 }
