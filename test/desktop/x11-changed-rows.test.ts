@@ -1,7 +1,8 @@
 /**
  * Screenshots that compare only the rows DAMAGE says changed (`RawImage.changedSince`) are never
  * stale: rectangles of random colours are drawn at random places (some of them while a screenshot is
- * being captured, so that a change lands between a capture's damage and its pixels), and once the
+ * being captured, so that a change lands between a capture's damage and its pixels; now and then the
+ * whole screen), and once the
  * drawing is done every screenshot — full-size PNG, a downscaled PNG, a full-size JPEG — must equal
  * the same image made from a fresh capture by a connection of its own.
  */
@@ -61,6 +62,11 @@ describe("screenshots from the rows DAMAGE reports changed (X11)", () => {
     const draw = (count: number) => {
       for (let i = 0; i < count; i++) {
         painter.X.ChangeGC(gc, { foreground: next(0x1000000) });
+        // Now and then the whole screen (a page loaded: the JPEG is then encoded whole).
+        if (next(10) === 0) {
+          painter.X.PolyFillRectangle(painter.root, gc, [0, 0, WIDTH, HEIGHT]);
+          continue;
+        }
         // Mostly small (a caret, a line of text), sometimes a row or a band across the screen.
         const height = next(4) === 0 ? 1 + next(300) : 1 + next(24);
         const width = next(4) === 0 ? WIDTH : 1 + next(200);
