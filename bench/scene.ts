@@ -7,6 +7,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import sharp from "sharp";
 import { APPS, PYTHON, startDesktopServer } from "../test/support/desktop.js";
@@ -108,5 +109,47 @@ export async function screenChanger(url: string) {
   return async () => {
     await post(url, "type_text", { text: String(tick++ % 10) });
     await sleep(20);
+  };
+}
+
+/**
+ * The other scene: a whole new screen before each call (a page loaded, a window switched). A
+ * full-screen window of text lines on a flat colour (bench/apps/live-screen.py repaint) covers the
+ * desktop; `change()` has it draw its background and text anew and resolves once the X server has
+ * the frame. `stop()` closes it, uncovering the desktop scene.
+ */
+export async function wholeScreenChanger(display: string) {
+  const child = spawn(PYTHON, [join(import.meta.dirname, "apps/live-screen.py"), "repaint"], {
+    env: { ...process.env, DISPLAY: display },
+    stdio: ["pipe", "pipe", "ignore"],
+  });
+  child.on("error", () => undefined);
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  let waiting: (() => void) | null = null;
+  lines.on("line", (line) => {
+    if (line === "drawn") waiting?.();
+  });
+  const change = async () => {
+    const drawn = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("the repaint window did not draw in 10 s")), 10_000);
+      waiting = () => {
+        clearTimeout(timer);
+        waiting = null;
+        resolve();
+      };
+    });
+    child.stdin?.write("\n");
+    await drawn;
+  };
+  // Mapped, full screen, and drawn once more after that.
+  await change();
+  await sleep(300);
+  await change();
+  return {
+    change,
+    stop: () => {
+      lines.close();
+      child.kill();
+    },
   };
 }

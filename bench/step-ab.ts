@@ -1,8 +1,10 @@
 /**
  * The step an agent waits on, A/B between two builds of Hangar on the same screen: `computer_action`
- * left_click + its 1280x800 PNG screenshot of a 1920x1080 scene (changed before each call, and
- * unchanged), a bare `left_click` (what an action's effect check costs when it is not asked to
- * verify), and the JPEG q80 and PNG screenshots of the changed 1080p screen. Both servers
+ * left_click + its 1280x800 PNG screenshot of a 1920x1080 scene, a bare `left_click` (what an
+ * action's effect check costs when it is not asked to verify), and the JPEG q80 and PNG screenshots
+ * of the 1080p screen, in the two scenes an agent sees (bench/scene.ts): one character typed into a
+ * text field before each call, and a whole text-filled screen whose background is repainted before
+ * each call (a page loaded, a window switched); and on an unchanged screen. Both servers
  * (`hangar serve --no-virtual-display`, separate processes) drive one Xvfb + openbox; rounds
  * alternate which goes first, so that the machine's load weighs on both alike. Claude's computer
  * toolset (a turn of `left_click` and `screenshot`), and the same with `verify: true`, are measured
@@ -16,8 +18,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { startVirtualDisplay } from "../src/desktop/virtual-display.js";
 import { closeClient, timedPost } from "./client.js";
-import { median, ms, p95, printMarkdown, sample } from "./lib.js";
-import { sceneOn, screenChanger } from "./scene.js";
+import { machineLoad, median, ms, p95, printMarkdown, sample } from "./lib.js";
+import { sceneOn, screenChanger, wholeScreenChanger } from "./scene.js";
 import { type SpawnedServer, spawnHangar } from "./support.js";
 
 const { values } = parseArgs({
@@ -55,6 +57,7 @@ const toolsetTurn = (coordinate: number[]) => ({
 const display = await startVirtualDisplay({ width: WIDTH, height: HEIGHT });
 const scene = await sceneOn(display.display, WIDTH, HEIGHT);
 const started: SpawnedServer[] = [];
+let whole: Awaited<ReturnType<typeof wholeScreenChanger>> | undefined;
 try {
   const env = { DISPLAY: display.display };
   const a = await spawnHangar(["serve", "--no-virtual-display"], env);
@@ -62,32 +65,34 @@ try {
   const b = await spawnHangar(["serve", "--no-virtual-display"], env, { bin: values.baseline });
   started.push(b);
   const sides = [a.url, b.url];
-  const change = await screenChanger(a.url);
+  const loadBefore = machineLoad();
+  const typeOne = await screenChanger(a.url);
   const operations: {
     name: string;
     command: string;
     params: unknown;
     runs: number;
     target: string;
-    changed: boolean;
+    /** What changes before each call: one character typed, the whole screen, or nothing. */
+    scene: "character" | "whole" | "still";
     /** False: the baseline has no such call; A alone is measured. */
     baseline?: boolean;
   }[] = [
     {
-      name: "computer_action left_click + 1280x800 PNG, screen changed",
+      name: "computer_action left_click + 1280x800 PNG, one character typed",
       command: "computer_action",
       params: click,
       runs: 10,
-      target: "≤ 15 ms",
-      changed: true,
+      target: "≤ 10 ms",
+      scene: "character",
     },
     {
-      name: "toolset turn left_click + screenshot member (1280x800 PNG), screen changed",
+      name: "toolset turn left_click + screenshot member (1280x800 PNG), one character typed",
       command: "computer_action",
       params: toolsetTurn([640, 780]),
       runs: 10,
       target: "≤ 15 ms",
-      changed: true,
+      scene: "character",
       baseline: false,
     },
     {
@@ -100,7 +105,7 @@ try {
       },
       runs: 10,
       target: "",
-      changed: true,
+      scene: "character",
       baseline: false,
     },
     {
@@ -109,32 +114,56 @@ try {
       params: { x: 960, y: 1053 },
       runs: 20,
       target: "B + ≤ 2 ms",
-      changed: false,
+      scene: "still",
     },
     {
-      name: "screenshot JPEG q80 1920x1080, screen changed",
+      name: "screenshot JPEG q80 1920x1080, one character typed",
       command: "screenshot",
       params: { format: "jpeg", quality: 80 },
       runs: 10,
       target: "≤ 8 ms",
-      changed: true,
+      scene: "character",
     },
     {
-      name: "screenshot PNG 1920x1080, screen changed",
+      name: "screenshot PNG 1920x1080, one character typed",
       command: "screenshot",
       params: { format: "png" },
       runs: 10,
       target: "",
-      changed: true,
+      scene: "character",
     },
-    // Last: the click on the bare desktop takes the focus from the entry the screen changer types in.
+    {
+      name: "computer_action left_click + 1280x800 PNG, whole screen repainted",
+      command: "computer_action",
+      params: click,
+      runs: 10,
+      target: "≤ 20 ms",
+      scene: "whole",
+    },
+    {
+      name: "screenshot JPEG q80 1920x1080, whole screen repainted",
+      command: "screenshot",
+      params: { format: "jpeg", quality: 80 },
+      runs: 10,
+      target: "≤ 12 ms",
+      scene: "whole",
+    },
+    {
+      name: "screenshot PNG 1920x1080, whole screen repainted",
+      command: "screenshot",
+      params: { format: "png" },
+      runs: 10,
+      target: "",
+      scene: "whole",
+    },
+    // Last, with the whole-screen window gone: the click on the bare desktop takes the focus from the entry the screen changer types in.
     {
       name: "computer_action left_click + 1280x800 PNG, unchanged screen",
       command: "computer_action",
       params: stillClick,
       runs: 10,
       target: "",
-      changed: false,
+      scene: "still",
     },
     {
       name: "toolset turn left_click + screenshot, verify: true, the click changes nothing (waits 500 ms)",
@@ -142,13 +171,20 @@ try {
       params: { ...toolsetTurn([1150, 400]), verify: true },
       runs: 5,
       target: "",
-      changed: false,
+      scene: "still",
       baseline: false,
     },
   ];
   const cells: string[][] = [];
   for (const op of operations) {
-    const setup = op.changed ? change : undefined;
+    // The whole-screen window covers the desktop while its operations run (they come together).
+    if (op.scene === "whole") whole ??= await wholeScreenChanger(display.display);
+    else if (whole) {
+      whole.stop();
+      whole = undefined;
+      await sleep(500);
+    }
+    const setup = op.scene === "character" ? typeOne : op.scene === "whole" ? whole?.change : undefined;
     const measured = op.baseline === false ? [0] : [0, 1];
     for (const i of measured) {
       const call = timedPost(sides[i], op.command, op.params);
@@ -175,11 +211,12 @@ try {
     ]);
   }
   printMarkdown(
-    `A/B: this build (A) beside ${values.baseline} (B), ${ROUNDS} interleaved rounds`,
+    `A/B: this build (A) beside ${values.baseline} (B), ${ROUNDS} interleaved rounds (at the start: ${loadBefore})`,
     ["operation", "A median", "B median", "B ÷ A", "target"],
     cells,
   );
 } finally {
+  whole?.stop();
   closeClient();
   for (const server of started) await server.stop();
   scene.stop();

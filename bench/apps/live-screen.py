@@ -3,6 +3,8 @@
 Usage: live-screen.py animate — redraws the whole screen every 16 ms (a turning gradient and lines
 of text that move), so that every captured frame differs everywhere.
        live-screen.py click — a plain window that swaps between black and white at each button press.
+       live-screen.py repaint — a page of text lines on a flat background, drawn anew for each line
+read on stdin (another colour, every line moved); "drawn" is printed once the X server has the frame.
 """
 import sys
 
@@ -30,6 +32,16 @@ def restyle():
         css.load_from_data(f"#screen {{ background: {colour}; }}".encode())
         window.queue_draw()
         return
+    if mode == "repaint":
+        # A page loaded: a flat background of another colour, every line of text moved.
+        red, green, blue = (40 + t * 53 % 160, 40 + t * 97 % 160, 40 + t * 31 % 160)
+        css.load_from_data(
+            f"""#screen {{ background: rgb({red}, {green}, {blue}); }}
+            label {{ color: #ffffff; font-size: 22px; }}""".encode()
+        )
+        label.set_text("\n".join(f"page {t} line {row}: " + "the quick brown fox jumps over the lazy dog " * 3
+                                 for row in range(t % 7, 40 + t % 7)))
+        return
     css.load_from_data(
         f"""#screen {{ background-image: linear-gradient({t * 7 % 360}deg, #1d3557, #e76f51 {t % 100}%, #2a9d8f); }}
         label {{ color: #ffffff; font-size: 22px; }}""".encode()
@@ -53,9 +65,33 @@ def press(_widget, event):
     restyle()
 
 
+def repaint_asked(source, _condition):
+    if not source.readline():
+        Gtk.main_quit()
+        return False
+    state["asked"] = True
+    tick()
+    return True
+
+
+def drawn(_clock):
+    if state.pop("asked", False):
+        GLib.idle_add(report)
+
+
+def report():
+    # The drawing requests are sent and processed before the benchmark is told.
+    Gdk.Display.get_default().sync()
+    print("drawn", flush=True)
+    return False
+
+
 restyle()
 if mode == "animate":
     GLib.timeout_add(16, tick)
+elif mode == "repaint":
+    window.connect("realize", lambda w: w.get_frame_clock().connect("after-paint", drawn))
+    GLib.io_add_watch(sys.stdin, GLib.IO_IN | GLib.IO_HUP, repaint_asked)
 else:
     window.add_events(Gdk.EventMask.BUTTON_PRESS_MASK)
     window.connect("button-press-event", press)

@@ -32,6 +32,19 @@ export interface RawImage {
    * once, at the first call that asks for it.
    */
   rgb?(top?: number, rows?: number): Buffer;
+  /**
+   * Optional: the rows (from the image's top) outside of which this image's pixels are exactly those
+   * of `earlier`, an earlier capture by the same backend (its memory may be reused since: it is only
+   * named, not read); undefined when the backend cannot tell (another region, too long ago). Encoders
+   * compare only these rows with what they kept (X11: from DAMAGE and the rows the captures read).
+   */
+  changedSince?(earlier: RawImage): Rows | undefined;
+}
+
+/** A run of an image's rows: `height` rows from row `top` (none when `height` is 0). */
+export interface Rows {
+  top: number;
+  height: number;
 }
 
 /** `back` and `forward` are the side buttons (X buttons 8 and 9). */

@@ -11,7 +11,7 @@
  * Anything unexpected in a strip's JPEG (another marker layout, different tables) gives `null`, and
  * the caller encodes the frame whole.
  */
-import type { RawImage } from "./backend.js";
+import type { RawImage, Rows } from "./backend.js";
 
 /**
  * Rows per strip: a multiple of the 16-row MCU of 4:2:0. Each strip costs a sharp call (about 0.9 ms
@@ -42,6 +42,8 @@ export interface StripCache {
   key: string;
   reference: Buffer;
   strips: Strip[];
+  /** The capture encoded: the strips whose rows did not change since it (`changedSince`) are not compared. */
+  image: RawImage;
 }
 
 /**
@@ -62,11 +64,13 @@ export async function encodeInStrips(
   // Its reference is about to change: whatever happens next, the old cache no longer describes it.
   if (reuse) reuse.key = "";
   const reference = reuse?.reference ?? Buffer.allocUnsafeSlow(rowBytes * height);
+  const changed = reuse ? raw.changedSince?.(reuse.image) : undefined;
   const count = Math.ceil(height / STRIP_ROWS);
   const strips: Array<Strip | null> = await Promise.all(
     Array.from({ length: count }, async (_, i) => {
       const top = i * STRIP_ROWS;
       const rows = Math.min(STRIP_ROWS, height - top);
+      if (reuse && changed && !overlaps(changed, top, rows)) return reuse.strips[i];
       const pixels = raw.data.subarray(top * rowBytes, (top + rows) * rowBytes);
       const kept = reference.subarray(top * rowBytes, (top + rows) * rowBytes);
       if (reuse && pixels.equals(kept)) return reuse.strips[i];
@@ -79,7 +83,34 @@ export async function encodeInStrips(
   if (strips.some((strip) => strip === null)) return null;
   const whole = strips as Strip[];
   const data = join(whole, width, height);
-  return data ? { data, cache: { key, reference, strips: whole } } : null;
+  return data ? { data, cache: { key, reference, strips: whole, image: raw } } : null;
+}
+
+/** Whether rows `top` to `top + rows` meet `changed`. */
+export function overlaps(changed: Rows, top: number, rows: number): boolean {
+  return changed.height > 0 && changed.top < top + rows && top < changed.top + changed.height;
+}
+
+/**
+ * How many of the frame's strips differ from those `previous` encoded (all of them when `previous`
+ * cannot be used): a frame that changed nearly everywhere is cheaper encoded whole, in one call.
+ */
+export function changedStrips(raw: RawImage, variant: string, previous: StripCache | null): number {
+  const { width, height, channels } = raw;
+  const count = Math.ceil(height / STRIP_ROWS);
+  if (!previous || previous.key !== `${width}x${height}x${channels}:${variant}`) return count;
+  const changed = raw.changedSince?.(previous.image);
+  const rowBytes = width * channels;
+  let differ = 0;
+  for (let i = 0; i < count; i++) {
+    const top = i * STRIP_ROWS;
+    const rows = Math.min(STRIP_ROWS, height - top);
+    if (changed && !overlaps(changed, top, rows)) continue;
+    const at = top * rowBytes;
+    const end = (top + rows) * rowBytes;
+    if (!raw.data.subarray(at, end).equals(previous.reference.subarray(at, end))) differ++;
+  }
+  return differ;
 }
 
 /** The segments of a baseline JPEG as sharp writes it: SOI, header segments, SOS, scan, EOI. */

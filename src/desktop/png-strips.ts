@@ -13,6 +13,8 @@
  * the caller encodes the image whole.
  */
 import zlib from "node:zlib";
+import type { Rows } from "./backend.js";
+import { overlaps } from "./jpeg-strips.js";
 
 /** Rows per strip: 13 strips for a 1280x800 image, 17 for 1920x1080. */
 export const PNG_STRIP_ROWS = 64;
@@ -43,7 +45,9 @@ const IEND = Buffer.concat(chunk("IEND", []));
 
 /**
  * The image (`rgb`: packed R,G,B rows) as a PNG, deflating only the strips that differ from
- * `previous` (same size and level); returns it with the cache for the next image, or null.
+ * `previous` (same size and level); returns it with the cache for the next image, or null. When the
+ * caller knows that the image differs from `previous`'s only in rows `changed`, only the strips that
+ * meet them are compared.
  */
 export async function encodePngInStrips(
   rgb: Buffer,
@@ -51,6 +55,7 @@ export async function encodePngInStrips(
   height: number,
   level: number,
   previous: PngStripCache | null,
+  changed?: Rows,
 ): Promise<{ data: Buffer; cache: PngStripCache } | null> {
   const rowBytes = width * 3;
   const stride = rowBytes + 1;
@@ -65,6 +70,7 @@ export async function encodePngInStrips(
     Array.from({ length: count }, async (_, i): Promise<Strip | null> => {
       const top = i * PNG_STRIP_ROWS;
       const rows = Math.min(PNG_STRIP_ROWS, height - top);
+      if (reuse && changed && !overlaps(changed, top, rows)) return reuse.strips[i];
       let same = reuse !== null;
       for (let y = top; y < top + rows; y++) {
         const row = rgb.subarray(y * rowBytes, (y + 1) * rowBytes);

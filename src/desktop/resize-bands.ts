@@ -8,6 +8,8 @@
  * the last resize are resized again, into the kept output.
  */
 import type { Sharp, SharpOptions } from "sharp";
+import type { RawImage, Rows } from "./backend.js";
+import { overlaps } from "./jpeg-strips.js";
 
 /** Bands no taller than this are worth it; a longer band (an odd ratio) resizes the whole image. */
 const MAX_BAND_ROWS = 256;
@@ -18,6 +20,8 @@ export interface ResizeCache {
   /** The source's pixels the output was made from, to compare with. */
   source: Buffer;
   output: Buffer;
+  /** The capture resized, when the source says (`BandSource.image`). */
+  image?: RawImage;
 }
 
 interface Size {
@@ -30,6 +34,8 @@ export interface BandSource extends Size {
   pixels: Buffer;
   /** Packed R,G,B of the whole image, of which at least rows `top` to `top + rows` are made. */
   rgb(top: number, rows: number): Buffer;
+  /** The capture these pixels are: bands outside the rows it says changed are not compared. */
+  image?: RawImage;
 }
 
 type SharpFactory = (input: Buffer, options: SharpOptions) => Sharp;
@@ -53,7 +59,7 @@ export async function resizeInBands(
   from: BandSource,
   to: Size,
   previous: ResizeCache | null,
-): Promise<{ output: Buffer; cache: ResizeCache }> {
+): Promise<{ output: Buffer; cache: ResizeCache; redone: Rows }> {
   const inRow = from.pixels.length / from.height;
   const key = `${from.width}x${from.height}x${inRow}>${to.width}x${to.height}`;
   const reuse = previous?.key === key ? previous : null;
@@ -68,7 +74,8 @@ export async function resizeInBands(
       { width: from.width, height: from.height },
       to,
     );
-    return { output, cache: { key, source: Buffer.from(from.pixels), output } };
+    const cache = { key, source: Buffer.from(from.pixels), output, image: from.image };
+    return { output, cache, redone: { top: 0, height: to.height } };
   }
   const { source, output } = reuse;
   const rgbRow = from.width * 3;
@@ -78,8 +85,10 @@ export async function resizeInBands(
   // one): a changed band changes the output rows of `reach` bands around it too, and those are made
   // from `reach` more bands around them.
   const reach = Math.ceil((Math.ceil(band / outBand) + 3) / band);
+  const changedRows = reuse.image && from.image?.changedSince?.(reuse.image);
   const runs: [number, number][] = [];
   for (let b = 0; b < bands; b++) {
+    if (changedRows && !overlaps(changedRows, b * band, band)) continue;
     const rows = from.pixels.subarray(b * band * inRow, (b + 1) * band * inRow);
     const kept = source.subarray(b * band * inRow, (b + 1) * band * inRow);
     if (rows.equals(kept)) continue;
@@ -89,6 +98,7 @@ export async function resizeInBands(
     if (last && b - last[1] <= 4 * reach) last[1] = b + 1;
     else runs.push([b, b + 1]);
   }
+  let redone: Rows = { top: 0, height: 0 };
   await Promise.all(
     runs.map(async ([changed, changedEnd]) => {
       const first = Math.max(0, changed - reach);
@@ -108,7 +118,15 @@ export async function resizeInBands(
         (first - top) * outBand * outRow,
         (end - top) * outBand * outRow,
       );
+      redone = spanning(redone, { top: first * outBand, height: (end - first) * outBand });
     }),
   );
-  return { output, cache: { key, source, output } };
+  return { output, cache: { key, source, output, image: from.image }, redone };
+}
+
+/** The rows from the first of `a` and `b` to the last of either. */
+function spanning(a: Rows, b: Rows): Rows {
+  if (a.height === 0) return b;
+  const top = Math.min(a.top, b.top);
+  return { top, height: Math.max(a.top + a.height, b.top + b.height) - top };
 }

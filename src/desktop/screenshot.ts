@@ -13,8 +13,8 @@ import type { Sharp, SharpOptions } from "sharp";
 import { CommandError } from "../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import { settled } from "../common/settled.js";
-import type { DesktopBackend, Point, RawImage, Rect, Size } from "./backend.js";
-import { encodeInStrips, type StripCache } from "./jpeg-strips.js";
+import type { DesktopBackend, Point, RawImage, Rect, Rows, Size } from "./backend.js";
+import { changedStrips, encodeInStrips, STRIP_ROWS, type StripCache } from "./jpeg-strips.js";
 import { encodePngInStrips, type PngStripCache } from "./png-strips.js";
 import { type BandSource, type ResizeCache, resizeInBands } from "./resize-bands.js";
 
@@ -83,7 +83,9 @@ let queue: Promise<unknown> = Promise.resolve();
 const idle = idleTimer(IDLE_RELEASE_MS, () => {
   cached = null;
   jpegStrips = null;
+  wholeJpeg = null;
   pngStrips = null;
+  pngFrom = null;
   resized = null;
 });
 
@@ -228,14 +230,45 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
 /** The strips of the last JPEG at full size (see jpeg-strips.ts); let go with the capture when idle. */
 let jpegStrips: StripCache | null = null;
 
-/** A full-size JPEG of which only the strips that changed since the last one are encoded. */
+/**
+ * The share of a frame's strips that, changed, make a JPEG cheaper encoded whole (one sharp call, about
+ * half the CPU of its strips one by one: each costs a call's set-up). Its strips are then not kept.
+ */
+const WHOLE_JPEG_SHARE = 0.75;
+
+/**
+ * The last full-size JPEG encoded whole (and its variant): while the frames keep changing nearly
+ * everywhere they are encoded whole, with no strips kept.
+ */
+let wholeJpeg: { image: RawImage; variant: string } | null = null;
+
+/**
+ * A full-size JPEG of which only the strips that changed since the last one are encoded. A frame
+ * that changed nearly everywhere since the last (a page loaded) is encoded whole, and the strips are
+ * made again at the next frame that changed less, as for a first one.
+ */
 async function jpegInStrips(raw: RawImage, quality: number): Promise<Buffer | null> {
   const sharp = await loadSharp();
+  const variant = `q${quality}`;
   const previous = jpegStrips;
+  const lastWhole = wholeJpeg;
   jpegStrips = null;
+  wholeJpeg = null;
+  const strips = Math.ceil(raw.height / STRIP_ROWS);
+  const most = strips * WHOLE_JPEG_SHARE;
+  const changedRows = lastWhole?.variant === variant ? raw.changedSince?.(lastWhole.image) : undefined;
+  const whole = previous
+    ? changedStrips(raw, variant, previous) >= most
+    : changedRows !== undefined && changedRows.height >= raw.height * WHOLE_JPEG_SHARE;
+  if (strips > 1 && whole) {
+    const size = { width: raw.width, height: raw.height };
+    const data = await (await pipelineFor(raw, size, "jpeg", quality)).toBuffer();
+    wholeJpeg = { image: raw, variant };
+    return data;
+  }
   const encoded = await encodeInStrips(
     raw,
-    `q${quality}`,
+    variant,
     (rows, height, top) => {
       // The R,G,B form of the strip's rows only: most strips are usually unchanged.
       const rgb = rgbPixels(raw, top, height);
@@ -269,6 +302,8 @@ function withoutAlpha(pipeline: Sharp, channels: 3 | 4): Sharp {
 
 /** The strips of the last PNG (see png-strips.ts); let go with the capture when idle. */
 let pngStrips: PngStripCache | null = null;
+/** The capture the last PNG's strips were made from, and whether through the banded downscale. */
+let pngFrom: { image: RawImage; resized: boolean } | null = null;
 /** The last downscale for a PNG, to redo only its changed bands (see resize-bands.ts). */
 let resized: ResizeCache | null = null;
 
@@ -279,21 +314,30 @@ let resized: ResizeCache | null = null;
  */
 async function pngInStrips(raw: RawImage, size: Size): Promise<Buffer | null> {
   const { width, height } = raw;
+  const before = pngFrom;
+  pngFrom = null;
   let pixels: Buffer;
-  if (size.width !== width || size.height !== height) {
+  /** The rows of `pixels` that may differ from the last PNG's, when known. */
+  let changed: Rows | undefined;
+  const resizing = size.width !== width || size.height !== height;
+  if (resizing) {
     const previous = resized;
     resized = null;
     // The bands are compared on the capture's own pixels; only those resized are made R,G,B.
     const rgbRows = raw.channels === 3 ? () => raw.data : raw.rgb?.bind(raw);
     if (!rgbRows) return null;
-    const source: BandSource = { width, height, pixels: raw.data, rgb: rgbRows };
+    const source: BandSource = { width, height, pixels: raw.data, rgb: rgbRows, image: raw };
     const done = await resizeInBands(await loadSharp(), source, size, previous);
     resized = done.cache;
     pixels = done.output;
+    // The downscale kept every output row it did not redo: those are the last PNG's when it was made
+    // from that same downscale.
+    if (before?.resized && previous?.image === before.image) changed = done.redone;
   } else {
     const rgb = rgbPixels(raw);
     if (!rgb) return null;
     pixels = rgb;
+    if (before && !before.resized) changed = raw.changedSince?.(before.image);
   }
   const previous = pngStrips;
   pngStrips = null;
@@ -303,8 +347,10 @@ async function pngInStrips(raw: RawImage, size: Size): Promise<Buffer | null> {
     size.height,
     PNG_OPTIONS.compressionLevel,
     previous,
+    changed,
   );
   pngStrips = encoded?.cache ?? null;
+  if (encoded) pngFrom = { image: raw, resized: resizing };
   return encoded?.data ?? null;
 }
 

@@ -10,6 +10,12 @@
  * (`RawImage.rgb`), are WebAssembly SIMD over the buffer (pixels.ts): no per-pixel JavaScript, and
  * no libvips pipeline only to drop the fourth byte.
  *
+ * Each capture also tells which of its rows may differ from an earlier capture's
+ * (`RawImage.changedSince`): the rows DAMAGE reported changed from the earlier capture's on, and
+ * those the captures in between read. A change drawn after a capture's damage was taken but before
+ * its pixels were read may be in the pixels and is only reported to the next capture: so the earlier
+ * capture's own damage counts too (its rows were read by it, and by the other buffer's next capture).
+ *
  * Two pixel buffers are used in turn (each capture overwrites the one the previous capture did not
  * use): a fresh 8 MB buffer per 1080p capture costs more in page faults (about 10 ms) than the whole
  * copy out of the shared segment. Each holds a capture and, after it, room for its R,G,B form (whose
@@ -20,7 +26,7 @@ import { closeSync, ftruncateSync, openSync, readSync, unlinkSync } from "node:f
 import { CommandError } from "../../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../../common/idle.js";
 import { settled } from "../../common/settled.js";
-import type { ChangeWatch, RawImage, Rect, Size } from "../backend.js";
+import type { ChangeWatch, RawImage, Rect, Rows, Size } from "../backend.js";
 import { PixelMemory } from "../pixels.js";
 import type { XConnection, XExtension } from "./connection.js";
 
@@ -94,6 +100,11 @@ export class ScreenCapture {
    * nowhere), so that a capture into it reads only those rows again. Unknown: read it all.
    */
   private readonly held: ({ key: string; stale: Rect | null } | undefined)[] = [undefined, undefined];
+  /** How many captures read pixels; each image handed out remembers its number and region. */
+  private reads = 0;
+  private readonly readOf = new WeakMap<RawImage, { read: number; key: string }>();
+  /** For the last `HISTORY` reads (at `read % HISTORY`): what DAMAGE reported before it, and what it read. */
+  private readonly history: ({ damaged: Rect | null; read: Rect | null } | undefined)[] = [];
   private damageId: number | null = null;
   private last: { key: string; image: RawImage } | null = null;
   private queue: Promise<unknown> = Promise.resolve();
@@ -228,6 +239,7 @@ export class ScreenCapture {
   /** Drops the pixel buffers and the last capture (the next capture reads the screen afresh). */
   private releaseBuffers() {
     this.buffers.fill(undefined);
+    this.history.length = 0;
     this.held.fill(undefined);
     this.last = null;
   }
@@ -270,6 +282,12 @@ export class ScreenCapture {
       if (byteOrder === 0) memory.swap32(from, length);
     }
     this.held[this.turn] = { key, stale: null };
+    const read = ++this.reads;
+    this.history[read % HISTORY] = {
+      damaged: changed,
+      read:
+        rows.height > 0 ? { x: rect.x, y: rect.y + rows.top, width: rect.width, height: rows.height } : null,
+    };
     const rgb = memory.bytes.subarray(rgbAt, rgbAt + pixels * 3);
     /** Rows already made in R,G,B. */
     const made = new Uint8Array(rect.height);
@@ -293,10 +311,31 @@ export class ScreenCapture {
         }
         return rgb;
       },
+      changedSince: (earlier) => this.changedBetween(earlier, read, key, rect),
     };
+    this.readOf.set(image, { read, key });
     this.seen.set(image, seen);
     this.last = { key, image };
     return image;
+  }
+
+  /**
+   * The rows of capture `read` (of region `rect`) that may differ from `earlier`'s: DAMAGE's reports
+   * from `earlier`'s own on, and the rows read after it. Undefined for another region, an image not
+   * of this capture, or one older than the history.
+   */
+  private changedBetween(earlier: RawImage, read: number, key: string, rect: Rect): Rows | undefined {
+    const from = this.readOf.get(earlier);
+    if (!from || from.key !== key || from.read > read || this.reads - from.read >= HISTORY) return undefined;
+    if (from.read === read) return { top: 0, height: 0 };
+    let changed: Rect | null = null;
+    for (let n = from.read; n <= read; n++) {
+      const step = this.history[n % HISTORY];
+      if (!step) return undefined;
+      changed = union(changed, step.damaged);
+      if (n > from.read) changed = union(changed, step.read);
+    }
+    return rowsWithin(changed, rect);
   }
 
   /** The memory the previous capture did not use, of at least `size` bytes. */
@@ -363,6 +402,9 @@ export class ScreenCapture {
     return this.conn.info.image_byte_order;
   }
 }
+
+/** How many captures back `RawImage.changedSince` can tell. */
+const HISTORY = 16;
 
 /** The most boxes a watch keeps apart; more are merged into the last. */
 const WATCH_BOXES = 8;
@@ -441,7 +483,7 @@ function union(a: Rect | null, b: Rect | null): Rect | null {
 }
 
 /** The rows of `rect` (counted from its top) that `changed` covers; a change beside it counts. */
-function rowsWithin(changed: Rect | null, rect: Rect): { top: number; height: number } {
+function rowsWithin(changed: Rect | null, rect: Rect): Rows {
   if (!changed) return { top: 0, height: 0 };
   const top = Math.max(0, changed.y - rect.y);
   const bottom = Math.min(rect.height, changed.y + changed.height - rect.y);
