@@ -60,7 +60,10 @@ export interface PoolManagerOptions {
   shared?: boolean;
   /** How often a shared store is read again (default 2 s). */
   syncIntervalMs?: number;
-  /** Whether a new desktop is warmed up (warm-up.ts) before it counts as ready (default true). */
+  /**
+   * Whether a new desktop is warmed up (warm-up.ts: its first screenshots answered) before it
+   * counts as ready (default true).
+   */
   warmUp?: boolean;
   /**
    * Whether a ready desktop answers, asked at its claim (default: its computer server's `GET

@@ -12,6 +12,8 @@ import { planPool } from "./pool-sizing.js";
 import type { PoolMember } from "./pool-types.js";
 import { warmUp } from "./warm-up.js";
 
+/** How long a started desktop may take to answer its warm-up screenshots. */
+const WARM_UP_TIMEOUT_MS = 60_000;
 /** After a failed start, the next waits 1 s, then 2, 4 … up to a minute. */
 const MAX_BACKOFF_MS = 60_000;
 
@@ -244,8 +246,13 @@ export class PoolRefill {
       const record = await vms.waitReady(name, this.ctx.options.startTimeoutMs ?? 600_000, signal);
       phase("waitMs");
       signal.throwIfAborted();
-      if (this.ctx.options.warmUp !== false && !(await warmUp(record))) {
-        void this.ctx.log.info("A pool desktop's first screenshot failed; it is handed out all the same", {
+      // Ready only once warm: its first screenshots answered (warm-up.ts); a desktop that does not
+      // answer them is a failed start.
+      if (
+        this.ctx.options.warmUp !== false &&
+        (await warmUp(record, WARM_UP_TIMEOUT_MS, signal)) === "no commands"
+      ) {
+        void this.ctx.log.info("A pool desktop's server has no commands (/cmd): nothing to warm up", {
           pool: def.name,
           vm: name,
         });
