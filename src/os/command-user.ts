@@ -10,7 +10,7 @@
  * Its environment is the server's with the account's `HOME`, `USER` and `LOGNAME`.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { type Stats, statSync } from "node:fs";
 
 export interface CommandUser {
   readonly name: string;
@@ -73,10 +73,25 @@ export function userEnv(user: CommandUser, env: NodeJS.ProcessEnv): NodeJS.Proce
   return { ...env, HOME: user.home, USER: user.name, LOGNAME: user.name };
 }
 
-/** The working directory of a process the user starts given none: its home when there is one. */
+/**
+ * The working directory of a process the user starts given none: its home when it is a directory
+ * the user may enter (`nobody`'s `/nonexistent` may exist, made by some program run as root), else /.
+ */
 export function userCwd(user: CommandUser, cwd: string | undefined): string | undefined {
   if (cwd !== undefined) return cwd;
-  return existsSync(user.home) ? user.home : "/";
+  return enterable(user, user.home) ? user.home : "/";
+}
+
+function enterable(user: CommandUser, dir: string): boolean {
+  let info: Stats;
+  try {
+    info = statSync(dir);
+  } catch {
+    return false;
+  }
+  if (!info.isDirectory()) return false;
+  const bit = info.uid === user.uid ? 0o100 : info.gid === user.gid ? 0o010 : 0o001;
+  return (info.mode & bit) !== 0;
 }
 
 function runs(file: string, args: string[]): boolean {

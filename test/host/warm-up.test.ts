@@ -78,7 +78,10 @@ it("gives up when the time runs out, saying which screenshot did not answer and 
 });
 
 it("has nothing to warm on a server without commands, and refuses a desktop without a server", async () => {
-  const server = await cmdServer(() => [404, { message: "not found" }]);
-  expect(await warmUp(record(server.url), 5_000)).toBe("no commands");
+  // Not found, or a static server's answer to a POST (busybox httpd, the light Pods': 501).
+  for (const status of [404, 405, 501]) {
+    const server = await cmdServer(() => [status, { message: "no commands here" }]);
+    expect(await warmUp(record(server.url), 5_000)).toBe("no commands");
+  }
   await expect(warmUp(record(null))).rejects.toThrow("desk has no computer server to warm up");
 });

@@ -59,8 +59,23 @@ async function start() {
   setInterval(() => void showStatus().catch(() => undefined), 10_000);
   live.start();
   await new Timeline((entry) => entry.point && live.mark(entry.point)).start();
-  await new CommandConsole().start();
-  await new Playback().start();
+  await untilReached(() => new CommandConsole().start());
+  await untilReached(() => new Playback().start());
+}
+
+/**
+ * Starts a part of the page, again every 2 s while its requests fail for want of a connection (a
+ * proxy that cuts connections while the page loads would otherwise leave the part empty).
+ */
+async function untilReached(startPart: () => Promise<void>): Promise<void> {
+  for (;;) {
+    try {
+      return await startPart();
+    } catch (err) {
+      if (!(err instanceof TypeError)) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+  }
 }
 
 function showLogin(reason?: string) {

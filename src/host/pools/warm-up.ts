@@ -5,8 +5,8 @@
  * member counts as ready only once its computer server has answered a screenshot in each way a
  * claimant's first one may ask (JPEG, PNG, scaled down), so that the claimant's first screenshot
  * costs what any other does. These are the computer server's own commands, whichever runtime
- * backs the desktop; a desktop whose server has no `/cmd` (404: a stand-in that answers `/status`
- * alone, as the tests' tiny guest) has nothing to warm.
+ * backs the desktop; a desktop whose server has no `/cmd` (404, 405 or 501: a stand-in that answers
+ * `/status` alone, as the tests' tiny guest and light Pods) has nothing to warm.
  */
 import { setTimeout as delay } from "node:timers/promises";
 import type { RuntimeRecord } from "../runtimes/runtime.js";
@@ -54,7 +54,9 @@ export async function warmUp(
   return "warm";
 }
 
-const NO_COMMANDS = "HTTP 404 on /cmd";
+const NO_COMMANDS = "no POST /cmd";
+/** What a server that has no `POST /cmd` answers it: not found, method not allowed, not implemented. */
+const NO_COMMAND_STATUSES = new Set([404, 405, 501]);
 
 /** One screenshot through `/cmd`; null when it succeeded, else why not. */
 async function screenshot(
@@ -75,7 +77,7 @@ async function screenshot(
     });
     const text = await response.text();
     if (response.ok && text.includes('"success":true')) return null;
-    if (response.status === 404) return NO_COMMANDS;
+    if (NO_COMMAND_STATUSES.has(response.status)) return NO_COMMANDS;
     return `HTTP ${response.status}: ${text.slice(0, 200)}`;
   } catch (err) {
     return (err as Error).message;
