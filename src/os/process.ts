@@ -9,6 +9,7 @@ import { constants } from "node:os";
 import type { Readable, Writable } from "node:stream";
 import { describeOsError } from "../common/errors.js";
 import { asUser, type CommandUser, userCwd, userEnv } from "./command-user.js";
+import { reaped, reapWithUs } from "./group-reaper.js";
 
 export interface ShellRun {
   command: string;
@@ -238,9 +239,14 @@ function spawnShell(options: ShellRun): StartedShell {
     stderr: child.stderr,
     warm: false,
   });
+  // Its group dies with this process, even by kill -9, unless it ended first.
+  reapWithUs(child.pid);
   child.on("error", (err) => started.emit("error", err));
   child.on("exit", (code, signal) => started.emit("exit", exitStatus(code, signal)));
-  child.on("close", (code, signal) => started.emit("close", exitStatus(code, signal)));
+  child.on("close", (code, signal) => {
+    reaped(child.pid);
+    started.emit("close", exitStatus(code, signal));
+  });
   return started;
 }
 

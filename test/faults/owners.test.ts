@@ -6,6 +6,7 @@
  * session and accessibility buses, the panel), warm shells with a command running, a terminal and a
  * recording's encoder. The directories are removed by the next start.
  */
+import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -116,4 +117,33 @@ describe("hangar serve killed with SIGKILL", () => {
       interval: 50,
     });
   }, 60_000);
+});
+
+describe("a process that spawned a shell, killed with SIGKILL", () => {
+  it("takes the shell's whole process group with it (not a warm shell: a spawned one)", async () => {
+    // The shell's command forks (dash does not exec it) and starts one more in the background.
+    const script = [
+      `import { runShell } from ${JSON.stringify(join(process.cwd(), "src/os/process.ts"))};`,
+      `void runShell({ command: "sleep 30.41 & sleep 30.42" });`,
+      "setInterval(() => undefined, 1000);",
+    ].join("\n");
+    const owner = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      stdio: "ignore",
+    });
+    cleanups.push(() => {
+      owner.kill("SIGKILL");
+    });
+    const family = await vi.waitFor(
+      () => {
+        const all = descendants(owner.pid!);
+        for (const pattern of [/^sleep 30\.41$/, /^sleep 30\.42$/]) {
+          if (!all.some((p) => pattern.test(p.args))) throw new Error(`${pattern} is not running yet`);
+        }
+        return all.filter((p) => /sleep 30\.4/.test(p.args));
+      },
+      { timeout: 15_000, interval: 50 },
+    );
+    process.kill(owner.pid!, "SIGKILL");
+    await vi.waitFor(() => expect(stillRunning(family)).toEqual([]), { timeout: 10_000, interval: 50 });
+  }, 30_000);
 });
