@@ -116,7 +116,11 @@ export async function startPodman(): Promise<TestEngine> {
       await rm(socket, { force: true });
     },
     async cleanup() {
+      // A paused (hibernated) container is not removed until it runs again, and its storage would
+      // stay mounted under the root removed below.
+      await podman("unpause", "--all").catch(() => undefined);
       await podman("rm", "--all", "--force", "--time", "0").catch(() => undefined);
+      await podman("umount", "--all", "--force").catch(() => undefined);
       await podman("volume", "prune", "--force").catch(() => undefined);
       await engine.stop();
       await rm(root, { recursive: true, force: true }).catch(() => undefined);
