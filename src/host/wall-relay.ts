@@ -128,6 +128,9 @@ function relayTile(
   desktop.on("message", (data, isBinary) => {
     if (page.readyState !== page.OPEN) return;
     if (!isBinary) return passError(page, data);
+    // The desktop may send its first picture before it has read the settings: not the tile's size.
+    const width = jpegWidth(data as Buffer);
+    if (width !== undefined && width > settings.width) return;
     page.send(data as Buffer, { binary: true }, () => {
       if (desktop.isPaused && page.bufferedAmount <= BACKLOG_BYTES) desktop.resume();
     });
@@ -147,6 +150,15 @@ function relayTile(
     closeWith(page, why ? UNAVAILABLE : GOING_AWAY, `${target.name}'s live view ended: ${said}`);
   });
   return desktop;
+}
+
+/** A JPEG's width from its start-of-frame marker (baseline or progressive), if it has one. */
+function jpegWidth(jpeg: Buffer): number | undefined {
+  for (const marker of [0xc0, 0xc2]) {
+    const at = jpeg.indexOf(Buffer.from([0xff, marker]));
+    if (at >= 0 && at + 9 <= jpeg.length) return jpeg.readUInt16BE(at + 7);
+  }
+  return undefined;
 }
 
 /** The computer server's `{"type": "error"}` (no picture, and why) is the tile's to show; the rest is not. */

@@ -341,8 +341,24 @@ describe("envd without a token (loopback)", () => {
     // The atomic writes' temporary files are not reported.
     expect(events.filter((e) => e.name.endsWith(".tmp"))).toEqual([]);
 
-    const polled = await fs.getWatcherEvents({ watcherId });
-    expect(polled.events.map((e) => [e.name, e.type])).toContainEqual(["made.txt", EventType.CREATE]);
+    // The polling watcher has its own inotify watch: its last event may come a moment after the
+    // stream's. Polled until it holds them, then a poll gives nothing more.
+    const polled: [string, EventType][] = [];
+    await expect
+      .poll(async () => {
+        polled.push(
+          ...(await fs.getWatcherEvents({ watcherId })).events.map(
+            (e) => [e.name, e.type] as [string, EventType],
+          ),
+        );
+        return polled;
+      })
+      .toEqual(
+        expect.arrayContaining([
+          ["made.txt", EventType.CREATE],
+          ["gone.txt", EventType.REMOVE],
+        ]),
+      );
     expect((await fs.getWatcherEvents({ watcherId })).events).toEqual([]);
     await fs.removeWatcher({ watcherId });
     const gone = await fs.getWatcherEvents({ watcherId }).catch((e) => e);
