@@ -123,7 +123,10 @@ export async function startPodman(): Promise<TestEngine> {
       await podman("umount", "--all", "--force").catch(() => undefined);
       await podman("volume", "prune", "--force").catch(() => undefined);
       await engine.stop();
-      await rm(root, { recursive: true, force: true }).catch(() => undefined);
+      // containers/storage binds its overlay directory onto itself and leaves that mount when
+      // podman ends; a directory still mounted cannot be removed.
+      for (const mount of mountsUnder(root)) await run("umount", ["--lazy", mount]).catch(() => undefined);
+      await rm(root, { recursive: true, force: true });
     },
   };
   await engine.start();
@@ -135,6 +138,19 @@ export async function startPodman(): Promise<TestEngine> {
     );
   }
   return engine;
+}
+
+/** The mount points at or below `dir`, deepest first (from /proc/self/mounts, octal escapes undone). */
+function mountsUnder(dir: string): string[] {
+  return readFileSync("/proc/self/mounts", "utf8")
+    .split("\n")
+    .map((line) =>
+      (line.split(" ")[1] ?? "").replace(/\\([0-7]{3})/g, (_, o) =>
+        String.fromCharCode(Number.parseInt(o, 8)),
+      ),
+    )
+    .filter((point) => point === dir || point.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
 }
 
 /** True when the engine's API answers `GET /_ping` on the socket. */

@@ -162,13 +162,19 @@ export async function offerHomeVolume(ns: TestNamespace, root: string, claim: st
  * second failure is the test's.
  */
 export async function podShell(ns: TestNamespace, pod: string, script: string): Promise<string> {
-  try {
-    return await podShellOnce(ns, pod, script);
-  } catch (err) {
-    const message = (err as Error).message;
-    if (!/exit code 137\b|failed to create exec|failed to exec in container/.test(message)) throw err;
-    console.log(`${script}: the runtime failed it (${message.slice(0, 120)}), run once more`);
-    return podShellOnce(ns, pod, script);
+  // The runtime can fail an exec it was asked for (a killed exec process, or under load the API
+  // server's upgrade to the kubelet answering 500): such a failure is not the script's, so it is
+  // tried again, three times at most.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await podShellOnce(ns, pod, script);
+    } catch (err) {
+      const message = (err as Error).message;
+      const transient =
+        /exit code 137\b|failed to create exec|failed to exec in container|Unexpected server response: 5\d\d/;
+      if (attempt === 3 || !transient.test(message)) throw err;
+      console.log(`${script}: the runtime failed it (${message.slice(0, 120)}), run once more`);
+    }
   }
 }
 
