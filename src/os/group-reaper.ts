@@ -19,6 +19,9 @@ done
 for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 `;
 
+/** Its `$0`: what `ps` shows of it beside the script. */
+export const REAPER_NAME = "hangar-group-reaper";
+
 let reaper: ChildProcess | undefined;
 
 function started(): ChildProcess | undefined {
@@ -26,7 +29,10 @@ function started(): ChildProcess | undefined {
   if (reaper && reaper.exitCode === null && reaper.signalCode === null && reaper.stdin?.writable)
     return reaper;
   try {
-    const child = spawn("/bin/sh", ["-c", REAPER], { stdio: ["pipe", "ignore", "ignore"], detached: true });
+    const child = spawn("/bin/sh", ["-c", REAPER, REAPER_NAME], {
+      stdio: ["pipe", "ignore", "ignore"],
+      detached: true,
+    });
     child.on("error", () => undefined);
     child.stdin?.on("error", () => undefined);
     // Neither keeps this process alive.

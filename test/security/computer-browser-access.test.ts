@@ -47,6 +47,12 @@ const routes: [method: string, path: string, body?: string][] = [
   ["GET", "/console/status"],
   ["GET", "/activity"],
   ["GET", "/activity/screenshots/1"],
+  ["GET", "/activity/idle"],
+  ["GET", "/live.mp4"],
+  ["GET", "/control"],
+  ["GET", "/recordings"],
+  ["GET", "/trajectories"],
+  ["GET", "/metrics"],
 ];
 
 describe("the computer server refuses web pages", () => {

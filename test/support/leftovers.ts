@@ -17,11 +17,12 @@ export const RUN_ENV = "HANGAR_TEST_RUN";
  * Left without failing the run, and killed: a daemon that a test's program starts for the whole
  * display and that ends by itself (lxpanel's menu starts menu-cached, which exits a minute after its
  * last client; podman's `conmon` of an exec session, which ends a moment after the container it
- * ran in was removed), and in the temporary directory tsx's compile cache and Chromium's scratch
+ * ran in was removed; the group reaper of a test worker that spawned a shell, src/os/group-reaper.ts,
+ * which ends with that worker, stopped after the teardowns), and in the temporary directory tsx's compile cache and Chromium's scratch
  * directories (`org.chromium.Chromium.*`, left by a browser that ended with its desktop: the browser
  * itself is a process, and still counted).
  */
-const LINGERING = /(^|\/)(menu-cached|conmon) /;
+const LINGERING = /(^|\/)(menu-cached|conmon) | hangar-group-reaper$/;
 const CACHES = /^(tsx-\d+|org\.chromium\.Chromium\.\w+)$/;
 
 interface Run {
