@@ -69,7 +69,7 @@ export class VmService {
     );
     for (const runtime of runtimes) {
       runtime.onChange?.((name) => {
-        this.readiness.notify();
+        this.readiness.notify(name);
         for (const listener of this.listeners) listener(name);
       });
     }
@@ -83,7 +83,7 @@ export class VmService {
         find: (name) => this.find(name),
         list: () => this.list(),
         waitReady: (name, ms, signal) => this.waitReady(name, ms, signal),
-        changed: () => this.readiness.notify(),
+        changed: (name) => this.readiness.notify(name),
         runtimes: () => [...this.byKind.values()],
       },
       this.lifecycle,
@@ -168,7 +168,7 @@ export class VmService {
     for (;;) {
       // Listen before reading, so a change between the read and the wait is not missed.
       const woken = new AbortController();
-      const next = this.readiness.next(AbortSignal.any([stop, woken.signal]));
+      const next = this.readiness.next(AbortSignal.any([stop, woken.signal]), vmName(name));
       const record = await this.find(name).catch((err) => {
         woken.abort();
         throw err;
@@ -202,7 +202,7 @@ export class VmService {
       await this.assertFree(name);
       await runtime.create({ ...request, name });
     });
-    this.readiness.notify();
+    this.readiness.notify(name);
     this.lifecycle.emit({ type: "created", name, runtime: runtime.kind });
     return { name, runtime: runtime.kind };
   }
@@ -211,7 +211,7 @@ export class VmService {
     const { runtime, record } = await this.locateOrFail(name, storage);
     await runtime.remove(record.name, storage);
     await this.sleep.forget(record.name);
-    this.readiness.notify();
+    this.readiness.notify(record.name);
     this.lifecycle.emit({ type: "deleted", name: record.name, runtime: runtime.kind });
   }
 
@@ -238,7 +238,7 @@ export class VmService {
     const { runtime, record } = await this.locateOrFail(name, request.storage);
     if (record.status === "hibernated") return this.sleep.resume(record.name);
     await runtime.run(record.name, request);
-    this.readiness.notify();
+    this.readiness.notify(record.name);
     this.lifecycle.emit({ type: "started", name: record.name, runtime: runtime.kind });
     // Waiting for it keeps its readiness probed, so that `ready` is told with nobody asking.
     void this.waitReady(record.name, MAX_WAIT_MS).catch(() => undefined);
@@ -250,7 +250,7 @@ export class VmService {
     const { runtime, record } = await this.locateOrFail(name, request.storage);
     if (record.status === "hibernated") await this.sleep.forget(record.name);
     const outcome = await runtime.stop(record.name, request);
-    this.readiness.notify();
+    this.readiness.notify(record.name);
     this.lifecycle.emit({ type: "stopped", name: record.name, runtime: runtime.kind });
     return outcome;
   }
@@ -303,7 +303,7 @@ export class VmService {
   async restore(name: string, snapshot: string): Promise<VmRecord> {
     const { runtime, record } = await this.locateOrFail(name);
     await this.snapshotting(runtime, "restore").call(runtime, record.name, snapshot);
-    this.readiness.notify();
+    this.readiness.notify(record.name);
     return this.find(record.name);
   }
 

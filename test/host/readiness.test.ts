@@ -124,4 +124,38 @@ describe("readiness", () => {
     watcher.close();
     tracker.close();
   });
+
+  it("wakes a wait for one desktop at its own change or a change of all, not at the others'", async () => {
+    const tracker = new ReadinessTracker(async (r) => r);
+    const stop = new AbortController();
+    let woken = 0;
+    const wait = () =>
+      tracker.next(stop.signal, "desk").then(() => {
+        woken++;
+      });
+    let waiting = wait();
+    for (let i = 0; i < 5; i++) tracker.notify(`other-${i}`);
+    await new Promise((r) => setImmediate(r));
+    expect(woken).toBe(0);
+    tracker.notify("desk");
+    await waiting;
+    expect(woken).toBe(1);
+    waiting = wait();
+    tracker.notify();
+    await waiting;
+    // A desktop that becomes ready wakes the waits for it: its server answered.
+    const server = await statusServer();
+    const desk = record(server.url);
+    waiting = wait();
+    tracker.of(desk);
+    server.open();
+    await waiting;
+    expect(tracker.of(desk).ready).toBe(true);
+    // A wait for any desktop is woken by each.
+    const any = tracker.next(stop.signal);
+    tracker.notify("other-1");
+    await any;
+    stop.abort();
+    tracker.close();
+  });
 });

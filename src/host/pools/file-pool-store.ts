@@ -1,19 +1,28 @@
 /**
  * The pool store of one host service: one JSON file (`<home>/.pools/pools.json`), rewritten
  * atomically (temporary file, flush, rename) on every change, so that a kill at any moment leaves
- * the state before the change or after it. Changes are made one at a time, in the order asked.
+ * the state before the change or after it. Changes are made in the order asked; those asked while
+ * a write is under way go to the disk together in the next one (a claim waits for at most the write
+ * under way and its own, not for every refill's write queued before it).
  */
 import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { writeFileAtomic } from "../../common/atomic-write.js";
-import { settled } from "../../common/settled.js";
 import { makeDirectory } from "../../os/make-directory.js";
 import { type Edit, EditingPoolStore, poolNotFound, poolSnapshotSchema } from "./pool-edits.js";
 import type { PoolSnapshot } from "./pool-store.js";
 
+interface Pending {
+  edit: Edit<unknown>;
+  resolve(result: unknown): void;
+  reject(err: unknown): void;
+}
+
 export class FilePoolStore extends EditingPoolStore {
   private state: PoolSnapshot | undefined;
-  private queue: Promise<void> = Promise.resolve();
+  /** Changes asked and not yet written, and the writing of them while it goes on. */
+  private pending: Pending[] = [];
+  private writing: Promise<void> | null = null;
 
   constructor(readonly file: string) {
     super();
@@ -25,7 +34,7 @@ export class FilePoolStore extends EditingPoolStore {
   }
 
   async close() {
-    await this.queue;
+    await this.writing;
   }
 
   /**
@@ -33,16 +42,48 @@ export class FilePoolStore extends EditingPoolStore {
    * written, so a failed edit or write changes nothing.
    */
   protected change<T>(edit: Edit<T>): Promise<T> {
-    const next = this.queue.then(async () => {
-      const copy = structuredClone(await this.current());
-      const result = edit(copy);
-      await makeDirectory(dirname(this.file));
-      await writeFileAtomic(this.file, `${JSON.stringify(copy, null, 1)}\n`, { mode: 0o600 });
-      this.state = copy;
-      return result;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.push({ edit, resolve: resolve as (result: unknown) => void, reject });
+      this.writing ??= this.writeAll().finally(() => {
+        this.writing = null;
+      });
     });
-    this.queue = settled(next);
-    return next;
+  }
+
+  /** Writes the changes asked, those asked meanwhile together, until none is left. */
+  private async writeAll() {
+    while (this.pending.length > 0) await this.write(this.pending.splice(0));
+  }
+
+  /** Each edit applied to a copy after the ones before it (one that throws is left out), then one write. */
+  private async write(batch: Pending[]) {
+    let next: PoolSnapshot;
+    try {
+      next = await this.current();
+    } catch (err) {
+      for (const item of batch) item.reject(err);
+      return;
+    }
+    const applied: { item: Pending; result: unknown }[] = [];
+    for (const item of batch) {
+      const copy = structuredClone(next);
+      try {
+        applied.push({ item, result: item.edit(copy) });
+        next = copy;
+      } catch (err) {
+        item.reject(err);
+      }
+    }
+    if (applied.length === 0) return;
+    try {
+      await makeDirectory(dirname(this.file));
+      await writeFileAtomic(this.file, `${JSON.stringify(next, null, 1)}\n`, { mode: 0o600 });
+    } catch (err) {
+      for (const { item } of applied) item.reject(err);
+      return;
+    }
+    this.state = next;
+    for (const { item, result } of applied) item.resolve(result);
   }
 
   private async current(): Promise<PoolSnapshot> {

@@ -7,6 +7,7 @@
  */
 import { HostError } from "../errors.js";
 import type { ClaimRequest, KeepaliveRequest } from "../requests.js";
+import { probeStatus } from "../runtimes/readiness.js";
 import type { LifecycleEvent } from "../sleep/lifecycle.js";
 import type { VmRecord } from "../vm-record.js";
 import type { PoolContext, PoolState, Waiter } from "./pool-context.js";
@@ -32,6 +33,9 @@ export class PoolClaims {
     const started = Date.now();
     const deadline = started + waitMs;
     const handed = (claimed: ClaimedDesktop) => {
+      // The replacement is started once this claim is answered: its start (the engine's calls, the
+      // store's write) never comes before the claim's own.
+      setImmediate(() => this.ctx.refill(state));
       this.ctx.events?.emit("claim", {
         desktop: claimed.name,
         runtime: claimed.runtime,
@@ -140,8 +144,13 @@ export class PoolClaims {
     this.ctx.ttlTimers.set(member.name, timer);
   }
 
-  /** Wakes the next claim waiting for this pool with a desktop that became ready, else lists it ready. */
-  handOut(state: PoolState, name: string) {
+  /**
+   * Wakes the next claim waiting for this pool with a desktop that became ready, else lists it
+   * ready; `record` is the desktop's as it became ready (without one, a claim looks it up).
+   */
+  handOut(state: PoolState, name: string, record?: VmRecord) {
+    if (record) state.records.set(name, record);
+    else state.records.delete(name);
     const waiter = state.waiters.shift();
     if (waiter) waiter.give(name);
     else if (!state.ready.includes(name)) state.ready.push(name);
@@ -230,12 +239,19 @@ export class PoolClaims {
     return undefined;
   }
 
+  /**
+   * Claims `name` in the store and makes sure it answers, side by side: a ready member kept its
+   * record from when it became ready, and answers when its computer server does (asked straight,
+   * not through the runtime's engine, which the refills' starts keep busy); an asleep one is woken.
+   * Undefined when it was taken meanwhile, or does not answer (then it is replaced).
+   */
   private async tryClaim(
     state: PoolState,
     name: string,
     request: ClaimRequest,
     from: "ready" | "hibernated",
   ): Promise<ClaimedDesktop | undefined> {
+    const started = performance.now();
     const at = new Date();
     const ttl = request.ttl ?? state.def.ttlSeconds;
     const claim: ClaimInfo = {
@@ -246,44 +262,65 @@ export class PoolClaims {
       pausedAt: null,
       remainingMs: null,
     };
-    let member: PoolMember;
-    try {
-      member = await this.ctx.store.updateMember(name, (m) => {
+    const kept = state.records.get(name);
+    state.records.delete(name);
+    let storeMs = 0;
+    const written = this.ctx.store
+      .updateMember(name, (m) => {
         if (m.state !== from) throw new HostError("failed", `${name} is no longer ${from}`);
         return { ...m, state: "claimed", claim };
+      })
+      .finally(() => {
+        storeMs = performance.now() - started;
       });
+    const answering = from === "hibernated" ? undefined : kept && this.answering(kept);
+    let member: PoolMember;
+    try {
+      member = await written;
     } catch {
       return undefined; // taken, or gone: the next one
     }
     state.members.set(name, member);
     this.armTtl(state, member);
-    this.ctx.refill(state);
     let record: VmRecord | undefined;
     if (from === "hibernated") {
       record = await this.ctx.vms.ensureAwake(name, `a claim of pool ${state.def.name}`).then(
         (awake) => awake.record,
         () => undefined,
       );
+    } else if (answering) {
+      record = await answering;
     } else {
       record = await this.ctx.vms.find(name).catch(() => undefined);
     }
     if (record?.status !== "running") {
       // It stopped while it waited in the pool (or could not be woken): not something to hand out.
-      await this.ctx.log.info("A pool desktop could not be handed out; it is replaced", {
+      void this.ctx.log.info("A pool desktop could not be handed out; it is replaced", {
         pool: state.def.name,
         vm: name,
       });
       this.ctx.track(this.ctx.destroy(state, name).then(() => this.ctx.refill(state)));
       return undefined;
     }
-    await this.ctx.log.info("Pool desktop claimed", {
+    void this.ctx.log.info("Pool desktop claimed", {
       pool: state.def.name,
       vm: name,
       by: claim.by ?? undefined,
       expiresAt: claim.expiresAt ?? undefined,
       woken: from === "hibernated" || undefined,
+      ms: Math.round(performance.now() - started),
+      storeMs: Math.round(storeMs),
     });
     return { ...record, pool: state.def.name, claim };
+  }
+
+  /** The kept record when its desktop answers now (a look through the runtime without a server URL). */
+  private async answering(record: VmRecord): Promise<VmRecord | undefined> {
+    const { answers } = this.ctx.options;
+    const url = record.computerServerUrl;
+    if (!answers && !url) return this.ctx.vms.find(record.name).catch(() => undefined);
+    const yes = answers ? answers(record) : probeStatus(url as string, new AbortController().signal);
+    return (await yes.catch(() => false)) ? record : undefined;
   }
 
   /** The next desktop to become ready in this pool, handed to the oldest waiter first. */

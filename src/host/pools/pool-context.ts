@@ -12,7 +12,7 @@ import type { ForkRequest } from "../requests.js";
 import type { HibernationMode } from "../runtimes/hibernation.js";
 import type { DesktopRuntime, RuntimeKind, SnapshotRecord } from "../runtimes/runtime.js";
 import type { Awake } from "../sleep/sleep-control.js";
-import type { VmService } from "../vm-service.js";
+import type { VmRecord, VmService } from "../vm-service.js";
 import { poolNotFound } from "./pool-edits.js";
 import type { PoolStore } from "./pool-store.js";
 import type { PoolDefinition, PoolMember } from "./pool-types.js";
@@ -60,8 +60,16 @@ export interface PoolManagerOptions {
   shared?: boolean;
   /** How often a shared store is read again (default 2 s). */
   syncIntervalMs?: number;
-  /** Whether a new desktop takes a first screenshot before it is handed out (default true). */
+  /**
+   * Whether a new desktop is warmed up (warm-up.ts: its first screenshots answered) before it
+   * counts as ready (default true).
+   */
   warmUp?: boolean;
+  /**
+   * Whether a ready desktop answers, asked at its claim (default: its computer server's `GET
+   * /status`, straight to it, not through the runtime's engine).
+   */
+  answers?: (record: VmRecord) => Promise<boolean>;
 }
 
 export interface Waiter {
@@ -73,6 +81,11 @@ export interface PoolState {
   members: Map<string, PoolMember>;
   /** Ready, unclaimed and checked members, oldest first: what a claim takes. */
   ready: string[];
+  /**
+   * The record each ready member had when it became ready, which a claim answers with once the
+   * desktop answers again (no look through the runtime's engine, busy with the refills' starts).
+   */
+  records: Map<string, VmRecord>;
   waiters: Waiter[];
   /** Members being made or started by this service, each with what cancels it. */
   starting: Map<string, AbortController>;
@@ -95,6 +108,7 @@ export function newState(def: PoolDefinition): PoolState {
     def,
     members: new Map(),
     ready: [],
+    records: new Map(),
     waiters: [],
     starting: new Map(),
     startWork: new Map(),
@@ -163,6 +177,7 @@ export class PoolContext {
   /** Removes a member's desktop (unless `exists` says there is none) and then its record. */
   async destroy(state: PoolState, name: string, exists = true) {
     state.ready = state.ready.filter((n) => n !== name);
+    state.records.delete(name);
     clearTimeout(this.ttlTimers.get(name));
     this.ttlTimers.delete(name);
     if (exists) {

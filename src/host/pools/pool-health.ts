@@ -83,9 +83,9 @@ export class PoolHealth {
       if (state.members.get(name)?.state === "ready" && !state.ready.includes(name)) {
         // Ready before a restart: handed out again once its computer server answers.
         await ctx.vms.waitReady(name, 30_000).then(
-          () => {
+          (record) => {
             if (state.members.get(name)?.state === "ready" && !state.ready.includes(name)) {
-              this.claims.handOut(state, name);
+              this.claims.handOut(state, name, record);
             }
           },
           async (err: Error) => {

@@ -38,10 +38,20 @@ class FakeDesktops implements PoolDesktops {
   readonly defaultRuntime = "container" as const;
   readonly desktops = new Map<string, Status>();
   readonly calls: string[] = [];
+  /** Looks at a desktop through the engine. */
+  finds = 0;
   /** Starts wait until `letGo` while true. */
   hold = false;
+  /**
+   * Starts are slow as an engine's are: making a desktop waits until `letGo`, and meanwhile the
+   * engine answers a look at any desktop only once it is done (as podman, busy making containers).
+   */
+  slowStarts = false;
   sleeps = true;
+  /** Desktops that run but whose computer server no longer answers. */
+  readonly mute = new Set<string>();
   private readonly held = new Map<string, () => void>();
+  private making: Promise<void>[] = [];
   private readonly listeners: ((name: string) => void)[] = [];
 
   runtime() {
@@ -52,6 +62,8 @@ class FakeDesktops implements PoolDesktops {
     this.listeners.push(listener);
   }
   async find(name: string): Promise<VmRecord> {
+    this.finds++;
+    while (this.making.length > 0) await Promise.all(this.making);
     const status = this.desktops.get(name);
     if (!status) throw new HostError("not_found", `Virtual machine not found: ${name}`);
     return {
@@ -63,6 +75,12 @@ class FakeDesktops implements PoolDesktops {
     } as VmRecord;
   }
   async create(request: { name: string }) {
+    if (this.slowStarts) {
+      const made = new Promise<void>((resolve) => this.held.set(request.name, resolve));
+      this.making.push(made);
+      await made;
+      this.making = this.making.filter((m) => m !== made);
+    }
     this.desktops.set(request.name, "stopped");
     return { name: request.name, runtime: "container" as const };
   }
@@ -80,6 +98,10 @@ class FakeDesktops implements PoolDesktops {
   async run(name: string) {
     this.desktops.set(name, "running");
     return this.find(name);
+  }
+  /** Whether the desktop's computer server answers (what a claim asks of a ready one). */
+  async answers(record: VmRecord) {
+    return this.desktops.get(record.name) === "running" && !this.mute.has(record.name);
   }
   async waitReady(name: string, _ms: number, signal?: AbortSignal): Promise<VmRecord> {
     if (this.hold) {
@@ -130,7 +152,11 @@ beforeEach(async () => {
   vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval", "Date"] });
   desktops = new FakeDesktops();
   store = new MemoryPoolStore();
-  pools = new PoolManager(desktops, store, log, { warmUp: false, checkIntervalMs: 3_600_000 });
+  pools = new PoolManager(desktops, store, log, {
+    warmUp: false,
+    checkIntervalMs: 3_600_000,
+    answers: (record) => desktops.answers(record),
+  });
   await pools.start();
 });
 afterEach(async () => {
@@ -226,6 +252,47 @@ describe("claims", () => {
     await settle();
     const again = pools.get("p").desktops.find((d) => d.name === name);
     expect(Date.parse(again?.expiresAt ?? "")).toBe(Date.now() + 10_000);
+  });
+});
+
+describe("claims behind refills", () => {
+  it("a claim with a ready desktop is answered while the refills' starts are slow, and never looks through the busy engine", async () => {
+    await create({ size: 3 });
+    await settle();
+    expect(states("p")).toEqual(["ready", "ready", "ready"]);
+    desktops.slowStarts = true;
+    desktops.finds = 0;
+    // Each claim's replacement starts (and is held); the next claims are answered all the same.
+    const first = await pools.claim("p", { wait: false });
+    await settle();
+    const second = await pools.claim("p", { wait: false });
+    await settle();
+    const third = await pools.claim("p", { wait: false });
+    await settle();
+    expect(new Set([first.name, second.name, third.name]).size).toBe(3);
+    expect(states("p")).toEqual(["claimed", "claimed", "claimed", "starting", "starting", "starting"]);
+    expect(desktops.finds).toBe(0);
+    // None is ready: the next claim waits for the first start to end, whichever it is.
+    const fourth = pools.claim("p", { timeout: 30 });
+    await settle();
+    desktops.slowStarts = false;
+    desktops.letGo();
+    const handed = await fourth;
+    expect(handed.status).toBe("running");
+    await settle();
+    expect(states("p").filter((s) => s === "claimed")).toHaveLength(4);
+  });
+
+  it("a ready desktop that no longer answers is not handed out: the claim gets the next, it is replaced", async () => {
+    await create({ size: 2 });
+    await settle();
+    const [oldest] = pools.get("p").desktops.map((d) => d.name);
+    desktops.mute.add(oldest);
+    const claimed = await pools.claim("p", { wait: false });
+    expect(claimed.name).not.toBe(oldest);
+    await settle();
+    expect(desktops.desktops.has(oldest)).toBe(false);
+    expect(states("p")).toEqual(["claimed", "ready", "ready"]);
   });
 });
 

@@ -12,6 +12,8 @@ import { planPool } from "./pool-sizing.js";
 import type { PoolMember } from "./pool-types.js";
 import { warmUp } from "./warm-up.js";
 
+/** How long a started desktop may take to answer its warm-up screenshots. */
+const WARM_UP_TIMEOUT_MS = 60_000;
 /** After a failed start, the next waits 1 s, then 2, 4 … up to a minute. */
 const MAX_BACKOFF_MS = 60_000;
 
@@ -104,13 +106,13 @@ export class PoolRefill {
     this.ctx.track(
       (async () => {
         try {
-          await this.ctx.vms.ensureAwake(name, `pool ${state.def.name} wants it ready`);
+          const awake = await this.ctx.vms.ensureAwake(name, `pool ${state.def.name} wants it ready`);
           const ready = await this.ctx.store.updateMember(name, (m) => {
             if (m.state !== "hibernated") throw new HostError("failed", `${name} is no longer asleep`);
             return { ...m, state: "ready" as const, readyAt: new Date().toISOString() };
           });
           state.members.set(name, ready);
-          this.claims.handOut(state, name);
+          this.claims.handOut(state, name, awake.record);
         } catch (err) {
           if (state.members.get(name)?.state === "hibernated") {
             await this.ctx.log.error("An asleep pool desktop could not be woken; it is replaced", {
@@ -215,8 +217,16 @@ export class PoolRefill {
     const name = member.name;
     const started = Date.now();
     let made = false;
+    const phases: Record<string, number> = {};
+    let last = performance.now();
+    const phase = (what: string) => {
+      const now = performance.now();
+      phases[what] = Math.round(now - last);
+      last = now;
+    };
     try {
       await this.ctx.store.addMember(member);
+      phase("addMs");
       signal.throwIfAborted();
       const { template } = def;
       if (template.kind === "snapshot") {
@@ -228,29 +238,44 @@ export class PoolRefill {
         else
           await vms.create({ name, runtime: def.runtime, image: template.image, os: "linux", ...def.spec });
         made = true;
+        phase("createMs");
         signal.throwIfAborted();
         await vms.run(name, {});
       }
+      phase("runMs");
       const record = await vms.waitReady(name, this.ctx.options.startTimeoutMs ?? 600_000, signal);
+      phase("waitMs");
       signal.throwIfAborted();
-      if (this.ctx.options.warmUp !== false && !(await warmUp(record))) {
-        void this.ctx.log.info("A pool desktop's first screenshot failed; it is handed out all the same", {
+      // Ready only once warm: its first screenshots answered (warm-up.ts); a desktop that does not
+      // answer them is a failed start.
+      if (
+        this.ctx.options.warmUp !== false &&
+        (await warmUp(record, WARM_UP_TIMEOUT_MS, signal)) === "no commands"
+      ) {
+        void this.ctx.log.info("A pool desktop's server has no commands (/cmd): nothing to warm up", {
           pool: def.name,
           vm: name,
         });
       }
+      phase("warmMs");
       signal.throwIfAborted();
       const ready = await this.ctx.store.updateMember(name, (m) => ({
         ...m,
         state: "ready",
         readyAt: new Date().toISOString(),
       }));
+      phase("readyMs");
       state.members.set(name, ready);
       state.failures = 0;
       state.lastError = null;
       state.retryAt = 0;
-      void this.ctx.log.info("Pool desktop ready", { pool: def.name, vm: name, ms: Date.now() - started });
-      this.claims.handOut(state, name);
+      void this.ctx.log.info("Pool desktop ready", {
+        pool: def.name,
+        vm: name,
+        ms: Date.now() - started,
+        ...phases,
+      });
+      this.claims.handOut(state, name, record);
     } catch (err) {
       const cancelled = signal.aborted || this.ctx.closed || state.removed;
       if (!cancelled) {

@@ -78,22 +78,28 @@ export class ReadinessTracker {
     };
   }
 
-  /** Resolves at the next change of any desktop's readiness, or when `signal` aborts. */
-  next(signal: AbortSignal): Promise<void> {
+  /**
+   * Resolves at the next change of desktop `name`'s readiness (of any desktop without a name), or
+   * of all desktops at once, or when `signal` aborts: a wait for one desktop is not woken by the
+   * others' starts (each wake is a look through the runtime).
+   */
+  next(signal: AbortSignal, name?: string): Promise<void> {
     return new Promise((resolve) => {
-      const done = () => {
+      const done = (changed?: string) => {
+        if (name !== undefined && changed !== undefined && changed !== name) return;
         this.events.off("change", done);
-        signal.removeEventListener("abort", done);
+        signal.removeEventListener("abort", finish);
         resolve();
       };
+      const finish = () => done();
       this.events.on("change", done);
-      signal.addEventListener("abort", done, { once: true });
+      signal.addEventListener("abort", finish, { once: true });
     });
   }
 
-  /** Something about a desktop changed (started, stopped): wake whoever waits. */
-  notify() {
-    this.events.emit("change");
+  /** Something about desktop `name` (without one: about any or all) changed: wake whoever waits. */
+  notify(name?: string) {
+    this.events.emit("change", name || undefined);
   }
 
   close() {
@@ -110,7 +116,7 @@ export class ReadinessTracker {
   private markReady(record: RuntimeRecord, state: State) {
     state.readyAt = new Date().toISOString();
     if (this.states.get(keyOf(record)) !== state) return;
-    this.notify();
+    this.notify(record.name);
     this.onReady?.(record, Math.max(0, Date.parse(state.readyAt) - Date.parse(state.startedAt)));
   }
 
