@@ -86,3 +86,20 @@ it("a write that fails changes nothing, and the next one works", async () => {
   expect(JSON.parse(readFileSync(join(home, "pools.json"), "utf8")).members).toHaveLength(1);
   await store.close();
 });
+
+it("writes a change asked as the last write settles (by the code that awaited it)", async () => {
+  const store = new FilePoolStore(join(dir, ".pools", "pools.json"));
+  await store.createPool(pool);
+  // Each change is asked by the code that awaited the one before, in the turn its write settled:
+  // after the writer's last look at its queue. Before the fix the second of them was never written
+  // (the pool waited on it for ever: a claimed desktop's lease ran out, a standby never woke).
+  let chained = Promise.resolve();
+  for (let i = 0; i < 20; i++) {
+    const name = `p-${i}`;
+    chained = chained.then(() => store.addMember(member(name))).then(() => store.updateMember(name, claimed));
+  }
+  await chained;
+  const members = (await store.load()).members;
+  expect(members.map((m) => m.state)).toEqual(Array(20).fill("claimed"));
+  await store.close();
+}, 10_000);

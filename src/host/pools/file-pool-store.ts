@@ -44,15 +44,21 @@ export class FilePoolStore extends EditingPoolStore {
   protected change<T>(edit: Edit<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ edit, resolve: resolve as (result: unknown) => void, reject });
-      this.writing ??= this.writeAll().finally(() => {
-        this.writing = null;
-      });
+      this.writing ??= this.writeAll();
     });
   }
 
-  /** Writes the changes asked, those asked meanwhile together, until none is left. */
+  /**
+   * Writes the changes asked, those asked meanwhile together, until none is left. It says it is
+   * done in the same turn as it finds none: a change asked later (even by code resuming as the
+   * last write settles) starts the next writer rather than waiting behind one that has ended.
+   */
   private async writeAll() {
-    while (this.pending.length > 0) await this.write(this.pending.splice(0));
+    try {
+      while (this.pending.length > 0) await this.write(this.pending.splice(0));
+    } finally {
+      this.writing = null;
+    }
   }
 
   /** Each edit applied to a copy after the ones before it (one that throws is left out), then one write. */
