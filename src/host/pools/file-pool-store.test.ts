@@ -93,7 +93,7 @@ it("writes a change asked as the last write settles (by the code that awaited it
   // Each change is asked by the code that awaited the one before, in the turn its write settled:
   // after the writer's last look at its queue. Before the fix the second of them was never written
   // (the pool waited on it for ever: a claimed desktop's lease ran out, a standby never woke).
-  let chained = Promise.resolve();
+  let chained: Promise<unknown> = Promise.resolve();
   for (let i = 0; i < 20; i++) {
     const name = `p-${i}`;
     chained = chained.then(() => store.addMember(member(name))).then(() => store.updateMember(name, claimed));
