@@ -34,6 +34,14 @@ const FORBIDDEN: [from: RegExp, to: RegExp, why: string][] = [
   [/^src\/host\//, /^(src\/computer|src\/desktop|src\/browser|commands)\//, "the host service stands apart"],
   [/^src\/(desktop|browser)\//, /^src\/host\//, "desktop backends do not know the host service"],
   [/^src\/client\//, /^src\/(computer|desktop|host|os|browser|cli)\//, "the client loads none of the server"],
+  [/^src\/host\/qemu\//, /^src\/host\/(container|kubernetes)\//, "a runtime knows no other runtime"],
+  [/^src\/host\/container\//, /^src\/host\/(qemu|kubernetes)\//, "a runtime knows no other runtime"],
+  [/^src\/host\/kubernetes\//, /^src\/host\/(qemu|container)\//, "a runtime knows no other runtime"],
+  [
+    /^src\/host\/(desktops|pools)\//,
+    /^src\/host\/(qemu|container|kubernetes)\//,
+    "the desktop service and the pools know runtimes by their interface (desktops/runtime.ts) alone",
+  ],
 ];
 
 const layerOf = (file: string) => LAYERS.findIndex(([, pattern]) => pattern.test(file));

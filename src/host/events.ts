@@ -33,7 +33,7 @@ export interface LifecycleFields {
   ms?: number;
   /** What went wrong, for `failure`. */
   error?: string;
-  /** For `hibernate`: what was kept (`memory`, `paused` or `disk`, runtimes/hibernation.ts). */
+  /** For `hibernate`: what was kept (`memory`, `paused` or `disk`, desktops/hibernation.ts). */
   mode?: string;
   /** For a `hibernate` the service did on its own (auto-pause when idle): why. */
   reason?: string;

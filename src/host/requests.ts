@@ -3,10 +3,10 @@
  * the services take the types derived from them (one definition, never written twice).
  */
 import { z } from "zod";
+import { HIBERNATION_MODES } from "./desktops/hibernation.js";
+import { RUNTIME_KINDS } from "./desktops/kinds.js";
 import { networkFieldSchema, networkPolicySchema } from "./egress/policy.js";
 import { ON_EXPIRE } from "./pools/pool-types.js";
-import { HIBERNATION_MODES } from "./runtimes/hibernation.js";
-import { RUNTIME_KINDS } from "./runtimes/kinds.js";
 
 /** Which runtime backs a desktop: `qemu`, `container` or `kubernetes`. */
 export const runtimeSchema = z.enum(RUNTIME_KINDS, {
@@ -102,7 +102,7 @@ export const runSchema = z.object({
 });
 
 export const snapshotSchema = z.object({ name: z.string() });
-/** What a hibernating desktop keeps (runtimes/hibernation.ts); its runtime's default when left out. */
+/** What a hibernating desktop keeps (desktops/hibernation.ts); its runtime's default when left out. */
 export const hibernateSchema = z.object({
   mode: z
     .enum(HIBERNATION_MODES, {

@@ -14,11 +14,13 @@ import { createHostApp } from "./app.js";
 import { ContainerRuntime, type Ulimit } from "./container/container-runtime.js";
 import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
 import { parseUlimit } from "./container/ulimits.js";
+import { DesktopService } from "./desktops/desktop-service.js";
+import type { DesktopRuntime, RuntimeKind } from "./desktops/runtime.js";
 import type { E2bOptions, RunningE2bService } from "./e2b/service.js";
 import { EgressService } from "./egress/egress-service.js";
 import { LifecycleEvents } from "./events.js";
 import { HostLog } from "./host-log.js";
-import { ImageService } from "./image-service.js";
+import { ImageService } from "./images/image-service.js";
 import { ConfigMapPoolStore } from "./kubernetes/configmap-pool-store.js";
 import { KubernetesRuntime, type KubernetesRuntimeOptions } from "./kubernetes/kubernetes-runtime.js";
 import { LeaderLease } from "./kubernetes/leader-lease.js";
@@ -29,13 +31,11 @@ import type { PoolStore } from "./pools/pool-store.js";
 import { DEFAULT_HOST_PORT } from "./port.js";
 import { acceleratorSettled, detectAccelerator } from "./qemu/accel.js";
 import { QemuRuntime, type QemuRuntimeOptions } from "./qemu/qemu-runtime.js";
-import type { DesktopRuntime, RuntimeKind } from "./runtimes/runtime.js";
+import { VmStore } from "./qemu/vm-store.js";
 import type { HostServices } from "./services.js";
 import { type SettingsOptions, SettingsStore } from "./settings.js";
 import { IdleWatcher } from "./sleep/idle-watcher.js";
 import type { LifecycleEvent } from "./sleep/lifecycle.js";
-import { VmService } from "./vm-service.js";
-import { VmStore } from "./vm-store.js";
 import { type WebhookOptions, Webhooks } from "./webhooks.js";
 
 export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions {
@@ -152,7 +152,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     );
     runtimes.push(kubernetes);
   }
-  const vms = new VmService(runtimes, options.defaultRuntime ?? "qemu", images, log);
+  const vms = new DesktopService(runtimes, options.defaultRuntime ?? "qemu", images, log);
   const events = new LifecycleEvents();
   vms.lifecycle.on((transition) => events.emit(...operatorEvent(transition)));
   vms.addToRecords((record) => ({ network: egress.record(record.name, record.runtime) }));

@@ -3,18 +3,18 @@
  * the lifecycle events and egress.
  */
 
+import type { DesktopService } from "./desktops/desktop-service.js";
 import type { EgressService } from "./egress/egress-service.js";
 import type { LifecycleEvents } from "./events.js";
 import type { HostLog } from "./host-log.js";
-import type { ImageService } from "./image-service.js";
+import type { ImageService } from "./images/image-service.js";
 import type { PoolManager } from "./pools/pool-manager.js";
 import type { SettingsStore } from "./settings.js";
 import type { IdleWatcher } from "./sleep/idle-watcher.js";
-import type { VmService } from "./vm-service.js";
 
 export interface HostServices {
   settings: SettingsStore;
-  vms: VmService;
+  vms: DesktopService;
   pools: PoolManager;
   images: ImageService;
   log: HostLog;

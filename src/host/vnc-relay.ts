@@ -1,7 +1,7 @@
 /**
  * `WS /vnc/{name}`: a running VM's VNC server, relayed byte for byte over a WebSocket so that the
  * host page's noVNC client can show the screen. QEMU's VNC listens on loopback with a password
- * (see vm-details.ts); the relay only ever connects to a loopback address, and the password stays
+ * (see qemu/vm-details.ts); the relay only ever connects to a loopback address, and the password stays
  * the VNC server's business (the page reads it from the VM record, behind the same token).
  */
 import { connect } from "node:net";
@@ -11,11 +11,11 @@ import type { WebSocket } from "ws";
 import type { Logger } from "../common/logger.js";
 import { isLoopbackName } from "../common/origin-policy.js";
 import { relaySocket } from "../common/socket-relay.js";
-import type { VmService } from "./vm-service.js";
+import type { DesktopService } from "./desktops/desktop-service.js";
 
 const UNAVAILABLE = 1011;
 
-export function vncRelay(vms: VmService, log?: Logger): MiddlewareHandler {
+export function vncRelay(vms: DesktopService, log?: Logger): MiddlewareHandler {
   return upgradeWebSocket((c) => {
     const name = c.req.param("name") ?? "";
     let closed = false;
@@ -40,7 +40,7 @@ export function vncRelay(vms: VmService, log?: Logger): MiddlewareHandler {
 }
 
 /** Where the VM's VNC server listens: only a running VM's, and only on loopback. */
-async function vncAddress(vms: VmService, name: string): Promise<{ host: string; port: number }> {
+async function vncAddress(vms: DesktopService, name: string): Promise<{ host: string; port: number }> {
   let vm = await vms.get(name);
   // A sleeping desktop is woken for the person who opened its screen.
   if (vm.status === "hibernated") vm = (await vms.ensureAwake(name, "the host page's screen")).record;

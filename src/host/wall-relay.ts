@@ -17,8 +17,8 @@ import WebSocket from "ws";
 import { z } from "zod";
 import type { Logger } from "../common/logger.js";
 import { isLoopbackName } from "../common/origin-policy.js";
+import type { DesktopService } from "./desktops/desktop-service.js";
 import { queryParam } from "./routes/body.js";
-import type { VmService } from "./vm-service.js";
 
 const GOING_AWAY = 1001;
 const UNAVAILABLE = 1011;
@@ -58,7 +58,7 @@ export const wallQuery: MiddlewareHandler = async (c, next) => {
   await next();
 };
 
-export function wallRelay(vms: VmService, log?: Logger): MiddlewareHandler {
+export function wallRelay(vms: DesktopService, log?: Logger): MiddlewareHandler {
   return upgradeWebSocket((c) => {
     const name = c.req.param("name") ?? "";
     const settings: TileSettings = {
@@ -95,7 +95,7 @@ interface LiveAddress {
 }
 
 /** The desktop's `WS /live`: only a running desktop's, only on loopback. */
-async function liveAddress(vms: VmService, name: string): Promise<LiveAddress> {
+async function liveAddress(vms: DesktopService, name: string): Promise<LiveAddress> {
   const vm = await vms.get(name);
   if (vm.status !== "running") throw new Error(`${name} is ${vm.status}: nothing live to show`);
   const server = "computerServerUrl" in vm ? vm.computerServerUrl : null;

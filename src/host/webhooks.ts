@@ -9,7 +9,7 @@
 import { createHmac } from "node:crypto";
 import type { LifecycleEvent, LifecycleEvents } from "./events.js";
 import type { HostLog } from "./host-log.js";
-import { TransientError, withRetry } from "./oci/retry.js";
+import { TransientError, withRetry } from "./images/oci/retry.js";
 
 export interface WebhookOptions {
   urls: string[];

@@ -11,8 +11,8 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { copySparse } from "../../src/host/qemu/sparse-copy.js";
 import { type RunningHostService, startHostService } from "../../src/host/server.js";
-import { copySparse } from "../../src/host/sparse-copy.js";
 import { postCmd } from "../support/server.js";
 
 const VM = "e2e-guest";

@@ -7,8 +7,8 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseChallenge } from "../../src/host/oci/auth.js";
-import { credentialsFromEnv, pullImage, pushVm } from "../../src/host/oci/index.js";
+import { parseChallenge } from "../../src/host/images/oci/auth.js";
+import { credentialsFromEnv, pullImage, pushVm } from "../../src/host/images/oci/index.js";
 import { startRegistry, type TestRegistry } from "../support/registry.js";
 import { makeVmDir } from "../support/vm-dir.js";
 

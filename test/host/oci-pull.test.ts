@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pullImage, pushVm } from "../../src/host/oci/index.js";
+import { pullImage, pushVm } from "../../src/host/images/oci/index.js";
 import { blobDataPath, startRegistry, type TestRegistry } from "../support/registry.js";
 import { allocated, makeVmDir, readJson } from "../support/vm-dir.js";
 

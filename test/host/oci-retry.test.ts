@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { pullImage, pushVm } from "../../src/host/oci/index.js";
+import { pullImage, pushVm } from "../../src/host/images/oci/index.js";
 import { startRegistry, type TestRegistry } from "../support/registry.js";
 import { makeVmDir } from "../support/vm-dir.js";
 

@@ -7,7 +7,7 @@ import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ImageCache, pullImage, pushVm } from "../../src/host/oci/index.js";
+import { ImageCache, pullImage, pushVm } from "../../src/host/images/oci/index.js";
 import { startRegistry, type TestRegistry } from "../support/registry.js";
 import { allocated, makeVmDir, readJson } from "../support/vm-dir.js";
 

@@ -6,8 +6,8 @@ import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { ReadinessTracker } from "../../src/host/runtimes/readiness.js";
-import type { RuntimeRecord } from "../../src/host/runtimes/runtime.js";
+import { ReadinessTracker } from "../../src/host/desktops/readiness.js";
+import type { RuntimeRecord } from "../../src/host/desktops/runtime.js";
 
 const servers: Server[] = [];
 afterEach(async () => {

@@ -8,8 +8,8 @@ import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, expect, it } from "vitest";
+import type { RuntimeRecord } from "../../src/host/desktops/runtime.js";
 import { WARM_UP_SCREENSHOTS, warmUp } from "../../src/host/pools/warm-up.js";
-import type { RuntimeRecord } from "../../src/host/runtimes/runtime.js";
 
 const servers: Server[] = [];
 afterEach(async () => {

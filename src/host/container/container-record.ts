@@ -4,7 +4,7 @@
  * loopback become `computerServerUrl` and `vncUrl`.
  */
 import type { ContainerInspectInfo } from "dockerode";
-import type { RuntimeRecord } from "../runtimes/runtime.js";
+import type { RuntimeRecord } from "../desktops/runtime.js";
 import type { SleepMark } from "./container-sleep.js";
 import { LABEL } from "./labels.js";
 import type { DesktopSecretValues } from "./secrets.js";

@@ -13,25 +13,25 @@ import { randomBytes } from "node:crypto";
 import type { Readable } from "node:stream";
 import type Dockerode from "dockerode";
 import type { ContainerCreateOptions, ContainerInspectInfo } from "dockerode";
-import { formatBytes, parseLumeSize } from "../../common/sizes.js";
-import { ContainerCage } from "../egress/container-cage.js";
-import type { EgressService } from "../egress/egress-service.js";
-import { networkModeOf, policyOf } from "../egress/policy.js";
-import { HostError } from "../errors.js";
-import type { HostLog } from "../host-log.js";
-import { KeyedLock } from "../keyed-lock.js";
-import { needsMacHost } from "../macos.js";
-import { vmName } from "../names.js";
-import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
-import type { HibernationMode } from "../runtimes/hibernation.js";
+import type { HibernationMode } from "../desktops/hibernation.js";
+import { containerImageReference } from "../desktops/image-reference.js";
+import { displayOf, MIN_CONTAINER_MEMORY, positiveCpu, size } from "../desktops/limits.js";
+import { needsMacHost } from "../desktops/macos.js";
 import type {
   HibernatingRuntime,
   LogOptions,
   RuntimeImage,
   StopOutcome,
   WakeAddress,
-} from "../runtimes/runtime.js";
-import { parseDisplay } from "../vm-config.js";
+} from "../desktops/runtime.js";
+import { ContainerCage } from "../egress/container-cage.js";
+import type { EgressService } from "../egress/egress-service.js";
+import { networkModeOf, policyOf } from "../egress/policy.js";
+import { HostError } from "../errors.js";
+import type { HostLog } from "../host-log.js";
+import { KeyedLock } from "../keyed-lock.js";
+import { vmName } from "../names.js";
+import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
 import { demuxLogs } from "./container-logs.js";
 import {
   CONTAINER_LOCATION,
@@ -45,7 +45,6 @@ import { clearMark, PausedWatch, readMark, writeMark } from "./container-sleep.j
 import { DesktopImages } from "./desktop-image.js";
 import { connectEngine, type Engine, engineError, engineMessage, statusOf } from "./engine.js";
 import { EngineEvents } from "./engine-events.js";
-import { containerImageReference } from "./image-reference.js";
 import {
   CONTAINER_PREFIX,
   checkContainerDesktopName,
@@ -83,7 +82,6 @@ export interface ContainerRuntimeOptions {
 }
 
 export const DEFAULT_DESKTOP_IMAGE = "hangar:latest";
-export const MIN_CONTAINER_MEMORY = 64 * 1024 ** 2;
 /** Starts tried before a desktop whose loopback ports keep being taken fails to start. */
 const PORT_ATTEMPTS = 3;
 
@@ -870,37 +868,6 @@ function noLocation(storage: string | undefined) {
       `Container desktops have no storage location ('${storage}'): leave storage out (or use '${CONTAINER_LOCATION}')`,
     );
   }
-}
-
-export function displayOf(display: string): string {
-  parseDisplay(display);
-  return display;
-}
-
-export function size(text: string, field: string, minimum: number): number {
-  let bytes: number;
-  try {
-    bytes = parseLumeSize(text);
-  } catch (err) {
-    throw new HostError("invalid_params", (err as Error).message);
-  }
-  if (bytes < minimum) {
-    throw new HostError(
-      "invalid_params",
-      `Invalid ${field} '${text}': at least ${formatBytes(minimum)} is needed`,
-    );
-  }
-  return bytes;
-}
-
-export function positiveCpu(cpu: number): number {
-  if (!Number.isInteger(cpu) || cpu < 1 || cpu > 1024) {
-    throw new HostError(
-      "invalid_params",
-      `Invalid cpu count: ${cpu} (expected a whole number from 1 to 1024)`,
-    );
-  }
-  return cpu;
 }
 
 function alreadyExists(name: string, engine = false) {

@@ -7,8 +7,8 @@ import { Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import type { KeyDigests } from "../../common/key-digests.js";
+import type { DesktopService } from "../desktops/desktop-service.js";
 import { jsonBody } from "../routes/body.js";
-import type { VmService } from "../vm-service.js";
 import { ENVD_VERSION, envdMetrics } from "./envd.js";
 import { E2bError, e2bAnswer } from "./errors.js";
 import {
@@ -27,7 +27,7 @@ import { addressOf, type ListQuery, type Sandboxes, type SandboxView } from "./s
 
 export interface E2bApiOptions {
   sandboxes: Sandboxes;
-  vms: VmService;
+  vms: DesktopService;
   keys: KeyDigests;
   /** What sandboxes' per-port host names end with (`domain` in E2B's answers). */
   domain: () => string;
@@ -321,7 +321,7 @@ interface LogEntry {
  * port). The computer server's own lines are JSON (pino): their time, level and message are
  * taken; any other line is an `info` line stamped with the sandbox's start.
  */
-async function logEntries(vms: VmService, view: SandboxView, limit: number): Promise<LogEntry[]> {
+async function logEntries(vms: DesktopService, view: SandboxView, limit: number): Promise<LogEntry[]> {
   const controller = new AbortController();
   const stream = await vms.logs(view.record.desktop, {
     lines: limit,

@@ -1,5 +1,5 @@
 /**
- * How a sandbox is paused and resumed: the VM service's hibernation (runtimes/hibernation.ts), its
+ * How a sandbox is paused and resumed: the VM service's hibernation (desktops/hibernation.ts), its
  * identity kept. E2B's pause keeps the sandbox's memory and processes unless asked for its files
  * only (`memory: false`); each runtime keeps what it can:
  *
@@ -11,10 +11,11 @@
  * What a runtime cannot keep is refused (E2B's 400, before anything is touched), never quietly
  * downgraded, as E2B's API says of a memory restore it cannot do.
  */
-import type { HibernationMode } from "../runtimes/hibernation.js";
-import type { RuntimeKind } from "../runtimes/kinds.js";
-import { canHibernate } from "../runtimes/runtime.js";
-import type { VmService } from "../vm-service.js";
+
+import type { DesktopService } from "../desktops/desktop-service.js";
+import type { HibernationMode } from "../desktops/hibernation.js";
+import type { RuntimeKind } from "../desktops/kinds.js";
+import { canHibernate } from "../desktops/runtime.js";
 
 export interface Pauser {
   /** Why desktops of this runtime cannot be paused so (`keepMemory`: processes and memory kept); undefined when they can. */
@@ -25,7 +26,7 @@ export interface Pauser {
   resume(desktop: string): Promise<void>;
 }
 
-export function hibernationPauser(vms: VmService): Pauser {
+export function hibernationPauser(vms: DesktopService): Pauser {
   /** The hibernation mode that keeps what is asked, or undefined where the runtime has none. */
   const modeFor = (runtime: RuntimeKind, keepMemory: boolean): HibernationMode | undefined => {
     const desktops = vms.runtime(runtime);

@@ -11,6 +11,7 @@
  * 404 from then on.
  */
 import { randomBytes } from "node:crypto";
+import type { DesktopRecord, DesktopService } from "../desktops/desktop-service.js";
 import type { EgressService } from "../egress/egress-service.js";
 import type { NetworkPolicy } from "../egress/policy.js";
 import { HostError } from "../errors.js";
@@ -18,7 +19,6 @@ import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
 import type { PoolManager } from "../pools/pool-manager.js";
 import type { PoolSpec } from "../pools/pool-types.js";
-import type { VmRecord, VmService } from "../vm-service.js";
 import { initEnvd } from "./envd.js";
 import { E2bError, sandboxNotFound } from "./errors.js";
 import { egressPolicy } from "./network.js";
@@ -47,7 +47,7 @@ export interface SandboxesOptions {
 /** A sandbox and its desktop's record. */
 export interface SandboxView {
   record: SandboxRecord;
-  vm: VmRecord;
+  vm: DesktopRecord;
 }
 
 export interface ListQuery {
@@ -72,7 +72,7 @@ export class Sandboxes {
   private closed = false;
 
   constructor(
-    private readonly vms: VmService,
+    private readonly vms: DesktopService,
     private readonly pools: PoolManager,
     private readonly store: SandboxStore,
     private readonly templates: Templates,
@@ -165,7 +165,7 @@ export class Sandboxes {
       autoResume,
     };
     const started = Date.now();
-    let vm: VmRecord;
+    let vm: DesktopRecord;
     if (source.kind === "pool") {
       // The claim is the lease (or, for a sandbox paused at its timeout, a week-long backstop).
       const claimed = await this.pools.claim(
@@ -217,7 +217,7 @@ export class Sandboxes {
     source: Exclude<TemplateSource, { kind: "pool" }>,
     network: NetworkPolicy | undefined,
     signal?: AbortSignal,
-  ): Promise<VmRecord> {
+  ): Promise<DesktopRecord> {
     if (source.kind === "desktop") {
       await this.vms.clone({ name: source.name, newName: name });
       // A clone has its template's cage, if any: the sandbox's policy replaces its policy.
@@ -238,7 +238,7 @@ export class Sandboxes {
   }
 
   /** Hands envd the sandbox's environment and token (E2B's `/init`); a desktop without envd is said so in the log. */
-  private async initEnvd(record: SandboxRecord, vm: VmRecord) {
+  private async initEnvd(record: SandboxRecord, vm: DesktopRecord) {
     const address = addressOf(vm);
     const answered = await initEnvd(
       address,
@@ -266,7 +266,7 @@ export class Sandboxes {
       if (err instanceof HostError && err.kind === "not_found") return undefined;
       throw err;
     });
-    if (!this.gone(record, vm)) return { record, vm: vm as VmRecord };
+    if (!this.gone(record, vm)) return { record, vm: vm as DesktopRecord };
     // Killed or stopped from outside: the sandbox is over. Not waited for: a caller may hold its lock.
     void this.locks
       .run(sandboxID, async () => {
@@ -291,7 +291,7 @@ export class Sandboxes {
    * Whether a sandbox's desktop is gone: removed, or stopped while the sandbox runs (killed from
    * outside). A desktop being paused or resumed here, or kept asleep by its runtime, is not.
    */
-  private gone(record: SandboxRecord, vm: VmRecord | undefined): boolean {
+  private gone(record: SandboxRecord, vm: DesktopRecord | undefined): boolean {
     if (!vm) return true;
     return record.state === "running" && vm.status === "stopped" && !this.busy.has(record.sandboxID);
   }
@@ -308,7 +308,7 @@ export class Sandboxes {
         continue;
       }
       if (!matches(record, query)) continue;
-      views.push({ record, vm: vm as VmRecord });
+      views.push({ record, vm: vm as DesktopRecord });
     }
     const sign = query.order === "asc" ? 1 : -1;
     views.sort((a, b) => sign * compareByStart(a.record, b.record));
@@ -497,7 +497,7 @@ export class Sandboxes {
       });
   }
 
-  private async pauseNow(record: SandboxRecord, vm: VmRecord, keepMemory: boolean) {
+  private async pauseNow(record: SandboxRecord, vm: DesktopRecord, keepMemory: boolean) {
     // A paused sandbox does not expire: a pool's claim, its lease, is stretched to the longest.
     if (record.pool !== null) {
       await this.pools.keepalive(record.pool, record.desktop, { ttl: MAX_TIMEOUT_SECONDS });
@@ -547,7 +547,7 @@ function egressOf(network: { allowOut?: string[]; denyOut?: string[] } | undefin
 }
 
 /** The desktop's computer server, where its tunnel is. */
-export function addressOf(vm: VmRecord): DesktopAddress {
+export function addressOf(vm: DesktopRecord): DesktopAddress {
   if (!vm.computerServerUrl) {
     throw new E2bError(502, `The sandbox's desktop ${vm.name} does not answer: it is not running`);
   }

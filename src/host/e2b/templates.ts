@@ -11,10 +11,11 @@
  *
  * Anything else is E2B's 404 `template '…' not found`.
  */
+
+import type { DesktopService } from "../desktops/desktop-service.js";
+import type { RuntimeKind } from "../desktops/kinds.js";
 import { HostError } from "../errors.js";
 import type { PoolManager } from "../pools/pool-manager.js";
-import type { RuntimeKind } from "../runtimes/kinds.js";
-import type { VmService } from "../vm-service.js";
 import { E2bError } from "./errors.js";
 
 export type TemplateSource =
@@ -34,7 +35,7 @@ export interface TemplateOptions {
 
 export class Templates {
   constructor(
-    private readonly vms: VmService,
+    private readonly vms: DesktopService,
     private readonly pools: PoolManager,
     private readonly options: TemplateOptions,
   ) {}

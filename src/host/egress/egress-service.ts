@@ -12,9 +12,9 @@
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../common/atomic-write.js";
+import type { RuntimeKind } from "../desktops/kinds.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
-import type { RuntimeKind } from "../runtimes/kinds.js";
 import { EgressAudit } from "./audit.js";
 import { type CertificateFiles, ensureCa } from "./certificates.js";
 import { CredentialInjector } from "./credentials.js";

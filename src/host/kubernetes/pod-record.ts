@@ -5,7 +5,7 @@
  * the reason in `lastError`, so that a wait for it ends at once.
  */
 import type { V1Pod, V1Secret } from "@kubernetes/client-node";
-import type { RuntimeRecord } from "../runtimes/runtime.js";
+import type { RuntimeRecord } from "../desktops/runtime.js";
 import { ANNOTATION, LOCATION, SECRET_KEYS, specOf } from "./objects.js";
 
 export type KubernetesRecord = RuntimeRecord & {

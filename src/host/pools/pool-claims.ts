@@ -5,16 +5,17 @@
  * desktop sleeps is not counted against it (the lease waits while it sleeps, from the desktops'
  * lifecycle events, and goes on from where it was when it wakes).
  */
+
+import type { DesktopRecord } from "../desktops/desktop-record.js";
+import { probeStatus } from "../desktops/readiness.js";
 import { HostError } from "../errors.js";
 import type { ClaimRequest, KeepaliveRequest } from "../requests.js";
-import { probeStatus } from "../runtimes/readiness.js";
 import type { LifecycleEvent } from "../sleep/lifecycle.js";
-import type { VmRecord } from "../vm-record.js";
 import type { PoolContext, PoolState, Waiter } from "./pool-context.js";
 import type { ClaimInfo, PoolMember } from "./pool-types.js";
 
 /** What a claim answers: the desktop's record, its pool and the claim. */
-export type ClaimedDesktop = VmRecord & { pool: string; claim: ClaimInfo };
+export type ClaimedDesktop = DesktopRecord & { pool: string; claim: ClaimInfo };
 
 const DEFAULT_CLAIM_WAIT_S = 60;
 
@@ -148,7 +149,7 @@ export class PoolClaims {
    * Wakes the next claim waiting for this pool with a desktop that became ready, else lists it
    * ready; `record` is the desktop's as it became ready (without one, a claim looks it up).
    */
-  handOut(state: PoolState, name: string, record?: VmRecord) {
+  handOut(state: PoolState, name: string, record?: DesktopRecord) {
     if (record) state.records.set(name, record);
     else state.records.delete(name);
     const waiter = state.waiters.shift();
@@ -282,7 +283,7 @@ export class PoolClaims {
     }
     state.members.set(name, member);
     this.armTtl(state, member);
-    let record: VmRecord | undefined;
+    let record: DesktopRecord | undefined;
     if (from === "hibernated") {
       record = await this.ctx.vms.ensureAwake(name, `a claim of pool ${state.def.name}`).then(
         (awake) => awake.record,
@@ -315,7 +316,7 @@ export class PoolClaims {
   }
 
   /** The kept record when its desktop answers now (a look through the runtime without a server URL). */
-  private async answering(record: VmRecord): Promise<VmRecord | undefined> {
+  private async answering(record: DesktopRecord): Promise<DesktopRecord | undefined> {
     const { answers } = this.ctx.options;
     const url = record.computerServerUrl;
     if (!answers && !url) return this.ctx.vms.find(record.name).catch(() => undefined);

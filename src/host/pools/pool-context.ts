@@ -5,21 +5,21 @@
  * in progress. Also the one way a member goes: `destroy` (its desktop, then its record).
  */
 import { settled } from "../../common/settled.js";
+import type { DesktopRecord, DesktopService } from "../desktops/desktop-service.js";
+import type { HibernationMode } from "../desktops/hibernation.js";
+import type { DesktopRuntime, RuntimeKind, SnapshotRecord } from "../desktops/runtime.js";
 import { HostError } from "../errors.js";
 import type { LifecycleEvents } from "../events.js";
 import type { HostLog } from "../host-log.js";
 import type { ForkRequest } from "../requests.js";
-import type { HibernationMode } from "../runtimes/hibernation.js";
-import type { DesktopRuntime, RuntimeKind, SnapshotRecord } from "../runtimes/runtime.js";
 import type { Awake } from "../sleep/sleep-control.js";
-import type { VmRecord, VmService } from "../vm-service.js";
 import { poolNotFound } from "./pool-edits.js";
 import type { PoolStore } from "./pool-store.js";
 import type { PoolDefinition, PoolMember } from "./pool-types.js";
 
 /** What pools ask of the desktops: the VM service's calls, so that a test can give a fake of it. */
 export type PoolDesktops = Pick<
-  VmService,
+  DesktopService,
   "find" | "waitReady" | "create" | "clone" | "run" | "remove" | "onChange" | "defaultRuntime" | "lifecycle"
 > & {
   runtime(
@@ -69,7 +69,7 @@ export interface PoolManagerOptions {
    * Whether a ready desktop answers, asked at its claim (default: its computer server's `GET
    * /status`, straight to it, not through the runtime's engine).
    */
-  answers?: (record: VmRecord) => Promise<boolean>;
+  answers?: (record: DesktopRecord) => Promise<boolean>;
 }
 
 export interface Waiter {
@@ -85,7 +85,7 @@ export interface PoolState {
    * The record each ready member had when it became ready, which a claim answers with once the
    * desktop answers again (no look through the runtime's engine, busy with the refills' starts).
    */
-  records: Map<string, VmRecord>;
+  records: Map<string, DesktopRecord>;
   waiters: Waiter[];
   /** Members being made or started by this service, each with what cancels it. */
   starting: Map<string, AbortController>;

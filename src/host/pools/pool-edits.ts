@@ -6,8 +6,8 @@
  * again to what won).
  */
 import { z } from "zod";
+import { RUNTIME_KINDS } from "../desktops/kinds.js";
 import { HostError } from "../errors.js";
-import { RUNTIME_KINDS } from "../runtimes/kinds.js";
 import type { PoolSnapshot, PoolStore } from "./pool-store.js";
 import { ON_EXPIRE, type PoolDefinition, type PoolMember } from "./pool-types.js";
 

@@ -5,8 +5,9 @@
  * yet handed out since a restart is handed out once it answers. An engine that cannot be reached
  * changes nothing.
  */
+
+import type { DesktopRecord } from "../desktops/desktop-record.js";
 import { HostError } from "../errors.js";
-import type { VmRecord } from "../vm-record.js";
 import type { PoolClaims } from "./pool-claims.js";
 import type { PoolContext, PoolState } from "./pool-context.js";
 
@@ -33,7 +34,7 @@ export class PoolHealth {
     try {
       const member = state.members.get(name);
       if (!member || member.state === "starting") return;
-      let record: VmRecord | undefined;
+      let record: DesktopRecord | undefined;
       try {
         record = await ctx.vms.find(name);
       } catch (err) {

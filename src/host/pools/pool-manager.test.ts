@@ -6,11 +6,11 @@
  * real desktops add (engines, QEMU, readiness) is in test/host/pools.test.ts and pool-sleep.test.ts.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { DesktopRecord } from "../desktops/desktop-record.js";
+import type { HibernationCapability } from "../desktops/hibernation.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
-import type { HibernationCapability } from "../runtimes/hibernation.js";
 import { Lifecycle } from "../sleep/lifecycle.js";
-import type { VmRecord } from "../vm-record.js";
 import type { PoolDesktops } from "./pool-context.js";
 import { type Edit, EditingPoolStore } from "./pool-edits.js";
 import { PoolManager } from "./pool-manager.js";
@@ -61,7 +61,7 @@ class FakeDesktops implements PoolDesktops {
   onChange(listener: (name: string) => void) {
     this.listeners.push(listener);
   }
-  async find(name: string): Promise<VmRecord> {
+  async find(name: string): Promise<DesktopRecord> {
     this.finds++;
     while (this.making.length > 0) await Promise.all(this.making);
     const status = this.desktops.get(name);
@@ -72,7 +72,7 @@ class FakeDesktops implements PoolDesktops {
       runtime: "container",
       computerServerUrl: null,
       ready: status === "running",
-    } as VmRecord;
+    } as DesktopRecord;
   }
   async create(request: { name: string }) {
     if (this.slowStarts) {
@@ -100,10 +100,10 @@ class FakeDesktops implements PoolDesktops {
     return this.find(name);
   }
   /** Whether the desktop's computer server answers (what a claim asks of a ready one). */
-  async answers(record: VmRecord) {
+  async answers(record: DesktopRecord) {
     return this.desktops.get(record.name) === "running" && !this.mute.has(record.name);
   }
-  async waitReady(name: string, _ms: number, signal?: AbortSignal): Promise<VmRecord> {
+  async waitReady(name: string, _ms: number, signal?: AbortSignal): Promise<DesktopRecord> {
     if (this.hold) {
       await new Promise<void>((resolve, reject) => {
         this.held.set(name, resolve);

@@ -1,5 +1,5 @@
 /** A pool as `GET /svc/pools[/:name]` shows it, from what the manager holds. */
-import type { RuntimeKind } from "../runtimes/kinds.js";
+import type { RuntimeKind } from "../desktops/kinds.js";
 import type { PoolState } from "./pool-context.js";
 import type { OnExpire, PoolMember, PoolSpec, PoolTemplate } from "./pool-types.js";
 

@@ -4,8 +4,9 @@
  * pool made, its state, and who claimed it until when). Readiness, addresses and keys are the
  * desktop's own record's business (the VM service), never kept here.
  */
+
+import type { RuntimeKind } from "../desktops/kinds.js";
 import type { NetworkPolicy } from "../egress/policy.js";
-import type { RuntimeKind } from "../runtimes/kinds.js";
 
 /**
  * What each desktop of a pool is made from: a stopped desktop cloned, an image, or a running

@@ -9,7 +9,7 @@
  * `/status` alone, as the tests' tiny guest and light Pods) has nothing to warm.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import type { RuntimeRecord } from "../runtimes/runtime.js";
+import type { RuntimeRecord } from "../desktops/runtime.js";
 
 /** The screenshots a member takes before it counts as ready, each a first-use path of its own. */
 export const WARM_UP_SCREENSHOTS = [

@@ -1,10 +1,10 @@
 /** The QEMU command line of one VM, built from its config and the run's choices (no side effects). */
 import { join } from "node:path";
-import type { VmConfig } from "../vm-config.js";
-import { DISK_FILE, NVRAM_FILE, PID_FILE, SERIAL_LOG } from "../vm-config.js";
 import type { Accelerator } from "./accel.js";
 import { qemuValue } from "./escape.js";
 import type { Firmware } from "./firmware.js";
+import type { VmConfig } from "./vm-config.js";
+import { DISK_FILE, NVRAM_FILE, PID_FILE, SERIAL_LOG } from "./vm-config.js";
 
 export interface SharedDirectory {
   hostPath: string;

@@ -8,8 +8,8 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { HostError } from "../errors.js";
-import { copySparse } from "../sparse-copy.js";
-import { DISK_FILE, type VmConfig } from "../vm-config.js";
+import { copySparse } from "./sparse-copy.js";
+import { DISK_FILE, type VmConfig } from "./vm-config.js";
 
 const run = promisify(execFile);
 

@@ -18,11 +18,11 @@ import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../common/atomic-write.js";
-import { vmConfigSchema } from "../vm-config.js";
-import type { VmRef } from "../vm-store.js";
-import { tempPath } from "../vm-store.js";
 import { type Session, sessionSchema } from "./session.js";
 import { bytesOf, MEMORY_FILE, STATE_FILE } from "./snapshots.js";
+import { vmConfigSchema } from "./vm-config.js";
+import type { VmRef } from "./vm-store.js";
+import { tempPath } from "./vm-store.js";
 
 export const HIBERNATION_DIR = "hibernation";
 export const HIBERNATION_RECORD = "hibernation.json";

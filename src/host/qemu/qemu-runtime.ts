@@ -9,17 +9,10 @@ import type { Readable } from "node:stream";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { settled } from "../../common/settled.js";
 import { formatBytes, parseLumeSize } from "../../common/sizes.js";
-import type { EgressService } from "../egress/egress-service.js";
-import { networkModeOf, policyOf } from "../egress/policy.js";
-import { QemuCage } from "../egress/qemu-cage.js";
-import { HostError } from "../errors.js";
-import type { HostLog } from "../host-log.js";
-import { KeyedLock } from "../keyed-lock.js";
-import { needsMacHost } from "../macos.js";
-import { snapshotName, vmName } from "../names.js";
-import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
-import { followFile } from "../runtimes/follow-file.js";
-import type { HibernationMode } from "../runtimes/hibernation.js";
+import { followFile } from "../desktops/follow-file.js";
+import type { HibernationMode } from "../desktops/hibernation.js";
+import { parseDisplay } from "../desktops/limits.js";
+import { needsMacHost } from "../desktops/macos.js";
 import type {
   HibernatingRuntime,
   LogOptions,
@@ -27,26 +20,17 @@ import type {
   SnapshotRecord,
   StopOutcome,
   WakeAddress,
-} from "../runtimes/runtime.js";
+} from "../desktops/runtime.js";
+import type { EgressService } from "../egress/egress-service.js";
+import { networkModeOf, policyOf } from "../egress/policy.js";
+import { QemuCage } from "../egress/qemu-cage.js";
+import { HostError } from "../errors.js";
+import type { HostLog } from "../host-log.js";
+import type { PushState, VmActivity } from "../images/vm-activity.js";
+import { KeyedLock } from "../keyed-lock.js";
+import { snapshotName, vmName } from "../names.js";
+import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
 import type { SettingsStore } from "../settings.js";
-import { copySparse } from "../sparse-copy.js";
-import { SshProbe } from "../ssh-probe.js";
-import type { PushState, VmActivity } from "../vm-activity.js";
-import {
-  DISK_FILE,
-  LAST_ERROR_FILE,
-  NVRAM_FILE,
-  parseDisplay,
-  parseNetworkMode,
-  RESTORE_JOURNAL_FILE,
-  readVmConfig,
-  SERIAL_LOG,
-  SNAPSHOT_MARK_FILE,
-  type VmConfig,
-  writeVmConfig,
-} from "../vm-config.js";
-import { vmDetails } from "../vm-details.js";
-import { tempPath, type VmRef, type VmStore } from "../vm-store.js";
 import { copyDisk, createOverlay } from "./disk.js";
 import {
   clearIntent,
@@ -86,6 +70,22 @@ import {
   snapshotsDir,
   writeRecord,
 } from "./snapshots.js";
+import { copySparse } from "./sparse-copy.js";
+import { SshProbe } from "./ssh-probe.js";
+import {
+  DISK_FILE,
+  LAST_ERROR_FILE,
+  NVRAM_FILE,
+  parseNetworkMode,
+  RESTORE_JOURNAL_FILE,
+  readVmConfig,
+  SERIAL_LOG,
+  SNAPSHOT_MARK_FILE,
+  type VmConfig,
+  writeVmConfig,
+} from "./vm-config.js";
+import { vmDetails } from "./vm-details.js";
+import { tempPath, type VmRef, type VmStore } from "./vm-store.js";
 
 /**
  * A QEMU VM's record: the runtime's, `push` once the VM was pushed, and while it runs the id its

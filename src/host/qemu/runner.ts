@@ -9,9 +9,8 @@ import { randomBytes } from "node:crypto";
 import { readFile, statfs } from "node:fs/promises";
 import { join } from "node:path";
 import { processRunning } from "../../os/pid.js";
-import type { StopOutcome } from "../runtimes/runtime.js";
-import type { VmConfig } from "../vm-config.js";
-import { PID_FILE, parseDisplay } from "../vm-config.js";
+import { parseDisplay } from "../desktops/limits.js";
+import type { StopOutcome } from "../desktops/runtime.js";
 import { detectAccelerator, qemuBinary } from "./accel.js";
 import { buildQemuArgs, type SharedDirectory } from "./args.js";
 import { findFirmware } from "./firmware.js";
@@ -28,6 +27,8 @@ import {
   type Session,
   writeSession,
 } from "./session.js";
+import type { VmConfig } from "./vm-config.js";
+import { PID_FILE } from "./vm-config.js";
 
 /** The computer server inside the guest. */
 export const COMPUTER_SERVER_PORT = 8000;

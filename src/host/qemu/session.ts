@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { processRunning } from "../../os/pid.js";
-import { PID_FILE, QMP_SOCKET, SESSION_FILE } from "../vm-config.js";
+import { PID_FILE, QMP_SOCKET, SESSION_FILE } from "./vm-config.js";
 
 export const sessionSchema = z.object({
   pid: z.number().int().nullable(),

@@ -13,10 +13,10 @@ import { join } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { formatBytes } from "../../common/sizes.js";
+import type { SnapshotRecord } from "../desktops/runtime.js";
 import { HostError } from "../errors.js";
-import type { SnapshotRecord } from "../runtimes/runtime.js";
-import { DISK_FILE, SNAPSHOTS_DIR, type VmConfig, vmConfigSchema } from "../vm-config.js";
-import type { VmRef } from "../vm-store.js";
+import { DISK_FILE, SNAPSHOTS_DIR, type VmConfig, vmConfigSchema } from "./vm-config.js";
+import type { VmRef } from "./vm-store.js";
 
 export const SNAPSHOT_RECORD = "snapshot.json";
 export const STATE_FILE = "state.bin";

@@ -1,6 +1,6 @@
 /** GET /svc/ipsw: the URL of the latest macOS restore image, from Apple's catalog. */
 import type { Hono } from "hono";
-import { latestRestoreImage } from "../ipsw.js";
+import { latestRestoreImage } from "../images/ipsw.js";
 import type { HostServices } from "../services.js";
 
 export function ipswRoutes(app: Hono, { settings }: HostServices) {

@@ -6,7 +6,7 @@
 import type { Context, Hono } from "hono";
 import { stream } from "hono/streaming";
 import { z } from "zod";
-import { needsMacHost } from "../macos.js";
+import { needsMacHost } from "../desktops/macos.js";
 import { cloneSchema, createSchema, runSchema, stopSchema, updateSchema } from "../requests.js";
 import type { HostServices } from "../services.js";
 import { jsonBody, queryParam, readyWaitMs, storageOf } from "./body.js";

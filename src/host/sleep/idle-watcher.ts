@@ -13,8 +13,8 @@
 import { readFile } from "node:fs/promises";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { makeDirectory } from "../../os/make-directory.js";
+import type { DesktopRecord } from "../desktops/desktop-record.js";
 import type { HostLog } from "../host-log.js";
-import type { VmRecord } from "../vm-record.js";
 import type { Lifecycle } from "./lifecycle.js";
 
 /** How often the watcher looks for desktops due a look. */
@@ -35,7 +35,7 @@ interface IdleReport {
 
 /** What the watcher asks of the VM service. */
 export interface IdleHost {
-  find(name: string): Promise<VmRecord>;
+  find(name: string): Promise<DesktopRecord>;
   hibernate(name: string, why: string): Promise<unknown>;
   readonly lifecycle: Lifecycle;
 }
@@ -179,7 +179,7 @@ export class IdleWatcher {
   }
 
   /** The desktop's own account of its idleness; undefined (it stays awake) when it cannot give one. */
-  private async ask(record: VmRecord): Promise<IdleReport | undefined> {
+  private async ask(record: DesktopRecord): Promise<IdleReport | undefined> {
     try {
       const res = await fetch(new URL("/activity/idle", record.computerServerUrl as string), {
         headers: record.apiKey ? { "x-api-key": record.apiKey } : {},

@@ -3,8 +3,8 @@
  * watches desktops (pools, an event stream, metrics) hooks in without the service knowing of them.
  * Listeners are called in order, synchronously; one that throws is passed over.
  */
-import type { HibernationMode } from "../runtimes/hibernation.js";
-import type { RuntimeKind } from "../runtimes/kinds.js";
+import type { HibernationMode } from "../desktops/hibernation.js";
+import type { RuntimeKind } from "../desktops/kinds.js";
 
 export type LifecycleEvent = { name: string; runtime: RuntimeKind; at: string } & (
   | { type: "created" | "started" | "stopped" | "deleted" }

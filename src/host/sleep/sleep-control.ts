@@ -1,17 +1,18 @@
 /**
- * Hibernate, resume and wake, for every runtime that can (runtimes/hibernation.ts), on behalf of
+ * Hibernate, resume and wake, for every runtime that can (desktops/hibernation.ts), on behalf of
  * the VM service: one hibernate or resume of a desktop at a time (two resumes at once: the second
  * finds it running), concurrent wakes of one desktop made one, the wake listeners of sleeping
  * desktops (wake-listeners.ts) opened and closed around them, and every transition told to the
  * lifecycle emitter.
  */
+
+import type { DesktopRecord } from "../desktops/desktop-record.js";
+import type { HibernationMode } from "../desktops/hibernation.js";
+import { canHibernate, type DesktopRuntime, type HibernatingRuntime } from "../desktops/runtime.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { KeyedLock } from "../keyed-lock.js";
 import { vmName } from "../names.js";
-import type { HibernationMode } from "../runtimes/hibernation.js";
-import { canHibernate, type DesktopRuntime, type HibernatingRuntime } from "../runtimes/runtime.js";
-import type { VmRecord } from "../vm-record.js";
 import type { Lifecycle } from "./lifecycle.js";
 import { WakeListeners } from "./wake-listeners.js";
 
@@ -20,10 +21,10 @@ export const WAKE_TIMEOUT_MS = 180_000;
 
 /** What the sleep control asks of the VM service. */
 export interface SleepHost {
-  locate(name: string): Promise<{ runtime: DesktopRuntime; record: VmRecord }>;
-  find(name: string): Promise<VmRecord>;
-  list(): Promise<VmRecord[]>;
-  waitReady(name: string, timeoutMs: number, signal?: AbortSignal): Promise<VmRecord>;
+  locate(name: string): Promise<{ runtime: DesktopRuntime; record: DesktopRecord }>;
+  find(name: string): Promise<DesktopRecord>;
+  list(): Promise<DesktopRecord[]>;
+  waitReady(name: string, timeoutMs: number, signal?: AbortSignal): Promise<DesktopRecord>;
   /** Readiness and listeners learn that a desktop changed. */
   changed(name: string): void;
   runtimes(): DesktopRuntime[];
@@ -31,13 +32,13 @@ export interface SleepHost {
 
 /** What `ensureAwake` answers: the desktop's record (ready, when it was woken) and whether it slept. */
 export interface Awake {
-  record: VmRecord;
+  record: DesktopRecord;
   woke: boolean;
 }
 
 export class SleepControl {
   private readonly lock = new KeyedLock();
-  private readonly waking = new Map<string, Promise<VmRecord>>();
+  private readonly waking = new Map<string, Promise<DesktopRecord>>();
   private readonly listeners: WakeListeners;
 
   constructor(
@@ -65,7 +66,7 @@ export class SleepControl {
    * Puts a running desktop to sleep (`mode`: the runtime's default when left out); its record then.
    * `why` is told with the event when the service did it on its own (idle-watcher.ts).
    */
-  async hibernate(name: string, mode?: HibernationMode, why?: string): Promise<VmRecord> {
+  async hibernate(name: string, mode?: HibernationMode, why?: string): Promise<DesktopRecord> {
     const { runtime, record } = await this.host.locate(name);
     const sleeping = capable(runtime);
     const chosen = mode ?? sleeping.hibernation.modes[0];
@@ -99,7 +100,7 @@ export class SleepControl {
   }
 
   /** Wakes a hibernated desktop; a running or stopped one is a 409, nothing changed. */
-  async resume(name: string): Promise<VmRecord> {
+  async resume(name: string): Promise<DesktopRecord> {
     const { runtime, record } = await this.host.locate(name);
     const sleeping = capable(runtime);
     const ms = await this.lock.run(record.name, () => this.resumeNow(sleeping, record));
@@ -130,7 +131,7 @@ export class SleepControl {
 
   /** Opens the wake listeners of every sleeping desktop; once at start. */
   async recover() {
-    const records = await this.host.list().catch(() => [] as VmRecord[]);
+    const records = await this.host.list().catch(() => [] as DesktopRecord[]);
     for (const record of records.filter((r) => r.status === "hibernated")) {
       const runtime = this.host.runtimes().find((r) => r.kind === record.runtime);
       if (runtime && canHibernate(runtime)) await this.listen(runtime, record.name);
@@ -148,7 +149,7 @@ export class SleepControl {
     await this.listeners.close();
   }
 
-  private wake(name: string, why: string): Promise<VmRecord> {
+  private wake(name: string, why: string): Promise<DesktopRecord> {
     const inflight = this.waking.get(name);
     if (inflight) return inflight;
     const waking = (async () => {
@@ -184,7 +185,7 @@ export class SleepControl {
   }
 
   /** Resumes under the lock; the listeners close just before the desktop takes its ports. */
-  private async resumeNow(sleeping: HibernatingRuntime, record: VmRecord): Promise<number> {
+  private async resumeNow(sleeping: HibernatingRuntime, record: DesktopRecord): Promise<number> {
     const started = Date.now();
     try {
       await sleeping.resume(record.name, () => this.listeners.release(record.name));
@@ -205,7 +206,7 @@ export class SleepControl {
     if (addresses.length > 0) await this.listeners.hold(name, addresses);
   }
 
-  private failed(record: VmRecord, operation: "hibernate" | "resume", err: unknown) {
+  private failed(record: DesktopRecord, operation: "hibernate" | "resume", err: unknown) {
     if (err instanceof HostError && (err.kind === "conflict" || err.kind === "invalid_params")) return;
     const error = (err as Error).message;
     void this.log.error(`A desktop failed to ${operation}`, { vm: record.name, error });

@@ -11,7 +11,7 @@
  */
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { Transform } from "node:stream";
-import type { WakeAddress } from "../runtimes/runtime.js";
+import type { WakeAddress } from "../desktops/runtime.js";
 
 /** Bytes a held connection may send before the desktop is awake; then it is no longer read. */
 const HELD_BYTES = 1024 * 1024;

@@ -2,7 +2,7 @@
  * What the image work (pulls and pushes) means for VMs: the image service implements VmActivity,
  * the VM service is given it and merges it into records and checks it before changing a VM.
  */
-import type { VmRef } from "./vm-store.js";
+import type { VmRef } from "../qemu/vm-store.js";
 
 /** The `push` key of a VM's record while and after it is pushed. */
 export interface PushState {

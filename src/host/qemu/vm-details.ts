@@ -1,35 +1,9 @@
-/**
- * The VM record of `GET /svc/vms[/:name]`: lume's 15 keys, always present, `null` where unknown,
- * plus a few of Hangar's own (MAC address, forwarded ports, the computer server's URL, the last
- * start failure).
- */
-import type { Session } from "./qemu/session.js";
+/** A QEMU VM's record (desktops/desktop-details.ts) from its directory, its config and its run. */
+import type { DesktopDetails, DiskUsage } from "../desktops/desktop-details.js";
+import type { Session } from "./session.js";
 import type { SshProbe } from "./ssh-probe.js";
 import type { VmConfig } from "./vm-config.js";
-import type { DiskUsage, VmRef } from "./vm-store.js";
-
-export interface VmDetails {
-  name: string;
-  os: string;
-  cpuCount: number;
-  memorySize: number;
-  diskSize: DiskUsage;
-  display: string;
-  /** lume's two, and Hangar's `hibernated` (asleep, its identity kept: runtimes/hibernation.ts). */
-  status: "running" | "stopped" | "hibernated";
-  provisioningOperation: null;
-  vncUrl: string | null;
-  ipAddress: string | null;
-  sshAvailable: boolean | null;
-  locationName: string;
-  sharedDirectories: Session["sharedDirectories"] | null;
-  networkMode: string;
-  downloadProgress: null;
-  macAddress: string | null;
-  forwardedPorts: Record<string, string> | null;
-  computerServerUrl: string | null;
-  lastError: string | null;
-}
+import type { VmRef } from "./vm-store.js";
 
 export function vmDetails(
   vm: VmRef,
@@ -43,7 +17,7 @@ export function vmDetails(
     /** Asleep: `session` is the run it will resume as (nothing is probed: a probe would wake it). */
     hibernated?: boolean;
   },
-): VmDetails {
+): DesktopDetails {
   const { session } = state;
   const ip = session?.ipAddress || null;
   const ports = session?.forwardedPorts ?? {};

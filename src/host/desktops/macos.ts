@@ -1,5 +1,5 @@
 /** What a Linux host answers for the macOS-only parts of lume's API. */
-import { HostError } from "./errors.js";
+import { HostError } from "../errors.js";
 
 export function needsMacHost(what: string): HostError {
   return new HostError(

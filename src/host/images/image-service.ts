@@ -5,11 +5,15 @@
  */
 import { readFile, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { writeFileAtomic } from "../common/atomic-write.js";
-import { settled } from "../common/settled.js";
-import { HostError } from "./errors.js";
-import type { HostLog } from "./host-log.js";
-import { vmName } from "./names.js";
+import { writeFileAtomic } from "../../common/atomic-write.js";
+import { settled } from "../../common/settled.js";
+import { HostError } from "../errors.js";
+import type { HostLog } from "../host-log.js";
+import { vmName } from "../names.js";
+import { PUSH_RECORD_FILE, PUSH_WORK_DIR, readVmConfig } from "../qemu/vm-config.js";
+import type { VmRef, VmStore } from "../qemu/vm-store.js";
+import type { PullRequest, PushRequest } from "../requests.js";
+import { ensureWritableDirectory, type SettingsStore } from "../settings.js";
 import {
   checkImageName,
   checkOrganization,
@@ -20,11 +24,7 @@ import {
   pushVm,
   registryBaseUrl,
 } from "./oci/index.js";
-import type { PullRequest, PushRequest } from "./requests.js";
-import { ensureWritableDirectory, type SettingsStore } from "./settings.js";
 import type { PullRecord, PushState, VmActivity } from "./vm-activity.js";
-import { PUSH_RECORD_FILE, PUSH_WORK_DIR, readVmConfig } from "./vm-config.js";
-import type { VmRef, VmStore } from "./vm-store.js";
 
 type PreparedPull = Awaited<ReturnType<ImageService["preparePull"]>>;
 

@@ -1,7 +1,7 @@
 /**
  * Names of images, repositories and registries, validated before they reach a URL or a path.
  */
-import { HostError } from "../errors.js";
+import { HostError } from "../../errors.js";
 
 export const DEFAULT_REGISTRY = "ghcr.io";
 export const DEFAULT_ORGANIZATION = "trycua";

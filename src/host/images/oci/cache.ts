@@ -7,7 +7,7 @@
  */
 import { lstat, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeDirectory } from "../../os/make-directory.js";
+import { makeDirectory } from "../../../os/make-directory.js";
 
 export interface CachedImage {
   repository: string;

@@ -1,14 +1,15 @@
 /**
  * What the VM routes ask for, in one place: find, list, create, clone, update, delete, run, stop
- * and wait for desktops, whichever runtime backs them (runtimes/runtime.ts). A name is unique
+ * and wait for desktops, whichever runtime backs them (desktops/runtime.ts). A name is unique
  * across runtimes; each request goes to the runtime that has the desktop, a new desktop to the
  * runtime it asks for (or the service's default). Readiness is added to every record here.
  */
 import type { Readable } from "node:stream";
-import { HostError } from "./errors.js";
-import type { HostLog } from "./host-log.js";
-import { KeyedLock } from "./keyed-lock.js";
-import { vmName } from "./names.js";
+import { HostError } from "../errors.js";
+import type { HostLog } from "../host-log.js";
+import type { PullRecord, VmActivity } from "../images/vm-activity.js";
+import { KeyedLock } from "../keyed-lock.js";
+import { vmName } from "../names.js";
 import type {
   CloneRequest,
   CreateRequest,
@@ -16,9 +17,12 @@ import type {
   RunRequest,
   StopRequest,
   UpdateRequest,
-} from "./requests.js";
-import type { HibernationMode } from "./runtimes/hibernation.js";
-import { ReadinessTracker } from "./runtimes/readiness.js";
+} from "../requests.js";
+import { Lifecycle } from "../sleep/lifecycle.js";
+import { type Awake, SleepControl } from "../sleep/sleep-control.js";
+import type { DesktopRecord } from "./desktop-record.js";
+import type { HibernationMode } from "./hibernation.js";
+import { ReadinessTracker } from "./readiness.js";
 import type {
   DesktopRuntime,
   LogOptions,
@@ -27,18 +31,14 @@ import type {
   RuntimeRecord,
   SnapshotRecord,
   StopOutcome,
-} from "./runtimes/runtime.js";
-import { Lifecycle } from "./sleep/lifecycle.js";
-import { type Awake, SleepControl } from "./sleep/sleep-control.js";
-import type { PullRecord, VmActivity } from "./vm-activity.js";
-import type { VmRecord } from "./vm-record.js";
+} from "./runtime.js";
 
-export type { VmRecord } from "./vm-record.js";
+export type { DesktopRecord } from "./desktop-record.js";
 
 /** The longest `waitReady` waits (a cold boot under software emulation takes about a minute). */
 export const MAX_WAIT_MS = 15 * 60_000;
 
-export class VmService {
+export class DesktopService {
   private readonly byKind: Map<RuntimeKind, DesktopRuntime>;
   private readonly readiness: ReadinessTracker;
   /** Creations and clones hold their new name, so two runtimes never get one name at once. */
@@ -111,7 +111,7 @@ export class VmService {
    * of the list and said so in the log, so that the others' desktops stay manageable; with one
    * runtime, its failure is the answer.
    */
-  async list(storage?: string): Promise<VmRecord[]> {
+  async list(storage?: string): Promise<DesktopRecord[]> {
     const runtimes = [...this.byKind.values()];
     const lists = await Promise.all(
       runtimes.map((runtime) =>
@@ -141,7 +141,7 @@ export class VmService {
    * A desktop's record, or lume's record of a pull creating it. `name` is as requested: a pull is
    * known by it, and a failed pull is reported where no desktop of that name answers.
    */
-  async get(name: string, storage?: string): Promise<VmRecord | PullRecord> {
+  async get(name: string, storage?: string): Promise<DesktopRecord | PullRecord> {
     const pulling = this.activity.pulling(name);
     if (pulling) return pulling;
     try {
@@ -152,7 +152,7 @@ export class VmService {
   }
 
   /** The desktop's record, from whichever runtime has it; a clear 400 when none has. */
-  async find(name: string, storage?: string): Promise<VmRecord> {
+  async find(name: string, storage?: string): Promise<DesktopRecord> {
     const found = await this.locate(vmName(name), storage);
     if (!found) throw notFound(vmName(name));
     return this.withReadiness(found.record);
@@ -162,7 +162,7 @@ export class VmService {
    * Waits until the desktop is ready (its computer server answered), then gives its record.
    * Fails at once when the desktop is not running and not starting, or stops while waited for.
    */
-  async waitReady(name: string, timeoutMs: number, signal?: AbortSignal): Promise<VmRecord> {
+  async waitReady(name: string, timeoutMs: number, signal?: AbortSignal): Promise<DesktopRecord> {
     const deadline = AbortSignal.timeout(Math.min(timeoutMs, MAX_WAIT_MS));
     const stop = signal ? AbortSignal.any([deadline, signal]) : deadline;
     for (;;) {
@@ -256,15 +256,15 @@ export class VmService {
   }
 
   /**
-   * Puts a running desktop to sleep, its identity kept (runtimes/hibernation.ts); `mode` is the
+   * Puts a running desktop to sleep, its identity kept (desktops/hibernation.ts); `mode` is the
    * runtime's default when left out. A desktop that does not run is a 409, nothing changed.
    */
-  hibernate(name: string, mode?: HibernationMode, why?: string): Promise<VmRecord> {
+  hibernate(name: string, mode?: HibernationMode, why?: string): Promise<DesktopRecord> {
     return this.sleep.hibernate(name, mode, why);
   }
 
   /** Wakes a hibernated desktop; its record once it runs. A running or stopped one is a 409. */
-  resume(name: string): Promise<VmRecord> {
+  resume(name: string): Promise<DesktopRecord> {
     return this.sleep.resume(name);
   }
 
@@ -300,7 +300,7 @@ export class VmService {
   }
 
   /** Puts the desktop back in the snapshot's state; its record once it runs again. */
-  async restore(name: string, snapshot: string): Promise<VmRecord> {
+  async restore(name: string, snapshot: string): Promise<DesktopRecord> {
     const { runtime, record } = await this.locateOrFail(name);
     await this.snapshotting(runtime, "restore").call(runtime, record.name, snapshot);
     this.readiness.notify(record.name);
@@ -400,7 +400,7 @@ export class VmService {
     return runtime;
   }
 
-  private withReadiness(record: RuntimeRecord): VmRecord {
+  private withReadiness(record: RuntimeRecord): DesktopRecord {
     const added = this.additions.map((addition) => addition(record));
     return Object.assign({ ...record, ...this.readiness.of(record) }, ...added);
   }

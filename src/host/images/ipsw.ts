@@ -4,8 +4,8 @@
  * <build> → Restore → {FirmwareURL, ProductVersion, BuildVersion}`. The catalog's address is a
  * setting, so tests serve a fixture on loopback.
  */
-import { fetchFailure } from "../common/errors.js";
-import { HostError } from "./errors.js";
+import { fetchFailure } from "../../common/errors.js";
+import { HostError } from "../errors.js";
 
 type Plist = string | number | boolean | Plist[] | { [key: string]: Plist };
 

@@ -1,6 +1,6 @@
 /** Retries with exponential backoff and jitter, for network errors and a registry's 5xx/429. */
 import { setTimeout as sleep } from "node:timers/promises";
-import { HostError } from "../errors.js";
+import { HostError } from "../../errors.js";
 
 export interface RetryOptions {
   /** Attempts in all, the first included (default 5). */

@@ -5,7 +5,7 @@
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { HostError } from "./errors.js";
+import { HostError } from "../errors.js";
 
 const run = promisify(execFile);
 

@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import type { Readable } from "node:stream";
-import { HostError } from "../errors.js";
+import { HostError } from "../../errors.js";
 import { basicHeader, type Credentials, credentialsFromEnv, parseChallenge } from "./auth.js";
 import { type Manifest, MEDIA_TYPE, manifestSchema } from "./format.js";
 import { registryBaseUrl } from "./reference.js";

@@ -8,8 +8,8 @@ import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { writeFileAtomic } from "../common/atomic-write.js";
-import { HostError } from "./errors.js";
+import { writeFileAtomic } from "../../common/atomic-write.js";
+import { HostError } from "../errors.js";
 
 export const vmConfigSchema = z.looseObject({
   os: z.string(),
@@ -85,28 +85,6 @@ export function randomMac(): string {
   const bytes = randomBytes(6);
   bytes[0] = (bytes[0] & 0xfc) | 0x02;
   return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join(":");
-}
-
-const MAX_DISPLAY_SIDE = 8192;
-
-/** `WIDTHxHEIGHT`, both positive integers; throws lume's message otherwise. */
-export function parseDisplay(display: string): { width: number; height: number } {
-  const match = /^(\d{1,5})x(\d{1,5})$/.exec(display);
-  const width = Number(match?.[1]);
-  const height = Number(match?.[2]);
-  if (!match || width <= 0 || height <= 0) {
-    throw new HostError(
-      "invalid_params",
-      `Invalid display resolution format: ${display}. Expected format: WIDTHxHEIGHT`,
-    );
-  }
-  if (width > MAX_DISPLAY_SIDE || height > MAX_DISPLAY_SIDE) {
-    throw new HostError(
-      "invalid_params",
-      `Display ${display} is too large: at most ${MAX_DISPLAY_SIDE}x${MAX_DISPLAY_SIDE}`,
-    );
-  }
-  return { width, height };
 }
 
 /** `nat`, `bridged` or `bridged:<iface>` (case-insensitive), as lume accepts them. */

@@ -1,5 +1,5 @@
 /**
- * What runs desktops for the host service. The VM service (vm-service.ts) keeps no desktops of its
+ * What runs desktops for the host service. The VM service (desktop-service.ts) keeps no desktops of its
  * own: it routes each request to the runtime that backs the desktop named in it. QEMU is one
  * runtime (a desktop is a VM directory and a QEMU process); containers (an engine's container) and
  * Kubernetes (a Pod) are others. Each runtime owns its records: where they live (a directory, the
@@ -11,7 +11,7 @@
  */
 import type { Readable } from "node:stream";
 import type { CloneRequest, CreateRequest, RunRequest, StopRequest, UpdateRequest } from "../requests.js";
-import type { VmDetails } from "../vm-details.js";
+import type { DesktopDetails } from "./desktop-details.js";
 import type { HibernationCapability, HibernationMode, HibernationState } from "./hibernation.js";
 import type { RuntimeKind } from "./kinds.js";
 
@@ -24,7 +24,7 @@ export type StopOutcome = "powered down" | "quit" | "killed";
  * A desktop as its runtime sees it: lume's record plus the runtime's name and when the desktop was
  * last started. Readiness (`ready`, `readyAt`, `startMs`) is added by the VM service.
  */
-export type RuntimeRecord = VmDetails &
+export type RuntimeRecord = DesktopDetails &
   Partial<HibernationState> & {
     runtime: RuntimeKind;
     /** When the desktop was last started (ISO 8601), while it runs; null when stopped. */
@@ -103,7 +103,7 @@ export interface DesktopRuntime {
   readonly hibernation?: HibernationCapability;
 }
 
-/** A runtime whose desktops can hibernate and resume (runtimes/hibernation.ts). */
+/** A runtime whose desktops can hibernate and resume (desktops/hibernation.ts). */
 export interface HibernatingRuntime extends DesktopRuntime {
   readonly hibernation: HibernationCapability;
   /**

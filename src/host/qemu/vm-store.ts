@@ -7,12 +7,13 @@
 import { randomBytes } from "node:crypto";
 import { copyFile, mkdir, open, readdir, rename, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { holderAlive, holderId } from "../os/holder-lock.js";
-import { processRunning } from "../os/pid.js";
-import { HostError } from "./errors.js";
-import { copyDisk, resizeOverlay } from "./qemu/disk.js";
-import { findFirmware } from "./qemu/firmware.js";
-import { ensureWritableDirectory, type Location, type SettingsStore } from "./settings.js";
+import { holderAlive, holderId } from "../../os/holder-lock.js";
+import { processRunning } from "../../os/pid.js";
+import type { DiskUsage } from "../desktops/desktop-details.js";
+import { HostError } from "../errors.js";
+import { ensureWritableDirectory, type Location, type SettingsStore } from "../settings.js";
+import { copyDisk, resizeOverlay } from "./disk.js";
+import { findFirmware } from "./firmware.js";
 import {
   CONFIG_FILE,
   DISK_FILE,
@@ -27,11 +28,6 @@ export interface VmRef {
   name: string;
   dir: string;
   location: Location;
-}
-
-export interface DiskUsage {
-  allocated: number;
-  total: number;
 }
 
 const TEMP_PREFIX = ".hangar-tmp-";

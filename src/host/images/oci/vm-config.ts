@@ -2,7 +2,7 @@
  * A VM's config.json and its image form: the config blob lume writes plus the manifest
  * annotations that carry CPU, memory, disk size, display and network mode.
  */
-import { randomMac } from "../vm-config.js";
+import { randomMac } from "../../qemu/vm-config.js";
 import { ANNOTATION, type LumeConfigBlob, type Manifest, MEDIA_TYPE } from "./format.js";
 
 /** The config.json fields lume defines; Hangar's own keys ride along untouched. */

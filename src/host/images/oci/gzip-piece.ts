@@ -13,7 +13,7 @@ import { createWriteStream } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { pipeline } from "node:stream/promises";
 import { constants, createGzip, type Gzip, type ZlibParams } from "node:zlib";
-import { HostError } from "../errors.js";
+import { HostError } from "../../errors.js";
 import { cancelled } from "./retry.js";
 import { DigestStream, isAllZero } from "./streams.js";
 
