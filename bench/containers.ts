@@ -14,10 +14,10 @@
  * (`--only` runs those parts alone; `--log` prints each of the 20 claims and the pool's log lines:
  * each claim's store write and look at its desktop, each start's phases).
  */
-import { request } from "node:http";
 import { desktopCommand } from "../test/host/desktop-client.js";
 import { startPodman, TEST_IMAGE, testUlimits } from "../test/host/podman.js";
 import { poolReady, startTestHost } from "../test/host/support.js";
+import { cgroupMemory as containerMemory } from "./container-memory.js";
 import { median, ms, p95, printTable, type Row } from "./lib.js";
 
 const arg = (name: string, fallback: number) => {
@@ -51,30 +51,7 @@ const rows: Row[] = [];
 class Skip extends Error {}
 const mb = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(0)} MB`;
 
-/**
- * The container's memory as its cgroup counts it, as `docker stats` shows it: the usage less the
- * page cache the kernel may drop (inactive file pages).
- */
-async function cgroupMemory(name: string): Promise<number> {
-  const stats = await new Promise<{ memory_stats: { usage: number; stats?: Record<string, number> } }>(
-    (resolve, reject) => {
-      const req = request(
-        { socketPath: engine.socket, path: `/containers/hangar-${name}/stats?stream=false` },
-        (res) => {
-          let text = "";
-          res.setEncoding("utf8").on("data", (c: string) => {
-            text += c;
-          });
-          res.on("end", () => resolve(JSON.parse(text)));
-        },
-      );
-      req.on("error", reject);
-      req.end();
-    },
-  );
-  const { usage, stats: detail = {} } = stats.memory_stats;
-  return usage - (detail.total_inactive_file ?? detail.inactive_file ?? 0);
-}
+const cgroupMemory = (name: string) => containerMemory(engine.socket, name);
 
 const waitPool = (name: string, ready: number) => poolReady(host, name, ready);
 

@@ -24,6 +24,7 @@ const ALL = [
   "containers",
   "e2b",
   "sleep",
+  "idle-memory",
   "egress",
   "snapshots",
   "guest-snapshots",

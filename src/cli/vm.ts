@@ -51,7 +51,12 @@ function describeVm(vm: Vm): string {
     ["ssh available", vm.sshAvailable],
     ["mac address", vm.macAddress],
     ["network", describeNetwork(vm.network)],
-    ["idle timeout", vm.idleTimeout ? `${vm.idleTimeout} s (hibernated when idle that long)` : undefined],
+    [
+      "idle timeout",
+      vm.idleTimeout
+        ? `${vm.idleTimeout} s (hibernated${vm.idleMode ? ` with '${vm.idleMode}'` : ""} when idle that long)`
+        : undefined,
+    ],
     [
       "shared dirs",
       vm.sharedDirectories
@@ -119,10 +124,15 @@ export function registerVm(program: Command) {
       policyArgument,
     )
     .option("--idle-timeout <duration>", "hibernate it once idle this long, e.g. 300s or 5m (default: never)")
+    .option(
+      "--idle-mode <mode>",
+      "what it keeps when idle: memory, paused or disk (a container's disk frees its memory; default: the runtime's)",
+    )
     .action(async (name, opts) => {
       const body = {
         network: opts.network,
         idleTimeout: opts.idleTimeout,
+        idleMode: opts.idleMode,
         name,
         runtime: opts.runtime,
         image: opts.image,
@@ -171,9 +181,11 @@ export function registerVm(program: Command) {
       "--idle-timeout <duration>",
       "hibernate it once idle this long (e.g. 5m; off: never); running or not",
     )
+    .option("--idle-mode <mode>", "what it keeps when idle: memory, paused, disk, or default (the runtime's)")
     .action(async (name, opts) => {
       const body = {
         idleTimeout: opts.idleTimeout,
+        idleMode: opts.idleMode,
         cpu: opts.cpu,
         memory: opts.memory,
         diskSize: opts.diskSize,
@@ -182,7 +194,7 @@ export function registerVm(program: Command) {
       };
       if (Object.values(body).every((value) => value === undefined)) {
         throw new UsageError(
-          "vm set: nothing to change: give at least one of --cpu, --memory, --disk-size, --display, --storage, --idle-timeout",
+          "vm set: nothing to change: give at least one of --cpu, --memory, --disk-size, --display, --storage, --idle-timeout, --idle-mode",
         );
       }
       output(opts, await clientOf(opts).request<Json>("PATCH", vmPath(name), body), () => `Updated ${name}.`);

@@ -49,6 +49,12 @@ const idleTimeoutSetting = z.unknown().transform((value, ctx) => {
   return z.NEVER;
 });
 
+/** A hibernation mode (desktops/hibernation.ts), named in the message when unknown. */
+const hibernationModeSchema = z.enum(HIBERNATION_MODES, {
+  error: (issue) =>
+    `Unknown hibernation mode '${String(issue.input)}' (expected ${HIBERNATION_MODES.join(", ")})`,
+});
+
 export const createSchema = z.object({
   name: z.string(),
   os: z.string(),
@@ -65,6 +71,8 @@ export const createSchema = z.object({
   image: z.string().optional(),
   /** Hibernate it once idle this long (`300s`, `5m`; sleep/idle-watcher.ts); off when left out. */
   idleTimeout: idleTimeoutSchema.optional(),
+  /** What it keeps when it is hibernated for being idle (default: its runtime's default mode). */
+  idleMode: hibernationModeSchema.optional(),
 });
 
 export const cloneSchema = z.object({
@@ -77,6 +85,17 @@ export const cloneSchema = z.object({
 export const updateSchema = z.object({
   /** The idle timeout (`300s`), or `"off"` to turn auto-pause off. */
   idleTimeout: idleTimeoutSetting.optional(),
+  /** What it keeps when hibernated for being idle; `"default"` for its runtime's default. */
+  idleMode: z
+    .unknown()
+    .transform((value, ctx) => {
+      if (value === "default") return null;
+      const parsed = hibernationModeSchema.safeParse(value);
+      if (parsed.success) return parsed.data;
+      ctx.addIssue({ code: "custom", message: `${parsed.error.issues[0]?.message} or default` });
+      return z.NEVER;
+    })
+    .optional(),
   cpu: z.number().int().optional(),
   memory: z.string().optional(),
   diskSize: z.string().optional(),
@@ -103,14 +122,7 @@ export const runSchema = z.object({
 
 export const snapshotSchema = z.object({ name: z.string() });
 /** What a hibernating desktop keeps (desktops/hibernation.ts); its runtime's default when left out. */
-export const hibernateSchema = z.object({
-  mode: z
-    .enum(HIBERNATION_MODES, {
-      error: (issue) =>
-        `Unknown hibernation mode '${String(issue.input)}' (expected ${HIBERNATION_MODES.join(", ")})`,
-    })
-    .optional(),
-});
+export const hibernateSchema = z.object({ mode: hibernationModeSchema.optional() });
 export const restoreSchema = z.object({ snapshot: z.string() });
 
 /** The most forks one request makes. */

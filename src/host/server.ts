@@ -173,14 +173,17 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const idle = new IdleWatcher(
     {
       find: (name) => vms.find(name),
-      hibernate: (name, why) => vms.hibernate(name, undefined, why),
+      hibernate: (name, why, mode) => vms.hibernate(name, mode, why),
       lifecycle: vms.lifecycle,
     },
     async () => join(await settings.homeDirectory(), ".idle", "timeouts.json"),
     log,
     () => pools.claimedIdleTimeouts(),
   );
-  vms.addToRecords((record) => ({ idleTimeout: idle.timeoutOf(record.name) }));
+  vms.addToRecords((record) => ({
+    idleTimeout: idle.timeoutOf(record.name),
+    idleMode: idle.modeOf(record.name),
+  }));
   const services: HostServices = { settings, vms, pools, images, log, events, egress, idle };
   const metrics = hostMetrics(services, events);
   const webhooks = options.webhooks?.urls.length ? new Webhooks(events, options.webhooks, log) : undefined;

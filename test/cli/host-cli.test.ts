@@ -36,6 +36,18 @@ describe("hangar vm / config / logs", () => {
     expect(await hangar("vm", "get", "cli-vm", ...url)).toMatch(/^cpu:\s+3$/m);
     expect(await hangar("vm", "set", "cli-vm", "--idle-timeout", "5m", ...url)).toBe("Updated cli-vm.\n");
     expect(await hangar("vm", "get", "cli-vm", ...url)).toMatch(/^idle timeout:\s+300 s /m);
+    await expect(hangar("vm", "set", "cli-vm", "--idle-mode", "disk", ...url)).rejects.toThrow(
+      "A qemu desktop hibernates with 'memory', not 'disk'",
+    );
+    await expect(hangar("vm", "set", "cli-vm", "--idle-mode", "nap", ...url)).rejects.toThrow(
+      "idleMode: Unknown hibernation mode 'nap' (expected memory, paused, disk) or default",
+    );
+    expect(await hangar("vm", "set", "cli-vm", "--idle-mode", "memory", ...url)).toBe("Updated cli-vm.\n");
+    expect(await hangar("vm", "get", "cli-vm", ...url)).toMatch(
+      /^idle timeout:\s+300 s \(hibernated with 'memory' when idle that long\)$/m,
+    );
+    expect(await hangar("vm", "set", "cli-vm", "--idle-mode", "default", ...url)).toBe("Updated cli-vm.\n");
+    expect(JSON.parse(await hangar("vm", "get", "cli-vm", "--json", ...url)).idleMode).toBeNull();
     await expect(hangar("vm", "set", "cli-vm", "--idle-timeout", "0s", ...url)).rejects.toThrow(
       /idleTimeout/,
     );
@@ -106,7 +118,7 @@ describe("hangar's words", () => {
     const set = await hangarProcess("vm", "set", "cli-vm", "--url", host.url);
     expect(set.code).toBe(2);
     expect(set.stderr).toBe(
-      "hangar: vm set: nothing to change: give at least one of --cpu, --memory, --disk-size, --display, --storage, --idle-timeout\n",
+      "hangar: vm set: nothing to change: give at least one of --cpu, --memory, --disk-size, --display, --storage, --idle-timeout, --idle-mode\n",
     );
     const logs = await hangarProcess("logs", "bogus", "--url", host.url);
     expect(logs.code).toBe(2);

@@ -163,6 +163,25 @@ describe("idleTimeout", () => {
     expect((await record("busy")).idleTimeout).toBeNull();
   });
 
+  it('idleMode "disk": the idle desktop stops with its files (no memory held), and a /cmd starts it again', async () => {
+    const memory = await host.api("PATCH", "/svc/vms/alone", { idleMode: "memory" });
+    expect(memory.status).toBe(400);
+    expect(memory.body.message).toBe("A container desktop hibernates with 'paused' or 'disk', not 'memory'");
+    const res = await host.api("PATCH", "/svc/vms/alone", { idleMode: "disk" });
+    expect(res.status, res.text).toBe(200);
+    expect((await record("alone")).idleMode).toBe("disk");
+    // Paused by the test before; this command wakes it, and it falls idle again.
+    const slept = nextEvent("hibernate", "alone", 120_000);
+    expect(await shell("alone", "echo kept-$((6*7)) > ~/idle-note && echo written")).toBe("written");
+    expect((await slept).mode).toBe("disk");
+    expect((await record("alone")).hibernation).toBe("disk");
+    const running = await engine.podman("ps", "--format", "{{.Names}}");
+    expect(running.split("\n").filter((n) => n.includes("alone"))).toEqual([]);
+    expect(await shell("alone", "cat ~/idle-note")).toBe("kept-42");
+    expect((await record("alone")).status).toBe("running");
+    await setTimeoutOf("alone", "off");
+  }, 300_000);
+
   it("a claimed pool desktop follows its pool's idleTimeout; a /cmd wakes it, still claimed", async () => {
     // Room for the pool's desktop on two cores: the two above go.
     for (const name of ["alone", "busy"])

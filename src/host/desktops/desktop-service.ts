@@ -23,14 +23,17 @@ import { type Awake, SleepControl } from "../sleep/sleep-control.js";
 import type { DesktopRecord } from "./desktop-record.js";
 import type { HibernationMode } from "./hibernation.js";
 import { ReadinessTracker } from "./readiness.js";
-import type {
-  DesktopRuntime,
-  LogOptions,
-  RuntimeImage,
-  RuntimeKind,
-  RuntimeRecord,
-  SnapshotRecord,
-  StopOutcome,
+import {
+  canHibernate,
+  canSnapshot,
+  type DesktopRuntime,
+  type LogOptions,
+  type RuntimeImage,
+  type RuntimeKind,
+  type RuntimeRecord,
+  type SnapshotRecord,
+  type SnapshottingRuntime,
+  type StopOutcome,
 } from "./runtime.js";
 
 export type { DesktopRecord } from "./desktop-record.js";
@@ -286,23 +289,23 @@ export class DesktopService {
   /** A snapshot of the desktop (docs/host.md): its whole state when it runs, its disk when stopped. */
   async snapshot(name: string, snapshot: string): Promise<SnapshotRecord> {
     const { runtime, record } = await this.locateOrFail(name);
-    return this.snapshotting(runtime, "snapshot").call(runtime, record.name, snapshot);
+    return snapshotting(runtime).snapshot(record.name, snapshot);
   }
 
   async listSnapshots(name: string): Promise<SnapshotRecord[]> {
     const { runtime, record } = await this.locateOrFail(name);
-    return this.snapshotting(runtime, "listSnapshots").call(runtime, record.name);
+    return snapshotting(runtime).listSnapshots(record.name);
   }
 
   async deleteSnapshot(name: string, snapshot: string) {
     const { runtime, record } = await this.locateOrFail(name);
-    await this.snapshotting(runtime, "deleteSnapshot").call(runtime, record.name, snapshot);
+    await snapshotting(runtime).deleteSnapshot(record.name, snapshot);
   }
 
   /** Puts the desktop back in the snapshot's state; its record once it runs again. */
   async restore(name: string, snapshot: string): Promise<DesktopRecord> {
     const { runtime, record } = await this.locateOrFail(name);
-    await this.snapshotting(runtime, "restore").call(runtime, record.name, snapshot);
+    await snapshotting(runtime).restore(record.name, snapshot);
     this.readiness.notify(record.name);
     return this.find(record.name);
   }
@@ -310,7 +313,7 @@ export class DesktopService {
   /** New desktops from the snapshot: `names`, or `count` of them named `<prefix>-1`…; their names. */
   async fork(name: string, request: ForkRequest): Promise<string[]> {
     const { runtime, record } = await this.locateOrFail(name);
-    const fork = this.snapshotting(runtime, "fork");
+    const snapshots = snapshotting(runtime);
     const prefix = request.prefix ?? `${record.name}-fork`;
     const names = (
       request.names ?? Array.from({ length: request.count ?? 0 }, (_, i) => `${prefix}-${i + 1}`)
@@ -319,24 +322,10 @@ export class DesktopService {
     if (twice) throw new HostError("invalid_params", `The fork name ${twice} is given twice`);
     await this.names.run(names, async () => {
       for (const n of names) await this.assertFree(n);
-      await fork.call(runtime, record.name, request.snapshot, names);
+      await snapshots.fork(record.name, request.snapshot, names);
     });
     this.readiness.notify();
     return names;
-  }
-
-  private snapshotting<K extends "snapshot" | "listSnapshots" | "deleteSnapshot" | "restore" | "fork">(
-    runtime: DesktopRuntime,
-    method: K,
-  ): NonNullable<DesktopRuntime[K]> {
-    const fn = runtime[method];
-    if (!fn) {
-      throw new HostError(
-        "not_supported",
-        `Snapshots are not supported for ${runtime.kind} desktops (only QEMU VMs have them)`,
-      );
-    }
-    return fn as NonNullable<DesktopRuntime[K]>;
   }
 
   /** Pulls an image into a runtime that makes desktops from images (a 400 for one that does not). */
@@ -386,6 +375,23 @@ export class DesktopService {
   }
 
   /** The runtime of this kind; a clear 400 when the service has none. */
+  /**
+   * Checks that desktops of runtime `kind` (default: the default runtime) can hibernate in `mode`:
+   * a clear 400 naming the modes they have otherwise.
+   */
+  assertHibernationMode(mode: HibernationMode, kind: RuntimeKind = this.defaultRuntime) {
+    const runtime = this.runtime(kind);
+    const modes: readonly HibernationMode[] = canHibernate(runtime) ? runtime.hibernation.modes : [];
+    if (!modes.includes(mode)) {
+      throw new HostError(
+        "invalid_params",
+        modes.length === 0
+          ? `${kind} desktops cannot hibernate: there is no idleMode '${mode}' for them`
+          : `A ${kind} desktop hibernates with ${modes.map((m) => `'${m}'`).join(" or ")}, not '${mode}'`,
+      );
+    }
+  }
+
   runtime(kind: RuntimeKind): DesktopRuntime {
     const runtime = this.byKind.get(kind);
     if (!runtime) {
@@ -446,4 +452,15 @@ export class DesktopService {
 
 function notFound(name: string) {
   return new HostError("not_found", `Virtual machine not found: ${name}`);
+}
+
+/** The runtime as one with snapshots; a clear answer for one without. */
+function snapshotting(runtime: DesktopRuntime): SnapshottingRuntime {
+  if (!canSnapshot(runtime)) {
+    throw new HostError(
+      "not_supported",
+      `Snapshots are not supported for ${runtime.kind} desktops (only QEMU VMs have them)`,
+    );
+  }
+  return runtime;
 }

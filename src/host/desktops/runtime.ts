@@ -91,16 +91,33 @@ export interface DesktopRuntime {
   pullImage?(reference: string): Promise<void>;
   /** The images desktops can be made from, for `GET /svc/images` beside the VM images. */
   listImages?(): Promise<RuntimeImage[]>;
-  /** Snapshots (docs/host.md), where the runtime has them: the desktop's whole state, or its disk. */
-  snapshot?(name: string, snapshot: string): Promise<SnapshotRecord>;
-  listSnapshots?(name: string): Promise<SnapshotRecord[]>;
-  deleteSnapshot?(name: string, snapshot: string): Promise<void>;
-  /** Puts the desktop back in the snapshot's state; resolves once it runs (or, disk only, is stopped). */
-  restore?(name: string, snapshot: string): Promise<void>;
-  /** New desktops started from the snapshot; `names` are checked and free in every runtime. */
-  fork?(name: string, snapshot: string, names: string[]): Promise<void>;
+  /** Declared by a runtime that has snapshots (`SnapshottingRuntime`, `canSnapshot`). */
+  readonly snapshots?: SnapshotCapability;
   /** Declared by a runtime that can hibernate desktops (`HibernatingRuntime`, `canHibernate`). */
   readonly hibernation?: HibernationCapability;
+}
+
+/** What a runtime's snapshots keep of a running desktop. */
+export interface SnapshotCapability {
+  /** `memory`: its whole running state (RAM, devices, disk); `disk`: its files only. */
+  running: "memory" | "disk";
+}
+
+/** A runtime whose desktops have snapshots (docs/host.md): restored, and forked into new desktops. */
+export interface SnapshottingRuntime extends DesktopRuntime {
+  readonly snapshots: SnapshotCapability;
+  /** The desktop's whole state when it runs (its disk when stopped), under `snapshot`. */
+  snapshot(name: string, snapshot: string): Promise<SnapshotRecord>;
+  listSnapshots(name: string): Promise<SnapshotRecord[]>;
+  deleteSnapshot(name: string, snapshot: string): Promise<void>;
+  /** Puts the desktop back in the snapshot's state; resolves once it runs (or, disk only, is stopped). */
+  restore(name: string, snapshot: string): Promise<void>;
+  /** New desktops started from the snapshot; `names` are checked and free in every runtime. */
+  fork(name: string, snapshot: string, names: string[]): Promise<void>;
+}
+
+export function canSnapshot(runtime: DesktopRuntime): runtime is SnapshottingRuntime {
+  return runtime.snapshots !== undefined;
 }
 
 /** A runtime whose desktops can hibernate and resume (desktops/hibernation.ts). */

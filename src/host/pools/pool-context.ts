@@ -24,7 +24,7 @@ export type PoolDesktops = Pick<
 > & {
   runtime(
     kind: RuntimeKind,
-  ): Pick<DesktopRuntime, "kind" | "defaultImage" | "hasImage" | "hibernation" | "fork">;
+  ): Pick<DesktopRuntime, "kind" | "defaultImage" | "hasImage" | "hibernation" | "snapshots">;
   fork(name: string, request: ForkRequest): Promise<string[]>;
   listSnapshots(name: string): Promise<SnapshotRecord[]>;
   hibernate(name: string, mode?: HibernationMode): Promise<unknown>;

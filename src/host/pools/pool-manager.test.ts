@@ -56,7 +56,13 @@ class FakeDesktops implements PoolDesktops {
 
   runtime() {
     const hibernation: HibernationCapability | undefined = this.sleeps ? { modes: ["memory"] } : undefined;
-    return { kind: "container" as const, defaultImage: "desk:1", hasImage: async () => true, hibernation };
+    return {
+      kind: "container" as const,
+      defaultImage: "desk:1",
+      hasImage: async () => true,
+      hibernation,
+      snapshots: { running: "memory" as const },
+    };
   }
   onChange(listener: (name: string) => void) {
     this.listeners.push(listener);

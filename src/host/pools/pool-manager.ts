@@ -335,7 +335,7 @@ export class PoolManager {
     wanted: string,
   ): Promise<PoolTemplate> {
     const snapshot = snapshotName(wanted);
-    if (!this.vms.runtime(desktop.runtime).fork) {
+    if (!this.vms.runtime(desktop.runtime).snapshots) {
       throw new HostError(
         "invalid_params",
         `fromSnapshot needs a runtime with memory snapshots (qemu): ${desktop.name} is a ${desktop.runtime} desktop`,

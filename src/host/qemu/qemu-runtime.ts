@@ -113,6 +113,8 @@ export class QemuRuntime implements HibernatingRuntime {
   readonly kind = "qemu" as const;
   /** A VM hibernates with its memory: RAM and devices to disk, QEMU ends (hibernation.ts). */
   readonly hibernation = { modes: ["memory"] } as const;
+  /** A snapshot of a running VM keeps its whole state (RAM, devices, disk): snapshots.ts. */
+  readonly snapshots = { running: "memory" } as const;
   private readonly locks = new KeyedLock();
   /** VMs whose QEMU is being started, by directory. */
   private readonly starting = new Map<string, Promise<void>>();

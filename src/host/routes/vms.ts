@@ -25,9 +25,11 @@ export function vmRoutes(app: Hono, { vms, idle }: HostServices) {
   app.get("/svc/vms", async (c) => c.json(await vms.list(storageOf(c))));
 
   app.post("/svc/vms", async (c) => {
-    const { idleTimeout, ...body } = await jsonBody(c, createSchema, { required: true });
+    const { idleTimeout, idleMode, ...body } = await jsonBody(c, createSchema, { required: true });
+    if (idleMode !== undefined) vms.assertHibernationMode(idleMode, body.runtime);
     const vm = await vms.create({ ...body, storage: storageOf(c, body) });
     if (idleTimeout !== undefined) await idle.set(vm.name, idleTimeout);
+    if (idleMode !== undefined) await idle.setMode(vm.name, idleMode);
     return c.json({
       message: "VM created successfully",
       name: vm.name,
@@ -76,16 +78,19 @@ export function vmRoutes(app: Hono, { vms, idle }: HostServices) {
   });
 
   const update = async (c: Context) => {
-    const { idleTimeout, ...body } = await jsonBody(c, updateSchema, { required: true });
+    const { idleTimeout, idleMode, ...body } = await jsonBody(c, updateSchema, { required: true });
     const name = c.req.param("name") ?? "";
-    // The idle timeout is the service's own (sleep/idle-watcher.ts); the rest is the runtime's.
+    // The idle timeout and mode are the service's own (sleep/idle-watcher.ts); the rest is the runtime's.
     const { storage: _where, ...runtimeSettings } = body;
     const settings = Object.values(runtimeSettings).some((value) => value !== undefined);
-    if (settings || idleTimeout === undefined) {
+    const own = idleTimeout !== undefined || idleMode !== undefined;
+    const desktop = own ? await vms.find(name, storageOf(c, body)) : undefined;
+    if (desktop && idleMode) vms.assertHibernationMode(idleMode, desktop.runtime);
+    if (settings || !own) {
       await vms.update(name, { ...body, storage: storageOf(c, body) });
     }
-    if (idleTimeout !== undefined)
-      await idle.set((await vms.find(name, storageOf(c, body))).name, idleTimeout);
+    if (desktop && idleTimeout !== undefined) await idle.set(desktop.name, idleTimeout);
+    if (desktop && idleMode !== undefined) await idle.setMode(desktop.name, idleMode);
     return c.json({ message: "VM settings updated successfully" });
   };
   app.patch("/svc/vms/:name", update);

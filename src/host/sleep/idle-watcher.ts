@@ -8,12 +8,16 @@
  *
  * Time counts from when the desktop last started or woke, too: one woken by a request that ran no
  * command is not put back to sleep at once. A desktop whose server cannot say (an older server, no
- * answer) is left awake. The timeouts are kept in `<home>/.idle/timeouts.json`.
+ * answer) is left awake. A desktop may name the mode it is hibernated in when idle (`idleMode`:
+ * `disk` frees a container's memory, which `paused` keeps). The timeouts and modes are kept in
+ * `<home>/.idle/timeouts.json`: a desktop's seconds, or `{"seconds", "mode"}` when it has a mode.
  */
 import { readFile } from "node:fs/promises";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { makeDirectory } from "../../os/make-directory.js";
 import type { DesktopRecord } from "../desktops/desktop-record.js";
+import type { HibernationMode } from "../desktops/hibernation.js";
+import { HIBERNATION_MODES } from "../desktops/hibernation.js";
 import type { HostLog } from "../host-log.js";
 import type { Lifecycle } from "./lifecycle.js";
 
@@ -36,7 +40,7 @@ interface IdleReport {
 /** What the watcher asks of the VM service. */
 export interface IdleHost {
   find(name: string): Promise<DesktopRecord>;
-  hibernate(name: string, why: string): Promise<unknown>;
+  hibernate(name: string, why: string, mode?: HibernationMode): Promise<unknown>;
   readonly lifecycle: Lifecycle;
 }
 
@@ -51,6 +55,7 @@ interface Watched {
 
 export class IdleWatcher {
   private readonly timeouts = new Map<string, number>();
+  private readonly modes = new Map<string, HibernationMode>();
   private readonly watched = new Map<string, Watched>();
   private readonly unreadable = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
@@ -70,15 +75,23 @@ export class IdleWatcher {
   async start() {
     const text = await readFile(await this.file(), "utf8").catch(() => "{}");
     try {
-      for (const [name, seconds] of Object.entries(JSON.parse(text) as Record<string, unknown>)) {
+      for (const [name, kept] of Object.entries(JSON.parse(text) as Record<string, unknown>)) {
+        const { seconds, mode } = (typeof kept === "object" && kept !== null ? kept : { seconds: kept }) as {
+          seconds?: unknown;
+          mode?: unknown;
+        };
         if (typeof seconds === "number" && seconds > 0) this.timeouts.set(name, seconds);
+        if (HIBERNATION_MODES.includes(mode as HibernationMode))
+          this.modes.set(name, mode as HibernationMode);
       }
     } catch {
       await this.log.error("The idle timeouts file is not JSON: no desktop is paused when idle", {});
     }
     this.stopLifecycle = this.host.lifecycle.on((event) => {
-      if (event.type === "deleted") void this.set(event.name, null).catch(() => undefined);
-      else if (event.type === "started" || event.type === "resumed" || event.type === "woke") {
+      if (event.type === "deleted") {
+        this.modes.delete(event.name);
+        void this.set(event.name, null).catch(() => undefined);
+      } else if (event.type === "started" || event.type === "resumed" || event.type === "woke") {
         const watched = this.watched.get(event.name);
         if (watched) watched.awakeSince = Date.now();
       }
@@ -90,6 +103,19 @@ export class IdleWatcher {
   /** The desktop's own idle timeout in seconds, or null (off). */
   timeoutOf(name: string): number | null {
     return this.timeouts.get(name) ?? null;
+  }
+
+  /** The mode the desktop is hibernated in when idle, or null (its runtime's default). */
+  modeOf(name: string): HibernationMode | null {
+    return this.modes.get(name) ?? null;
+  }
+
+  /** Sets (a mode) or clears (null: the runtime's default) what an idle hibernation keeps; kept on disk. */
+  async setMode(name: string, mode: HibernationMode | null) {
+    if (mode === null) {
+      if (!this.modes.delete(name)) return;
+    } else this.modes.set(name, mode);
+    await this.save();
   }
 
   /** Sets (seconds) or clears (null) the desktop's own idle timeout; kept on disk. */
@@ -112,7 +138,14 @@ export class IdleWatcher {
   }
 
   private save() {
-    const kept = Object.fromEntries(this.timeouts);
+    const names = new Set([...this.timeouts.keys(), ...this.modes.keys()]);
+    const kept = Object.fromEntries(
+      [...names].map((name) => {
+        const seconds = this.timeouts.get(name) ?? null;
+        const mode = this.modes.get(name);
+        return [name, mode ? { seconds, mode } : seconds];
+      }),
+    );
     const write = this.writes.then(async () => {
       const file = await this.file();
       await makeDirectory(file.slice(0, file.lastIndexOf("/")));
@@ -169,7 +202,7 @@ export class IdleWatcher {
       `idle for ${Math.floor(idle)} s (idleTimeout ${seconds} s): no command, live viewer, ` +
       "person in control, screen change or busy process";
     try {
-      await this.host.hibernate(name, why);
+      await this.host.hibernate(name, why, this.modes.get(name));
       watched.awakeSince = undefined;
       await this.log.info("Desktop paused when idle", { vm: name, idleSeconds: Math.floor(idle), seconds });
     } catch (err) {
