@@ -162,18 +162,21 @@ export async function offerHomeVolume(ns: TestNamespace, root: string, claim: st
  * second failure is the test's.
  */
 export async function podShell(ns: TestNamespace, pod: string, script: string): Promise<string> {
-  // The runtime can fail an exec it was asked for (a killed exec process, or under load the API
-  // server's upgrade to the kubelet answering 500): such a failure is not the script's, so it is
-  // tried again, three times at most.
-  for (let attempt = 1; ; attempt++) {
+  // The runtime can fail an exec it was asked for: a killed exec process, or the API server's
+  // upgrade to the kubelet answering 500 ("container not found") while the kubelet's view of a
+  // Pod made again under the same name lags behind (its relist is slow on a loaded machine). Such
+  // a failure is not the script's: it is tried again, for up to half a minute.
+  const transient =
+    /exit code 137\b|failed to create exec|failed to exec in container|Unexpected server response: 5\d\d/;
+  const deadline = Date.now() + 30_000;
+  for (let wait = 500; ; wait = Math.min(wait * 2, 8000)) {
     try {
       return await podShellOnce(ns, pod, script);
     } catch (err) {
       const message = (err as Error).message;
-      const transient =
-        /exit code 137\b|failed to create exec|failed to exec in container|Unexpected server response: 5\d\d/;
-      if (attempt === 3 || !transient.test(message)) throw err;
-      console.log(`${script}: the runtime failed it (${message.slice(0, 120)}), run once more`);
+      if (Date.now() + wait > deadline || !transient.test(message)) throw err;
+      console.log(`${script}: the runtime failed it (${message.slice(0, 120)}), again in ${wait} ms`);
+      await new Promise((resolve) => setTimeout(resolve, wait));
     }
   }
 }
