@@ -8,10 +8,9 @@ import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { settled } from "../../common/settled.js";
-import { formatBytes, parseLumeSize } from "../../common/sizes.js";
 import { followFile } from "../desktops/follow-file.js";
 import type { HibernationMode } from "../desktops/hibernation.js";
-import { parseDisplay } from "../desktops/limits.js";
+import { parseDisplay, positiveCpu, size } from "../desktops/limits.js";
 import { needsMacHost } from "../desktops/macos.js";
 import type {
   HibernatingRuntime,
@@ -979,31 +978,6 @@ export class QemuRuntime implements HibernatingRuntime {
     };
     const push = this.activity.push(vm);
     return push ? { ...record, push } : record;
-  }
-}
-
-function size(text: string, field: string, minimum: number): number {
-  let bytes: number;
-  try {
-    bytes = parseLumeSize(text);
-  } catch (err) {
-    throw new HostError("invalid_params", (err as Error).message);
-  }
-  if (bytes < minimum) {
-    throw new HostError(
-      "invalid_params",
-      `Invalid ${field} '${text}': at least ${formatBytes(minimum)} is needed`,
-    );
-  }
-  return bytes;
-}
-
-function positiveCpu(cpu: number) {
-  if (!Number.isInteger(cpu) || cpu < 1 || cpu > 1024) {
-    throw new HostError(
-      "invalid_params",
-      `Invalid cpu count: ${cpu} (expected a whole number from 1 to 1024)`,
-    );
   }
 }
 
