@@ -1,7 +1,8 @@
 /**
  * End to end, on the project's guest image (a real desktop, 2 GB of RAM, TCG where there is no
  * KVM): one cold boot, an app opened, a snapshot; then restores and forks from it, each answering
- * a screenshot with that app's window still the active one, the forks with the host's clock.
+ * a screenshot with that app's window still the active one, the forks with the host's clock; a fork
+ * hibernated (QEMU ends) and resumed, the app still there.
  * Prints its timings.
  *
  * Slow (minutes): only `npm run test:e2e` runs it.
@@ -173,6 +174,19 @@ describe("snapshots of the guest desktop", () => {
           )
           .toBeLessThan(5);
       }
+
+      // Hibernated with the app open, QEMU ends; resumed, the app is still the active window.
+      const slept = await timed("hibernate a fork (2 GB RAM)", () =>
+        svc("POST", "/svc/vms/snap-fork-1/hibernate", {}),
+      );
+      expect(slept.status, JSON.stringify(slept.body)).toBe(200);
+      expect(slept.body).toMatchObject({ status: "hibernated", hibernation: "memory" });
+      const woken = Date.now();
+      const resumed = await svc("POST", "/svc/vms/snap-fork-1/resume?wait=ready&timeout=300", {});
+      expect(resumed.status, JSON.stringify(resumed.body)).toBe(200);
+      const after = await look(resumed.body.computerServerUrl);
+      timings["resume → screenshot"] = Date.now() - woken;
+      expect(after.title).toMatch(/Mousepad/);
     },
     30 * 60_000,
   );
