@@ -91,6 +91,11 @@ export interface DesktopRuntime {
   pullImage?(reference: string): Promise<void>;
   /** The images desktops can be made from, for `GET /svc/images` beside the VM images. */
   listImages?(): Promise<RuntimeImage[]>;
+  /**
+   * Declared by a runtime whose `find` reads the host's own files (QEMU's VM directories): a look
+   * at a desktop costs no engine or cluster call, so a claim may look rather than ask the desktop.
+   */
+  readonly localRecords?: boolean;
   /** Declared by a runtime that has snapshots (`SnapshottingRuntime`, `canSnapshot`). */
   readonly snapshots?: SnapshotCapability;
   /** Declared by a runtime that can hibernate desktops (`HibernatingRuntime`, `canHibernate`). */

@@ -315,11 +315,16 @@ export class PoolClaims {
     return { ...record, pool: state.def.name, claim };
   }
 
-  /** The kept record when its desktop answers now (a look through the runtime without a server URL). */
+  /**
+   * The kept record when its desktop answers now; a look through the runtime instead where that
+   * costs no engine call (its records are the host's files: a round trip to a guest under TCG
+   * costs more) or where it has no server URL.
+   */
   private async answering(record: DesktopRecord): Promise<DesktopRecord | undefined> {
     const { answers } = this.ctx.options;
     const url = record.computerServerUrl;
-    if (!answers && !url) return this.ctx.vms.find(record.name).catch(() => undefined);
+    const local = this.ctx.vms.runtime(record.runtime).localRecords;
+    if (local || (!answers && !url)) return this.ctx.vms.find(record.name).catch(() => undefined);
     const yes = answers ? answers(record) : probeStatus(url as string, new AbortController().signal);
     return (await yes.catch(() => false)) ? record : undefined;
   }

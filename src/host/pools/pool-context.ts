@@ -24,7 +24,10 @@ export type PoolDesktops = Pick<
 > & {
   runtime(
     kind: RuntimeKind,
-  ): Pick<DesktopRuntime, "kind" | "defaultImage" | "hasImage" | "hibernation" | "snapshots">;
+  ): Pick<
+    DesktopRuntime,
+    "kind" | "defaultImage" | "hasImage" | "hibernation" | "snapshots" | "localRecords"
+  >;
   fork(name: string, request: ForkRequest): Promise<string[]>;
   listSnapshots(name: string): Promise<SnapshotRecord[]>;
   hibernate(name: string, mode?: HibernationMode): Promise<unknown>;

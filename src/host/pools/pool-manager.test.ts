@@ -48,6 +48,10 @@ class FakeDesktops implements PoolDesktops {
    */
   slowStarts = false;
   sleeps = true;
+  /** Whether its records are the host's files (as QEMU's): a claim looks rather than asks. */
+  localRecords = false;
+  /** Desktops asked whether they answer. */
+  asked = 0;
   /** Desktops that run but whose computer server no longer answers. */
   readonly mute = new Set<string>();
   private readonly held = new Map<string, () => void>();
@@ -62,6 +66,7 @@ class FakeDesktops implements PoolDesktops {
       hasImage: async () => true,
       hibernation,
       snapshots: { running: "memory" as const },
+      localRecords: this.localRecords,
     };
   }
   onChange(listener: (name: string) => void) {
@@ -107,6 +112,7 @@ class FakeDesktops implements PoolDesktops {
   }
   /** Whether the desktop's computer server answers (what a claim asks of a ready one). */
   async answers(record: DesktopRecord) {
+    this.asked++;
     return this.desktops.get(record.name) === "running" && !this.mute.has(record.name);
   }
   async waitReady(name: string, _ms: number, signal?: AbortSignal): Promise<DesktopRecord> {
@@ -299,6 +305,29 @@ describe("claims behind refills", () => {
     await settle();
     expect(desktops.desktops.has(oldest)).toBe(false);
     expect(states("p")).toEqual(["claimed", "ready", "ready"]);
+  });
+});
+
+describe("claims of a runtime whose records are the host's files", () => {
+  it("look at the desktop's record, and do not ask the desktop", async () => {
+    desktops.localRecords = true;
+    await create({ size: 2 });
+    await settle();
+    desktops.finds = 0;
+    desktops.asked = 0;
+    const claimed = await pools.claim("p", { wait: false });
+    expect(claimed.status).toBe("running");
+    expect(desktops.finds).toBeGreaterThan(0);
+    expect(desktops.asked).toBe(0);
+    // A stopped one is still not handed out: the look says so.
+    await settle();
+    const [next] = pools
+      .get("p")
+      .desktops.filter((d) => d.state === "ready")
+      .map((d) => d.name);
+    desktops.desktops.set(next, "stopped");
+    const other = await pools.claim("p", { timeout: 30 });
+    expect(other.name).not.toBe(next);
   });
 });
 

@@ -114,6 +114,8 @@ export class QemuRuntime implements HibernatingRuntime {
   readonly hibernation = { modes: ["memory"] } as const;
   /** A snapshot of a running VM keeps its whole state (RAM, devices, disk): snapshots.ts. */
   readonly snapshots = { running: "memory" } as const;
+  /** A record is read from the VM's directory and the readiness kept in memory. */
+  readonly localRecords = true;
   private readonly locks = new KeyedLock();
   /** VMs whose QEMU is being started, by directory. */
   private readonly starting = new Map<string, Promise<void>>();
