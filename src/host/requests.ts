@@ -3,7 +3,7 @@
  * the services take the types derived from them (one definition, never written twice).
  */
 import { z } from "zod";
-import { HIBERNATION_MODES } from "./desktops/hibernation.js";
+import { HIBERNATION_MODES, type HibernationMode } from "./desktops/hibernation.js";
 import { RUNTIME_KINDS } from "./desktops/kinds.js";
 import { networkFieldSchema, networkPolicySchema } from "./egress/policy.js";
 import { ON_EXPIRE } from "./pools/pool-types.js";
@@ -90,9 +90,11 @@ export const updateSchema = z.object({
     .unknown()
     .transform((value, ctx) => {
       if (value === "default") return null;
-      const parsed = hibernationModeSchema.safeParse(value);
-      if (parsed.success) return parsed.data;
-      ctx.addIssue({ code: "custom", message: `${parsed.error.issues[0]?.message} or default` });
+      if (HIBERNATION_MODES.includes(value as HibernationMode)) return value as HibernationMode;
+      ctx.addIssue({
+        code: "custom",
+        message: `Unknown hibernation mode '${String(value)}' (expected ${[...HIBERNATION_MODES, "default"].join(", ")})`,
+      });
       return z.NEVER;
     })
     .optional(),

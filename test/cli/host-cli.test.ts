@@ -40,7 +40,7 @@ describe("hangar vm / config / logs", () => {
       "A qemu desktop hibernates with 'memory', not 'disk'",
     );
     await expect(hangar("vm", "set", "cli-vm", "--idle-mode", "nap", ...url)).rejects.toThrow(
-      "idleMode: Unknown hibernation mode 'nap' (expected memory, paused, disk) or default",
+      "idleMode: Unknown hibernation mode 'nap' (expected memory, paused, disk, default)",
     );
     expect(await hangar("vm", "set", "cli-vm", "--idle-mode", "memory", ...url)).toBe("Updated cli-vm.\n");
     expect(await hangar("vm", "get", "cli-vm", ...url)).toMatch(

@@ -53,9 +53,10 @@ async function restartApiServer() {
     child.unref();
     // stop-cluster.sh kills what the pid file names.
     writeFileSync(pidFile, `${child.pid}\n`);
-    const ended = new Promise<string>((resolve) =>
-      child.once("exit", (code, signal) => resolve(`${code ?? signal}`)),
-    );
+    const ended = new Promise<string>((resolve) => {
+      child.once("exit", (code, signal) => resolve(`${code ?? signal}`));
+      child.once("error", (err) => resolve(err.message));
+    });
     const answered = vi.waitFor(() => ns.core.listNamespacedPod({ namespace: ns.name }), {
       timeout: 120_000,
       interval: 200,

@@ -19,12 +19,11 @@ import type {
   UpdateRequest,
 } from "../requests.js";
 import { Lifecycle } from "../sleep/lifecycle.js";
-import { type Awake, SleepControl } from "../sleep/sleep-control.js";
+import { type Awake, hibernationMode, SleepControl } from "../sleep/sleep-control.js";
 import type { DesktopRecord } from "./desktop-record.js";
 import type { HibernationMode } from "./hibernation.js";
 import { ReadinessTracker } from "./readiness.js";
 import {
-  canHibernate,
   canSnapshot,
   type DesktopRuntime,
   type LogOptions,
@@ -380,16 +379,7 @@ export class DesktopService {
    * a clear 400 naming the modes they have otherwise.
    */
   assertHibernationMode(mode: HibernationMode, kind: RuntimeKind = this.defaultRuntime) {
-    const runtime = this.runtime(kind);
-    const modes: readonly HibernationMode[] = canHibernate(runtime) ? runtime.hibernation.modes : [];
-    if (!modes.includes(mode)) {
-      throw new HostError(
-        "invalid_params",
-        modes.length === 0
-          ? `${kind} desktops cannot hibernate: there is no idleMode '${mode}' for them`
-          : `A ${kind} desktop hibernates with ${modes.map((m) => `'${m}'`).join(" or ")}, not '${mode}'`,
-      );
-    }
+    hibernationMode(this.runtime(kind), mode);
   }
 
   runtime(kind: RuntimeKind): DesktopRuntime {

@@ -16,8 +16,7 @@ import { readFile } from "node:fs/promises";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import { makeDirectory } from "../../os/make-directory.js";
 import type { DesktopRecord } from "../desktops/desktop-record.js";
-import type { HibernationMode } from "../desktops/hibernation.js";
-import { HIBERNATION_MODES } from "../desktops/hibernation.js";
+import { HIBERNATION_MODES, type HibernationMode } from "../desktops/hibernation.js";
 import type { HostLog } from "../host-log.js";
 import type { Lifecycle } from "./lifecycle.js";
 

@@ -69,13 +69,7 @@ export class SleepControl {
   async hibernate(name: string, mode?: HibernationMode, why?: string): Promise<DesktopRecord> {
     const { runtime, record } = await this.host.locate(name);
     const sleeping = capable(runtime);
-    const chosen = mode ?? sleeping.hibernation.modes[0];
-    if (!sleeping.hibernation.modes.includes(chosen)) {
-      throw new HostError(
-        "invalid_params",
-        `A ${runtime.kind} desktop hibernates with ${sleeping.hibernation.modes.map((m) => `'${m}'`).join(" or ")}, not '${chosen}'`,
-      );
-    }
+    const chosen = hibernationMode(runtime, mode);
     return this.lock.run(record.name, async () => {
       const started = Date.now();
       try {
@@ -212,6 +206,22 @@ export class SleepControl {
     void this.log.error(`A desktop failed to ${operation}`, { vm: record.name, error });
     this.lifecycle.emit({ type: "failed", name: record.name, runtime: record.runtime, operation, error });
   }
+}
+
+/**
+ * The mode a desktop of `runtime` hibernates in when asked for `mode` (its default when left out);
+ * a clear 400 naming the runtime's modes for one it does not have, or for a runtime that cannot.
+ */
+export function hibernationMode(runtime: DesktopRuntime, mode?: HibernationMode): HibernationMode {
+  const { modes } = capable(runtime).hibernation;
+  const chosen = mode ?? modes[0];
+  if (!modes.includes(chosen)) {
+    throw new HostError(
+      "invalid_params",
+      `A ${runtime.kind} desktop hibernates with ${modes.map((m) => `'${m}'`).join(" or ")}, not '${chosen}'`,
+    );
+  }
+  return chosen;
 }
 
 /** The runtime as one that hibernates; a clear 400 for one that cannot. */
