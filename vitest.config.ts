@@ -32,6 +32,9 @@ export default defineConfig({
     env: { HANGAR_CHECK_RESULTS: "1" },
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // What a test waits for can take seconds on a loaded 2-core machine (CI runs files two at a
+    // time beside their desktops, VMs and cluster): expect.poll gives up after 10 s, not 1 s.
+    expect: { poll: { timeout: 10_000 } },
     // Desktop tests each start their own X display; the host tests their own QEMU and registry.
     fileParallelism: true,
     maxWorkers: 2,

@@ -41,11 +41,13 @@ const DESKTOP = {
 };
 
 const engine = await startPodman();
+const MAX_STARTING = Number(process.argv[process.argv.indexOf("--max-starting") + 1]) || undefined;
 const host = await startTestHost({
   containerEngine: engine.address,
   desktopImage: TEST_IMAGE,
   containerUlimits: testUlimits(),
   defaultRuntime: "container",
+  pools: { maxStarting: MAX_STARTING },
 });
 const rows: Row[] = [];
 class Skip extends Error {}

@@ -4,7 +4,7 @@
  * - QEMU, the tiny guest (scripts/tiny-guest.sh): hibernate (the RAM file copied out of /dev/shm,
  *   QEMU ends: its RSS before and after), resume → the guest answers; the first cycle after a boot
  *   (RAM a file of its own, mapped privately on resume) and the later ones (the resumed VM's RAM
- *   goes in the migration stream, read back on resume);
+ *   goes in the migration stream, then into a RAM file of its own, mapped privately on resume);
  * - the first request to a sleeping VM's address (wake on request) → answered;
  * - a claim from a pool filled from a memory snapshot (members are forks, not boots);
  * - containers of the project's image (podman, test/host/podman.ts): `paused` and `disk`,
@@ -88,8 +88,8 @@ async function qemu() {
     }
     row(`QEMU ${MEMORY}: hibernate (RAM file copied, QEMU ends)`, first.sleeps, "", first.notes[0]);
     row(`QEMU ${MEMORY}: resume → the guest answers (RAM file mapped)`, first.wakes, "≤ 1.5 s");
-    row(`QEMU ${MEMORY}: hibernate a resumed VM (RAM in the stream)`, later.sleeps, "", later.notes[0]);
-    row(`QEMU ${MEMORY}: resume → answers (RAM read from the stream)`, later.wakes, "≤ 1.5 s");
+    row(`QEMU ${MEMORY}: hibernate a resumed VM (RAM: stream → file)`, later.sleeps, "", later.notes[0]);
+    row(`QEMU ${MEMORY}: resume of it → answers (RAM file mapped)`, later.wakes, "≤ 1.5 s");
 
     const woken: number[] = [];
     for (let i = 0; i < RUNS; i++) {

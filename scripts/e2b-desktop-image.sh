@@ -7,9 +7,9 @@
 #   ./scripts/e2b-desktop-image.sh [--cache DIR] [--if-missing]     (as root: through sudo otherwise)
 #
 # `npm test` runs it with --if-missing when the template is not there (test/host/e2b-desktop-image.ts):
-# then a template built on the desktop image as it is now is left as it is (one built on an older
-# desktop image is built again; buildah's layer cache makes that quick when the Dockerfile is the
-# same). The image names are the tests' ($HANGAR_TEST_IMAGE, $HANGAR_TEST_DESKTOP_TEMPLATE).
+# then a template built from deploy/e2b-desktop as it is now on the desktop image as it is now is
+# left as it is (one built from an older desktop image or template directory is built again;
+# buildah's layer cache makes that quick when the Dockerfile is the same). The image names are the tests' ($HANGAR_TEST_IMAGE, $HANGAR_TEST_DESKTOP_TEMPLATE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 {
@@ -58,11 +58,13 @@ else
 fi
 
 base=$(base_id) && [ -n "$base" ] || { echo "e2b-desktop-image.sh: no $BASE in $CACHE: run scripts/test-image.sh first" >&2; exit 1; }
-if [ "$IF_MISSING" -eq 1 ] && [ "$(built_on)" = "$base" ]; then
+# What the template is made from: the desktop image and the files of its directory.
+made_from="$base $(cd deploy/e2b-desktop && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"
+if [ "$IF_MISSING" -eq 1 ] && [ "$(built_on)" = "$made_from" ]; then
   echo "e2b-desktop-image.sh: $IMAGE is built on $BASE as it is (--if-missing: left as it is)"
   exit 0
 fi
-timeout 30m "${BUILD[@]}" --build-arg "BASE=$BASE" --label "$LABEL=$base" -t "$IMAGE" deploy/e2b-desktop >"$LOG" 2>&1 ||
+timeout 30m "${BUILD[@]}" --build-arg "BASE=$BASE" --label "$LABEL=$made_from" -t "$IMAGE" deploy/e2b-desktop >"$LOG" 2>&1 ||
   { tail -30 "$LOG" >&2; echo "e2b-desktop-image.sh: the build failed (log: $LOG)" >&2; exit 1; }
 echo "e2b-desktop-image.sh: $IMAGE built in $(($(date +%s) - started)) s: $(size_of "$IMAGE") (the desktop image: $(size_of "$BASE")); log $LOG"
 exit 0

@@ -5,7 +5,7 @@
 #
 #   ./scripts/install-deps.sh               everything CI and a developer need, then `npm ci`
 #   ./scripts/install-deps.sh --runtime     only what the computer server needs at run time (no npm)
-#   ./scripts/install-deps.sh --container   --runtime plus the container's extras: tini, x11vnc, and
+#   ./scripts/install-deps.sh --container   --runtime plus the container's extras: tini, x11vnc, iptables and
 #                                           noVNC's web pages (without the Debian package's Python
 #                                           and nodejs: Hangar relays the WebSocket itself)
 #   ./scripts/install-deps.sh --list [...]  print the selected packages, one a line, install nothing
@@ -41,9 +41,10 @@ RUNTIME=(
   pulseaudio
 )
 
-# The desktop container: an init that reaps the clipboard helpers' zombies, and VNC for watching.
+# The desktop container: an init that reaps the clipboard helpers' zombies, VNC for watching, and
+# iptables for a caged Pod's init container, which sets the Pod's filter (docs/egress.md).
 CONTAINER=(
-  tini x11vnc
+  tini x11vnc iptables
 )
 # Only the web pages of this package are taken (its dependencies are Python and Debian's nodejs).
 NOVNC_PAGES=novnc

@@ -1,14 +1,21 @@
 /** `hangar host serve`: the VM host service (/svc API, QEMU). */
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import type { Ulimit } from "../host/container/container-runtime.js";
 import { parseUlimit } from "../host/container/ulimits.js";
 import { E2B_API_KEYS_ENV } from "../host/e2b/api-keys.js";
 import { DEFAULT_HOST_PORT } from "../host/port.js";
+import { loopbackNetworkProblem } from "../host/qemu/loopback.js";
 import { webhookUrl } from "../host/webhooks.js";
 import { HOST_TOKEN_ENV, readTokenFile } from "./host-client.js";
 import { browserAccess, browserAccessOptions, logLevelOption, onShutdown, parsePort } from "./util.js";
+
+function ipv4Address(value: string): string {
+  if (isIP(value) !== 4) throw new InvalidArgumentError("expected an IPv4 address, e.g. 10.244.0.1");
+  return value;
+}
 
 function runtimeKind(value: string) {
   if (value !== "qemu" && value !== "container" && value !== "kubernetes") {
@@ -28,6 +35,12 @@ function collectWebhook(value: string, previous: string[] = []) {
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message.replace(/^--webhook: /, ""));
   }
+}
+
+function loopbackNetwork(value: string) {
+  const problem = loopbackNetworkProblem(value);
+  if (problem) throw new InvalidArgumentError(problem);
+  return value;
 }
 
 /** A repeatable option's values, in order. */
@@ -112,6 +125,11 @@ export function registerHost(program: Command) {
       "sign webhook posts: X-Hangar-Signature: sha256=<HMAC-SHA256 of the body with this file's secret>",
     )
     .option(
+      "--vm-network <127.A.B>",
+      "the loopback addresses QEMU VMs get, 127.A.B.2–254 (default 127.0.1); another for a second host service on this machine",
+      loopbackNetwork,
+    )
+    .option(
       "--e2b-port <port>",
       "serve E2B's sandbox API (its SDKs, unmodified) on this port, e.g. 3000",
       parsePort,
@@ -143,6 +161,11 @@ export function registerHost(program: Command) {
       "--egress-trust <file>",
       "caged desktops: a PEM file of CAs that servers' certificates may be signed by, where the proxy adds credentials (repeat it)",
       collect,
+    )
+    .option(
+      "--egress-gate <ipv4>",
+      "caged Kubernetes desktops: an address of this host that the cluster's Pods reach, where their egress gates listen",
+      ipv4Address,
     );
   browserAccessOptions(serve).action(async (opts) => {
     const log = createLogger({ level: opts.logLevel, name: "host" });
@@ -164,6 +187,7 @@ export function registerHost(program: Command) {
       port: opts.port,
       log,
       stopGraceMs: grace * 1000,
+      loopbackNetwork: opts.vmNetwork,
       token,
       noAuth: !opts.auth,
       defaultRuntime: opts.runtime,
@@ -184,6 +208,7 @@ export function registerHost(program: Command) {
       }),
       egressResolvers: opts.egressResolver,
       egressTrust: (opts.egressTrust as string[] | undefined)?.map((file) => readFileSync(file, "utf8")),
+      egressGate: opts.egressGate,
       ...((opts.kubeconfig || opts.namespace || opts.kubernetesReach || opts.poolsInCluster) && {
         kubernetes: {
           kubeconfig: opts.kubeconfig,

@@ -61,6 +61,10 @@ export async function runContainer(
     settings.tlsFiles = { cert: made.certPath, key: made.keyPath };
     settings.serveArgs.push("--tls-cert", made.certPath, "--tls-key", made.keyPath);
   }
+  // The server in this process is loaded while the desktop's programs start (the module graph is a
+  // few hundred ms of one core; the programs are other processes).
+  const cli = serverSecrets[API_KEYS_ENV] ? undefined : import("../cli/main.js");
+  cli?.catch(() => undefined);
   // Caught from the start: a stop while the desktop starts still takes everything down.
   const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
     for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve(signal));
@@ -115,7 +119,7 @@ export async function runContainer(
       };
       onShutdown(cleanup);
       // A server that cannot start (a port taken) throws: the desktop is stopped below.
-      const { buildProgram } = await import("../cli/main.js");
+      const { buildProgram } = await (cli ?? import("../cli/main.js"));
       await buildProgram().parseAsync([process.execPath, HANGAR_BIN, ...settings.serveArgs]);
       releaseYoungGeneration();
       cleanupOnExit = false;

@@ -21,9 +21,13 @@ export interface ConnectedBackend extends DesktopBackend {
 
 /**
  * Pauses between connection attempts before a command is answered `unavailable`: an X server that
- * is resetting (its last client just left) drops new connections for a moment.
+ * is resetting (its last client just left) drops new connections for a moment, and one whose
+ * short-lived clients keep coming and going resets again and again (on a loaded machine each
+ * reset takes longer).
  */
-const RETRY_DELAYS_MS = [50, 150, 300];
+const RETRY_DELAYS_MS = [50, 150, 300, 500, 1000];
+/** Attempts stop this long after the first: a display that takes so long to answer will not. */
+const RETRY_FOR_MS = 3000;
 
 export interface DesktopManagerOptions {
   /** The X display (`:N`); default `$DISPLAY` at the time of each connection attempt. */
@@ -100,7 +104,8 @@ export class DesktopManager {
         return await this.connectTo(display);
       } catch (err) {
         // A display that does not answer at all has used its time already.
-        if (err instanceof DisplayAbsentError || this.closed || Date.now() - started > 1000) throw err;
+        if (err instanceof DisplayAbsentError || this.closed || Date.now() - started > RETRY_FOR_MS)
+          throw err;
         this.log.debug({ display, err: (err as Error).message }, "desktop connection failed; trying again");
         await sleep(delay);
       }

@@ -66,8 +66,11 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
   const children: ChildProcess[] = [];
   let removeConfig: (() => Promise<void>) | undefined;
   let audio: DesktopAudio | undefined;
+  /** The sound's start, beside the window manager's (each takes a few hundred ms of a start). */
+  let audioStart: Promise<void> | undefined;
   let bus: AccessibilityBus | undefined;
   const stop = async () => {
+    await audioStart;
     await audio?.stop();
     for (const child of children.reverse()) await terminate(child);
     await bus?.stop();
@@ -101,11 +104,14 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
 
     let audioError: string | undefined;
     if (options.audio) {
-      audio = await startDesktopAudio(options.user).catch((err: Error) => {
-        audioError = err.message;
-        return undefined;
-      });
-      if (audio) Object.assign(env, audio.env);
+      audioStart = startDesktopAudio(options.user).then(
+        (started) => {
+          audio = started;
+        },
+        (err: Error) => {
+          audioError = err.message;
+        },
+      );
     }
 
     if (options.windowManager ?? true) {
@@ -119,6 +125,8 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
       children.push(wm);
       await waitForWindowManager(env);
     }
+    await audioStart;
+    if (audio) Object.assign(env, audio.env);
     return { display, width, height, env, xvfb, stop, ...(audioError ? { audioError } : {}) };
   } catch (err) {
     await stop();

@@ -80,6 +80,8 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   egressResolvers?: string[];
   /** More CAs (PEM) servers' certificates may be signed by, where the proxy adds credentials (`--egress-trust`). */
   egressTrust?: string[];
+  /** Where the cluster's Pods reach this service's egress gates (`--egress-gate`): caged Kubernetes desktops. */
+  egressGate?: string;
   /** Where the pools are kept (default: a file, `<home>/.pools/pools.json`). */
   poolStore?: PoolStore;
   pools?: PoolManagerOptions;
@@ -147,6 +149,8 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
         desktopImage: options.desktopImage,
         desktopKeys: options.desktopKeys,
         stopGraceMs: options.stopGraceMs,
+        egress,
+        egressGate: options.egressGate,
       },
       log,
     );

@@ -126,6 +126,11 @@ describe("hangar's words", () => {
       /value 'bogus' is invalid for argument 'type'\. Allowed choices are info, error, all\./,
     );
     expect((await hangarProcess("vm", "bogus")).code).toBe(2);
+    const network = await hangarProcess("host", "serve", "--vm-network", "10.0.1");
+    expect(network.code).toBe(2);
+    expect(network.stderr).toMatch(
+      /--vm-network <127\.A\.B>' argument '10\.0\.1' is invalid\. expected 127\.A\.B /,
+    );
     const runtime = await hangarProcess("vm", "get", "ghost", "--url", host.url);
     expect([runtime.code, runtime.stderr]).toEqual([1, "hangar: Virtual machine not found: ghost\n"]);
   });

@@ -19,10 +19,13 @@ const hangar = (args: string[], env: Record<string, string> = {}) =>
 async function firstLine(args: string[], env: Record<string, string> = {}) {
   const cli = await startCli(args, { ...process.env, ...env });
   try {
-    return await vi.waitFor(() => {
-      expect(cli.stdout()).toContain("\n");
-      return cli.stdout().split("\n")[0];
-    });
+    return await vi.waitFor(
+      () => {
+        expect(cli.stdout()).toContain("\n");
+        return cli.stdout().split("\n")[0];
+      },
+      { timeout: 10_000 },
+    );
   } finally {
     await cli.stop();
   }

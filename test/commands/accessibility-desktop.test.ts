@@ -97,10 +97,12 @@ describe("Chromium started by launch", () => {
     expect(launched.event.success).toBe(true);
     pids.push(launched.event.pid);
     // Debian's wrapper script execs the browser in the same process: its command line has the flag.
-    await vi.waitFor(() =>
-      expect(readFileSync(`/proc/${launched.event.pid}/cmdline`, "utf8").split("\0")).toContain(
-        "--force-renderer-accessibility",
-      ),
+    await vi.waitFor(
+      () =>
+        expect(readFileSync(`/proc/${launched.event.pid}/cmdline`, "utf8").split("\0")).toContain(
+          "--force-renderer-accessibility",
+        ),
+      { timeout: 10_000 },
     );
     await vi.waitFor(
       async () => {

@@ -147,12 +147,15 @@ describe("browser_evaluate, when the server allows it", () => {
 describe("the same browser on the desktop", () => {
   it("is a window of this display that the agent sees in its screenshots", async () => {
     await playwright("visit_url", { url: base });
-    await vi.waitFor(async () => {
-      const windows = await (await desktop.provider()).listWindows();
-      expect(windows.map((w) => w.title)).toEqual(
-        expect.arrayContaining([expect.stringMatching(/^Hangar browser test/)]),
-      );
-    });
+    await vi.waitFor(
+      async () => {
+        const windows = await (await desktop.provider()).listWindows();
+        expect(windows.map((w) => w.title)).toEqual(
+          expect.arrayContaining([expect.stringMatching(/^Hangar browser test/)]),
+        );
+      },
+      { timeout: 10_000 },
+    );
   });
 });
 

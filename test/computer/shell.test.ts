@@ -69,7 +69,7 @@ describe("run_command", () => {
       return_code: -1,
     });
     const pid = Number(readFileSync(pidFile, "utf8"));
-    await vi.waitFor(() => expect(alive(pid)).toBe(false));
+    await vi.waitFor(() => expect(alive(pid)).toBe(false), { timeout: 10_000 });
   });
 
   it("kills the process group when the client goes away", async () => {
@@ -85,7 +85,7 @@ describe("run_command", () => {
     expect(alive(pid)).toBe(true);
     controller.abort();
     await request;
-    await vi.waitFor(() => expect(alive(pid)).toBe(false));
+    await vi.waitFor(() => expect(alive(pid)).toBe(false), { timeout: 10_000 });
   });
 
   it("rejects wrong parameter types naming the field", async () => {
@@ -110,7 +110,10 @@ describe("warm shells", () => {
 
   it("run commands once they wait, and a client that goes away still kills the whole group", async () => {
     // The first command starts the launcher; the next ones find shells waiting.
-    await vi.waitFor(async () => expect(await shellOf(server)).toBe("/bin/sh -s "), { interval: 100 });
+    await vi.waitFor(async () => expect(await shellOf(server)).toBe("/bin/sh -s "), {
+      timeout: 10_000,
+      interval: 100,
+    });
     const [shellFile, pidFile] = [join(dir, "warm.shell"), join(dir, "warm.pid")];
     const controller = new AbortController();
     const request = fetch(`${server.url}/cmd`, {
@@ -129,13 +132,16 @@ describe("warm shells", () => {
     expect(alive(pid)).toBe(true);
     controller.abort();
     await request;
-    await vi.waitFor(() => expect(alive(pid)).toBe(false));
+    await vi.waitFor(() => expect(alive(pid)).toBe(false), { timeout: 10_000 });
   });
 
   it("leave nothing behind when the server closes: no launcher, no waiting shell, no FIFO directory", async () => {
     const directoriesBefore = fifoDirectories();
     const other = await startTestServer();
-    await vi.waitFor(async () => expect(await shellOf(other)).toBe("/bin/sh -s "), { interval: 100 });
+    await vi.waitFor(async () => expect(await shellOf(other)).toBe("/bin/sh -s "), {
+      timeout: 10_000,
+      interval: 100,
+    });
     const [directory] = fifoDirectories().filter((name) => !directoriesBefore.includes(name));
     // Its launcher: `/bin/sh -c <script> sh <its directory>`.
     const launcher = descendants(process.pid).find(
@@ -145,8 +151,8 @@ describe("warm shells", () => {
     const family = [launcher!, ...descendants(launcher!.pid)];
     expect(family.filter((p) => p.args === "/bin/sh -s").length).toBeGreaterThan(0);
     await other.close();
-    await vi.waitFor(() => expect(family.filter((p) => alive(p.pid))).toEqual([]));
-    await vi.waitFor(() => expect(fifoDirectories()).not.toContain(directory));
+    await vi.waitFor(() => expect(family.filter((p) => alive(p.pid))).toEqual([]), { timeout: 10_000 });
+    await vi.waitFor(() => expect(fifoDirectories()).not.toContain(directory), { timeout: 10_000 });
   });
 });
 

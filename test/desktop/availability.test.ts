@@ -101,7 +101,7 @@ describe("desktop availability", () => {
     x.xvfb.kill("SIGSTOP");
     const started = Date.now();
     const pending = server.cmd("get_cursor_position");
-    await vi.waitFor(() => expect(asked).toBe(true));
+    await vi.waitFor(() => expect(asked).toBe(true), { timeout: 10_000 });
     await killXvfb(x.xvfb, n);
     const { event } = await pending;
     expect(event).toMatchObject({ success: false, code: "unavailable" });

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestEngine } from "../host/podman.js";
 import { eventually, type TestHost } from "../host/support.js";
 import { CONTAINER_DESKTOP, startCagedHost, startDesktop, stopCagedHost } from "./caged-host.js";
-import { inDesktop } from "./desktop-probe.js";
+import { expectAllowedNameOnly, inDesktop } from "./desktop-probe.js";
 import type { World } from "./world.js";
 
 const run = promisify(execFile);
@@ -50,22 +50,7 @@ describe("a container desktop caged by its policy", () => {
   });
 
   it("reaches an allowed name by its name and through the proxy; others are refused with the reason audited", async () => {
-    const seen = await inDesktop(
-      desktop,
-      `return {
-      https: await byName("https://allowed.example.test/hello"),
-      http: await byName("http://allowed.example.test/plain"),
-      proxied: await viaProxy("allowed.example.test:443"),
-      evilDns: await lookup("evil.example.net"),
-      evilProxied: await viaProxy("evil.example.net:443"),
-    }`,
-    );
-    expect(JSON.parse(seen.https.body)).toMatchObject({ server: "allowed.example.test", path: "/hello" });
-    expect(JSON.parse(seen.http.body)).toMatchObject({ host: "allowed.example.test", path: "/plain" });
-    expect(seen.proxied.status).toBe(200);
-    expect(seen.evilDns).toBe("ENOTFOUND");
-    expect(seen.evilProxied.status).toBe(403);
-    expect(seen.evilProxied.body).toContain("refused evil.example.net:443 (not in the allow list)");
+    await expectAllowedNameOnly(desktop);
     const log = await events();
     expect(log).toContainEqual(
       expect.objectContaining({

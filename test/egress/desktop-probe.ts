@@ -51,3 +51,28 @@ const lookup = (name) => dns.promises.resolve4(name).catch((e) => e.code);
   expect(result.return_code, result.stderr).toBe(0);
   return JSON.parse(result.stdout);
 }
+
+/**
+ * What every caged desktop allowed `allowed.example.test` shows: that name answers by name (HTTPS and
+ * HTTP) and through its proxy; `evil.example.net` has no address and is refused by the proxy, saying
+ * why. The answers, for more checks.
+ */
+export async function expectAllowedNameOnly(desktop: DesktopAddress): Promise<any> {
+  const seen = await inDesktop(
+    desktop,
+    `return {
+      https: await byName("https://allowed.example.test/hello"),
+      http: await byName("http://allowed.example.test/plain"),
+      proxied: await viaProxy("allowed.example.test:443"),
+      evilDns: await lookup("evil.example.net"),
+      evilProxied: await viaProxy("evil.example.net:443"),
+    }`,
+  );
+  expect(JSON.parse(seen.https.body)).toMatchObject({ server: "allowed.example.test", path: "/hello" });
+  expect(JSON.parse(seen.http.body)).toMatchObject({ host: "allowed.example.test", path: "/plain" });
+  expect(seen.proxied.status).toBe(200);
+  expect(seen.evilDns).toBe("ENOTFOUND");
+  expect(seen.evilProxied.status).toBe(403);
+  expect(seen.evilProxied.body).toContain("refused evil.example.net:443 (not in the allow list)");
+  return seen;
+}

@@ -4,8 +4,10 @@
  * policy changed between requests. What the desktop would see (answers, refusals) and what the
  * audit says are both checked.
  */
+import dgram from "node:dgram";
 import { mkdtempSync } from "node:fs";
 import { readFile, rm } from "node:fs/promises";
+import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -147,6 +149,57 @@ describe("names by the allow list", () => {
   });
 });
 
+describe("a gate on an address that others reach too", () => {
+  it("takes connections and DNS queries from its desktop's address alone", async () => {
+    setPolicy({ egress: { allow: ["allowed.example.test"] } });
+    const shared = await proxy.open(DESKTOP, {
+      host: "127.0.0.1",
+      ports: { proxy: 0, http: 0, tls: 0, dns: 0 },
+      answer: "127.0.0.1",
+      admit: async (address) => address === "127.0.0.2",
+    });
+    try {
+      const ask = (from: string) =>
+        new Promise<string>((resolve) => {
+          const socket = createConnection({
+            host: "127.0.0.1",
+            port: shared.ports.proxy,
+            localAddress: from,
+          });
+          let answer = "";
+          socket.on("connect", () =>
+            socket.write("CONNECT allowed.example.test:443 HTTP/1.1\r\nHost: x\r\n\r\n"),
+          );
+          socket.on("data", (chunk) => {
+            answer += chunk.toString();
+            if (answer.includes("\r\n\r\n")) socket.destroy();
+          });
+          socket.on("error", () => undefined);
+          socket.on("close", () => resolve(answer.split("\r\n")[0] || "closed"));
+        });
+      expect(await ask("127.0.0.1")).toBe("closed");
+      expect(await ask("127.0.0.2")).toBe("HTTP/1.1 200 Connection Established");
+
+      // DNS over UDP: the stranger asks first and hears nothing; the desktop's answer comes.
+      const stranger = dgram.createSocket("udp4");
+      const desktop = dgram.createSocket("udp4");
+      const heard: Buffer[] = [];
+      stranger.on("message", (m) => heard.push(m));
+      await new Promise<void>((r) => stranger.bind(0, "127.0.0.1", r));
+      await new Promise<void>((r) => desktop.bind(0, "127.0.0.2", r));
+      const answered = new Promise<Buffer>((r) => desktop.once("message", r));
+      stranger.send(dnsQuery("allowed.example.test"), shared.ports.dns, "127.0.0.1");
+      desktop.send(dnsQuery("allowed.example.test"), shared.ports.dns, "127.0.0.1");
+      expect((await answered).readUInt16BE(6)).toBe(1);
+      expect(heard).toEqual([]);
+      stranger.close();
+      desktop.close();
+    } finally {
+      await shared.close();
+    }
+  });
+});
+
 describe("addresses", () => {
   it("a name resolving to the host's loopback is refused unless the address is listed", async () => {
     setPolicy({ egress: { allow: ["loop.example.test"] } });
@@ -193,3 +246,12 @@ describe("addresses", () => {
     );
   });
 });
+
+/** A DNS query for the A record of `name`. */
+function dnsQuery(name: string): Buffer {
+  const labels = name
+    .split(".")
+    .map((label) => Buffer.concat([Buffer.from([label.length]), Buffer.from(label)]));
+  const header = Buffer.from([0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+  return Buffer.concat([header, ...labels, Buffer.from([0, 0, 1, 0, 1])]);
+}

@@ -11,9 +11,10 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { REAPER_NAME } from "../../src/os/group-reaper.js";
 import { killProcess, spawnServiceProcess } from "../host/support.js";
 import { postCommand } from "../support/clients.js";
-import { descendants, isRunning, type ProcessEntry } from "../support/processes.js";
+import { descendants, isRunning, type ProcessEntry, processesNamed } from "../support/processes.js";
 import { serveProcess } from "./support.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -141,9 +142,17 @@ describe("a process that spawned a shell, killed with SIGKILL", () => {
         }
         return all.filter((p) => /sleep 30\.4/.test(p.args));
       },
-      { timeout: 15_000, interval: 50 },
+      // tsx compiles the module first: on a loaded machine that alone can take many seconds.
+      { timeout: 40_000, interval: 50 },
     );
     process.kill(owner.pid!, "SIGKILL");
-    await vi.waitFor(() => expect(stillRunning(family)).toEqual([]), { timeout: 10_000, interval: 50 });
-  }, 30_000);
+    // Should it fail: the reapers running then (pid, parent, state), to tell a reaper that never
+    // ran its kill from one that was gone.
+    const reapers = () =>
+      `reapers: ${JSON.stringify(processesNamed(REAPER_NAME).map((p) => `${p.pid} ${p.ppid} ${p.state}`))}`;
+    await vi.waitFor(() => expect(stillRunning(family), reapers()).toEqual([]), {
+      timeout: 10_000,
+      interval: 50,
+    });
+  }, 60_000);
 });

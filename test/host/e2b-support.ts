@@ -81,6 +81,7 @@ const page = '<!doctype html><title>waiting</title><script>' +
   'ws.onclose = (e) => { if (document.title === "waiting") document.title = "closed " + e.code; };' +
   '</script>';
 const server = http.createServer((req, res) => {
+  req.socket.answered = true;
   if (req.url === "/headers") return res.end(JSON.stringify(req.headers));
   if (req.url === "/stream") {
     res.writeHead(200, { "content-type": "text/plain" });
@@ -92,7 +93,12 @@ const server = http.createServer((req, res) => {
   res.writeHead(200, { "content-type": "text/html" });
   res.end(page);
 });
-const wss = new WebSocketServer({ server, path: "/echo" });
+// Like many servers, it takes an upgrade only as the first request of a connection.
+const wss = new WebSocketServer({ noServer: true });
+server.on("upgrade", (req, socket, head) => {
+  if (socket.answered || req.url !== "/echo") return socket.destroy();
+  wss.handleUpgrade(req, socket, head, (ws) => wss.emit("connection", ws, req));
+});
 wss.on("connection", (ws) => ws.on("message", (data, binary) => ws.send(data, { binary })));
 server.listen(Number(process.argv[2]), "0.0.0.0", () => console.log("listening"));
 `;

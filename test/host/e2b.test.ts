@@ -10,7 +10,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync } from "node:fs";
 import { rm } from "node:fs/promises";
-import { request } from "node:http";
+import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AuthenticationError, Sandbox, SandboxError, SandboxNotFoundError } from "e2b";
@@ -385,6 +385,12 @@ describe("a sandbox's ports", () => {
       "e2b-traffic-access-token": token,
     });
     expect(foreign).toMatchObject({ status: 403 });
+    // A request just before, kept alive as a browser's is, leaves a connection to the port idle:
+    // the upgrade takes a new one (the service takes upgrades only as a connection's first request).
+    const keptAlive = new Agent({ keepAlive: true });
+    const before = await fetchVia(keptAlive, sandbox.getHost(9000), "/headers", token);
+    keptAlive.destroy();
+    expect(before).toBe(200);
     const opened = await openSocket(url, { "e2b-traffic-access-token": token });
     if (!("ws" in opened)) throw new Error(`refused: ${JSON.stringify(opened)}`);
     opened.ws.send(Buffer.from([0, 1, 2, 255]), { binary: true });
@@ -563,4 +569,25 @@ async function spawnService(root: string, options: object): Promise<{ child: Chi
     child.once("exit", (code) => reject(new Error(`the service exited (${code}): ${err}`)));
   });
   return { child, e2bUrl };
+}
+
+/** A GET to a sandbox's port through `agent` (its name resolved to loopback); the status. */
+function fetchVia(agent: Agent, hostWithPort: string, path: string, token: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port: hostWithPort.split(":").at(-1),
+        path,
+        agent,
+        headers: { host: hostWithPort, "e2b-traffic-access-token": token },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
 }

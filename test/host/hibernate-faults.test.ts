@@ -122,6 +122,18 @@ describe("kill -9 of the host service", () => {
       () => intent()?.op === "resume" && session() !== undefined,
     ],
     ["while the resume's intent is written", "hibernated", "resume", () => intent()?.op === "resume"],
+    // Resumed above, its RAM is no longer a shared file: the hibernate gives it one (ram-file.ts).
+    [
+      "while a resumed VM's RAM file is written from the stream",
+      "running",
+      "hibernate",
+      () =>
+        intent()?.op === "hibernate" &&
+        existsSync(join(vmDir, "hibernation", "hibernation.json")) &&
+        readdirSync(vmDir).some(
+          (e) => e.startsWith(".hangar-tmp-") && existsSync(join(vmDir, e, "memory.ram")),
+        ),
+    ],
   ];
 
   for (const [label, from, operation, moment] of cases) {

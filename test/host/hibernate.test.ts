@@ -5,10 +5,11 @@
  * it. Bad requests are 409s or 400s that change nothing; two resumes at once are one after the
  * other; a restarted service resumes what the last one put to sleep.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { INTENT_FILE } from "../../src/host/qemu/hibernation.js";
 import { ramPathIn } from "../../src/host/qemu/session.js";
 import { startTestHost, type TestHost } from "./support.js";
 import { bootTinyGuest, guest, TINY_VM, tinyGuest } from "./tiny-guest.js";
@@ -105,12 +106,23 @@ describe("hibernate and resume", () => {
     expect(await qemuPids()).toHaveLength(1);
   });
 
-  it("a resumed VM hibernates again (its RAM in the stream) and comes back as it was", async () => {
+  it("a resumed VM hibernates again (its RAM from the stream into a file of its own) and comes back as it was", async () => {
     const url = (await record("tiny")).computerServerUrl as string;
     expect((await guest(url, "/inc")).counter).toBe(4);
     const slept = await host.api("POST", "/svc/vms/tiny/hibernate", {});
     expect(slept.status, slept.text).toBe(200);
-    expect(existsSync(join(host.home, "tiny", "hibernation", "memory.ram"))).toBe(false);
+    // The RAM went into the migration stream, then into a RAM file that the resume maps.
+    expect(
+      existsSync(join(host.home, "tiny", "hibernation", "memory.ram")),
+      (await host.api("GET", "/svc/logs?type=error")).text,
+    ).toBe(true);
+    expect(
+      readdirSync(join(host.home, "tiny")).filter((e) => e.startsWith(".hangar-tmp-")),
+      "no build left",
+    ).toEqual([]);
+    expect((await host.api("GET", "/svc/logs?type=info")).body.info).toContain(
+      "Hibernation given a RAM file",
+    );
     expect(await qemuPids()).toEqual([]);
     const resumed = await host.api("POST", "/svc/vms/tiny/resume?wait=ready&timeout=60", {});
     expect(resumed.status, resumed.text).toBe(200);
@@ -150,6 +162,31 @@ describe("wake on the first request", () => {
     await next.text();
     const log = readFileSync(join(host.home, ".logs", "info.log"), "utf8");
     expect(log).toMatch(/Desktop woke on a request.*tiny/);
+  });
+
+  it("its address is held from the moment QEMU ends: a request while the RAM file is written wakes it after", async () => {
+    const url = (await record("tiny")).computerServerUrl as string;
+    const vmDir = join(host.home, "tiny");
+    const hibernating = host.api("POST", "/svc/vms/tiny/hibernate", {});
+    // Resumed above, its RAM goes into the stream and then into a file: the moment of the latter,
+    // when the hibernate's intent names a directory that a RAM file is written in. (The resumed
+    // VM's own RAM file is moved aside into a temporary directory too, before its QEMU ends.)
+    const writingRamFile = () => {
+      try {
+        const intent = JSON.parse(readFileSync(join(vmDir, INTENT_FILE), "utf8")) as { temp?: string };
+        return intent.temp !== undefined && existsSync(join(intent.temp, "memory.ram"));
+      } catch {
+        return false;
+      }
+    };
+    await expect.poll(writingRamFile, { timeout: 60_000, interval: 2 }).toBe(true);
+    const res = await fetch(new URL("/status", url), { signal: AbortSignal.timeout(60_000) });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-hangar-woke")).toBe("1");
+    expect(((await res.json()) as { counter: number }).counter).toBe(5);
+    expect((await hibernating).status).toBe(200);
+    expect((await record("tiny")).status).toBe("running");
+    expect(await qemuPids()).toHaveLength(1);
   });
 });
 

@@ -113,21 +113,28 @@ describe("a pool filled from a memory snapshot", () => {
       },
       { timeout: 60_000, interval: 200 },
     );
-    // The pool hears of it from the desktops' lifecycle events, a moment later.
-    await vi.waitFor(async () => {
-      const asleep = (await pool("follow")).desktops.find((d: { name: string }) => d.name === name);
-      expect(asleep).toMatchObject({ state: "claimed", expiresAt: null });
-    });
+    // The pool hears of it from the desktops' lifecycle events once the hibernate has ended: a fork's
+    // RAM is given a file of its own after the desktop already counts as asleep (qemu/ram-file.ts).
+    await vi.waitFor(
+      async () => {
+        const asleep = (await pool("follow")).desktops.find((d: { name: string }) => d.name === name);
+        expect(asleep).toMatchObject({ state: "claimed", expiresAt: null });
+      },
+      { timeout: 30_000, interval: 100 },
+    );
     // The claimant comes back: its request wakes the desktop, with what it had, and the lease goes on.
     const res = await fetch(new URL("/status", claimed.body.computerServerUrl), {
       signal: AbortSignal.timeout(60_000),
     });
     expect(res.headers.get("x-hangar-woke")).toBe("1");
     expect(((await res.json()) as { counter: number }).counter).toBe(8);
-    await vi.waitFor(async () => {
-      const awake = (await pool("follow")).desktops.find((d: { name: string }) => d.name === name);
-      if (!awake?.expiresAt) throw new Error("the lease did not go on");
-    });
+    await vi.waitFor(
+      async () => {
+        const awake = (await pool("follow")).desktops.find((d: { name: string }) => d.name === name);
+        if (!awake?.expiresAt) throw new Error("the lease did not go on");
+      },
+      { timeout: 10_000 },
+    );
     // Meanwhile the pool woke its standby to be ready again and made a new one to sleep.
     await until("follow", (p) => p.ready === 1 && p.hibernated === 1 && p.claimed === 1);
     expect((await host.api("DELETE", "/svc/pools/follow")).status).toBe(200);

@@ -56,7 +56,7 @@ describe("readiness", () => {
     const desk = record(server.url);
     const tracker = new ReadinessTracker(async () => desk);
     expect(tracker.of(desk)).toEqual({ ready: false, readyAt: null, startMs: null });
-    await vi.waitFor(() => expect(server.requests()).toBeGreaterThan(1));
+    await vi.waitFor(() => expect(server.requests()).toBeGreaterThan(1), { timeout: 10_000 });
     expect(tracker.of(desk).ready).toBe(false);
 
     const changed = tracker.next(AbortSignal.timeout(10_000));
@@ -79,13 +79,13 @@ describe("readiness", () => {
     let desk = record(server.url);
     const tracker = new ReadinessTracker(async () => desk);
     tracker.of(desk);
-    await vi.waitFor(() => expect(tracker.of(desk).ready).toBe(true));
+    await vi.waitFor(() => expect(tracker.of(desk).ready).toBe(true), { timeout: 10_000 });
 
     desk = record(server.url, { status: "stopped", startedAt: null });
     expect(tracker.of(desk)).toEqual({ ready: false, readyAt: null, startMs: null });
     desk = record(server.url, { startedAt: new Date().toISOString() });
     expect(tracker.of(desk).ready).toBe(false);
-    await vi.waitFor(() => expect(tracker.of(desk).ready).toBe(true));
+    await vi.waitFor(() => expect(tracker.of(desk).ready).toBe(true), { timeout: 10_000 });
     tracker.close();
   });
 
@@ -111,7 +111,7 @@ describe("readiness", () => {
       return desk;
     });
     tracker.of(desk);
-    await vi.waitFor(() => expect(server.requests()).toBeGreaterThan(0));
+    await vi.waitFor(() => expect(server.requests()).toBeGreaterThan(0), { timeout: 10_000 });
     desk = undefined; // removed behind the tracker's back: the loop reads the record every 2 s
     await looked;
     const after = server.requests();
@@ -121,6 +121,31 @@ describe("readiness", () => {
     watcher.of(record(other.url, { name: "other" }));
     await vi.waitFor(() => expect(other.requests()).toBeGreaterThanOrEqual(10), { timeout: 10_000 });
     expect(server.requests()).toBe(after);
+    watcher.close();
+    tracker.close();
+  });
+
+  it("stops probing a desktop going to sleep at once, the request in flight included", async () => {
+    // A computer server that never answers: the probe is in flight when the desktop goes to sleep.
+    const held: { closed: Promise<unknown> }[] = [];
+    const silent = createServer((req) => held.push({ closed: once(req.socket, "close") }));
+    servers.push(silent);
+    silent.listen(0, "127.0.0.1");
+    await once(silent, "listening");
+    const desk = record(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`);
+    const tracker = new ReadinessTracker(async () => desk);
+    tracker.of(desk);
+    await vi.waitFor(() => expect(held).toHaveLength(1), { timeout: 10_000 });
+
+    tracker.stopProbing("other-desk");
+    tracker.stopProbing("desk");
+    await held[0].closed;
+    // Ten probes of another desktop are the clock: the sleeping one got nothing more meanwhile.
+    const other = await statusServer();
+    const watcher = new ReadinessTracker(async (r) => r);
+    watcher.of(record(other.url, { name: "other" }));
+    await vi.waitFor(() => expect(other.requests()).toBeGreaterThanOrEqual(10), { timeout: 10_000 });
+    expect(held).toHaveLength(1);
     watcher.close();
     tracker.close();
   });

@@ -273,7 +273,7 @@ describe("the CLI", () => {
       /^NAME\s+HOLDS\s+SIZE\s+CREATED\n(.|\n)*cli\s+whole state/,
     );
     expect(await hangar("vm", "restore", "tiny", "cli", "--wait", "--timeout", "60")).toMatch(
-      /^tiny restored to cli: http:\/\/127\.0\.1\.\d+:\d+ \(ready after \d+\.\d s\)\n$/,
+      /^tiny restored to cli: http:\/\/127\.\d+\.\d+\.\d+:\d+ \(ready after \d+\.\d s\)\n$/,
     );
     expect(await hangar("vm", "fork", "tiny", "cli", "--count", "1", "--prefix", "clifork")).toMatch(
       /^clifork-1: running http:/,

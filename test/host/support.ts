@@ -5,6 +5,7 @@
  */
 
 import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { open, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -30,18 +31,33 @@ export interface TestHost {
   cleanup(): Promise<void>;
 }
 
+/**
+ * The loopback network of a test's host service, from its root directory: its own, so that test
+ * files running at once never hand out the same VM address (a request meant for another file's VM
+ * would wake or reach this one's).
+ */
+export function testLoopbackNetwork(root: string): string {
+  const hash = createHash("sha256").update(root).digest();
+  return `127.${16 + (hash[0] % 200)}.${hash[1]}`;
+}
+
 export async function startTestHost(extra: HostServiceOptions = {}): Promise<TestHost> {
   const root = mkdtempSync(join(tmpdir(), "hangar-host-test-"));
   const home = join(root, "home");
   const options: HostServiceOptions = {
     port: 0,
+    loopbackNetwork: testLoopbackNetwork(root),
     configHome: join(root, "config"),
     userHome: root,
     defaultHomeDirectory: home,
     stopGraceMs: 500,
     ...extra,
   };
-  let service = await startHostService(options);
+  // A service that refuses to start leaves nothing behind.
+  let service = await startHostService(options).catch(async (err) => {
+    await rm(root, { recursive: true, force: true });
+    throw err;
+  });
   const host: TestHost = {
     root,
     home,

@@ -33,7 +33,7 @@ afterAll(async () => {
 
 type Api = { api: TestHost["api"] };
 const pool = async (name: string, h: Api = host) => (await h.api("GET", `/svc/pools/${name}`)).body;
-const readyCount = (name: string, count: number, h: Api = host, timeout = 60_000) =>
+const readyCount = (name: string, count: number, h: Api = host, timeout = 120_000) =>
   vi.waitFor(
     async () => {
       const p = await pool(name, h);
@@ -79,7 +79,7 @@ describe("a pool on the cluster", () => {
     expect((await host.api("POST", `/svc/vms/${claim.body.name}/release`)).status).toBe(200);
     await vi.waitFor(async () => expect(await podsOf("warm")).toHaveLength(2), { timeout: 30_000 });
     expect(await podsOf("warm")).not.toContain(`hangar-${claim.body.name}`);
-  }, 120_000);
+  }, 240_000);
 
   it("replaces a desktop whose Pod is deleted from outside", async () => {
     const before = await readyCount("warm", 2);
@@ -105,7 +105,7 @@ describe("a pool on the cluster", () => {
       labelSelector: "hangar.dev/desktop",
     });
     expect(secrets.items).toEqual([]);
-  }, 120_000);
+  }, 240_000);
 });
 
 describe("pools kept in a ConfigMap", () => {

@@ -106,7 +106,7 @@ describe("a command in a warm shell", () => {
     });
     expect(r).toMatchObject({ timedOut: true, returnCode: -1, warm: true });
     const pid = Number(readFileSync(pidFile, "utf8"));
-    await vi.waitFor(() => expect(isRunning(pid)).toBe(false));
+    await vi.waitFor(() => expect(isRunning(pid)).toBe(false), { timeout: 10_000 });
   });
 
   it("kills the whole process group when the run is cancelled", async () => {
@@ -118,12 +118,12 @@ describe("a command in a warm shell", () => {
       signal: controller.signal,
       warm: shells,
     });
-    await vi.waitFor(() => expect(existsSync(pidFile)).toBe(true));
+    await vi.waitFor(() => expect(existsSync(pidFile)).toBe(true), { timeout: 10_000 });
     const pid = Number(readFileSync(pidFile, "utf8"));
     expect(isRunning(pid)).toBe(true);
     controller.abort();
     expect(await run).toMatchObject({ cancelled: true, warm: true });
-    await vi.waitFor(() => expect(isRunning(pid)).toBe(false));
+    await vi.waitFor(() => expect(isRunning(pid)).toBe(false), { timeout: 10_000 });
   });
 
   it("answers when the command kills the watcher that would report its exit", async () => {
@@ -157,10 +157,10 @@ describe("a command in a warm shell", () => {
     const shellsOf = (pid: number) => descendants(pid).filter((p) => p.args === "/bin/sh -s");
     await vi.waitFor(() => expect(launchers()).toHaveLength(1), { timeout: 5000 });
     const [launcher] = launchers();
-    await vi.waitFor(() => expect(shellsOf(launcher.pid)).toHaveLength(2));
+    await vi.waitFor(() => expect(shellsOf(launcher.pid)).toHaveLength(2), { timeout: 10_000 });
     const waiting = shellsOf(launcher.pid);
     process.kill(launcher.pid, "SIGKILL");
-    await vi.waitFor(() => expect(waiting.filter((p) => isRunning(p.pid))).toEqual([]));
+    await vi.waitFor(() => expect(waiting.filter((p) => isRunning(p.pid))).toEqual([]), { timeout: 10_000 });
     expect((await runShell({ command: "echo still here", warm: shells })).stdout).toBe("still here\n");
     await vi.waitFor(
       async () => {
@@ -186,7 +186,7 @@ describe("a new pool", () => {
       const pool = new WarmShells({ idle: 1 });
       await pool.warmUp();
       pool.close();
-      await vi.waitFor(() => expect(existsSync(stale)).toBe(false));
+      await vi.waitFor(() => expect(existsSync(stale)).toBe(false), { timeout: 10_000 });
       expect(existsSync(living)).toBe(true);
     } finally {
       for (const path of [stale, living]) rmSync(path, { recursive: true, force: true });
@@ -201,13 +201,14 @@ describe("a closed pool", () => {
     await pool.warmUp();
     const [launcher] = launchers().filter((p) => !before.launchers.includes(p.pid));
     const [directory] = fifoDirectories().filter((name) => !before.directories.includes(name));
-    await vi.waitFor(() =>
-      expect(descendants(launcher.pid).filter((p) => p.args === "/bin/sh -s")).toHaveLength(3),
+    await vi.waitFor(
+      () => expect(descendants(launcher.pid).filter((p) => p.args === "/bin/sh -s")).toHaveLength(3),
+      { timeout: 10_000 },
     );
     const family = [launcher, ...descendants(launcher.pid)];
     pool.close();
-    await vi.waitFor(() => expect(family.filter((p) => isRunning(p.pid))).toEqual([]));
-    await vi.waitFor(() => expect(fifoDirectories()).not.toContain(directory));
+    await vi.waitFor(() => expect(family.filter((p) => isRunning(p.pid))).toEqual([]), { timeout: 10_000 });
+    await vi.waitFor(() => expect(fifoDirectories()).not.toContain(directory), { timeout: 10_000 });
     expect(await runShell({ command: "echo spawned", warm: pool })).toMatchObject({
       stdout: "spawned\n",
       warm: false,

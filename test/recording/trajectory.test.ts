@@ -91,9 +91,9 @@ describe("a scripted agent's trajectory", () => {
 
     // Written as they happen: every command is on disk before the next one is sent (at most the last
     // may be on its way when the server dies).
-    await vi.waitFor(() => expect(linesOf(steps).length).toBe(1 + sent.length));
+    await vi.waitFor(() => expect(linesOf(steps).length).toBe(1 + sent.length), { timeout: 10_000 });
     process.kill(cli.pid, "SIGKILL");
-    await vi.waitFor(() => expect(isRunning(cli.pid)).toBe(false));
+    await vi.waitFor(() => expect(isRunning(cli.pid)).toBe(false), { timeout: 10_000 });
     for (const child of children) if (isRunning(child.pid)) process.kill(child.pid, "SIGKILL");
 
     const lines = linesOf(steps).map((text) => {

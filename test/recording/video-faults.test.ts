@@ -121,7 +121,9 @@ describe("recording faults", () => {
       await cmd("wait", { ms: 300 });
     }
     await vi.waitFor(() => expect(isRunning(encoder.pid)).toBe(false), { timeout: 10_000 });
-    await vi.waitFor(async () => expect((await cmd("recording_status")).recording).toBeNull());
+    await vi.waitFor(async () => expect((await cmd("recording_status")).recording).toBeNull(), {
+      timeout: 10_000,
+    });
     const stopped = await cmd("stop_recording");
     expect(stopped).toMatchObject({ success: true, path });
     expect(stopped.error).toMatch(/^No space left on device: the disk of .*full\.mp4 is full$/);
@@ -144,7 +146,9 @@ describe("recording faults", () => {
     }
     const [encoder] = encoders();
     process.kill(encoder.pid, "SIGKILL");
-    await vi.waitFor(async () => expect((await cmd("recording_status")).recording).toBeNull());
+    await vi.waitFor(async () => expect((await cmd("recording_status")).recording).toBeNull(), {
+      timeout: 10_000,
+    });
     const stopped = await cmd("stop_recording");
     expect(stopped.error).toContain("killed (SIGKILL)");
     // Fragments of at most a second: what came before the last second plays.

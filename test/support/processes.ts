@@ -64,3 +64,20 @@ export function isRunning(pid: number): boolean {
     return false;
   }
 }
+
+/** The processes whose command line includes `text` (zombies too), with their parent and state. */
+export function processesNamed(text: string): { pid: number; ppid: number; state: string }[] {
+  const found: { pid: number; ppid: number; state: string }[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (!readFileSync(`/proc/${name}/cmdline`, "utf8").includes(text)) continue;
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      found.push({ pid: Number(name), ppid: Number(ppid), state });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}

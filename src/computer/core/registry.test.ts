@@ -40,11 +40,14 @@ describe("CommandRegistry", () => {
     await registry.run("write_text", { path: "/nonexistent-dir/secret.txt", content: "TOP-SECRET-CONTENT" });
     await registry.run("version", {});
     // The logger writes asynchronously: wait for both lines.
-    const commandLines = await vi.waitFor(() => {
-      const found = lines.filter((l) => l.msg === "command");
-      expect(found).toHaveLength(2);
-      return found;
-    });
+    const commandLines = await vi.waitFor(
+      () => {
+        const found = lines.filter((l) => l.msg === "command");
+        expect(found).toHaveLength(2);
+        return found;
+      },
+      { timeout: 10_000 },
+    );
     expect(commandLines[0]).toMatchObject({ command: "write_text", success: false, ms: expect.any(Number) });
     expect(commandLines[1]).toMatchObject({ command: "version", success: true });
     expect(JSON.stringify(lines)).not.toContain("TOP-SECRET-CONTENT");

@@ -86,6 +86,7 @@ export class DesktopService {
         list: () => this.list(),
         waitReady: (name, ms, signal) => this.waitReady(name, ms, signal),
         changed: (name) => this.readiness.notify(name),
+        stopProbing: (name) => this.readiness.stopProbing(name),
         runtimes: () => [...this.byKind.values()],
       },
       this.lifecycle,

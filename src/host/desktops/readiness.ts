@@ -3,8 +3,9 @@
  * answered `GET /status`, `readyAt`, and `startMs` (from the start, or the restore, to ready).
  *
  * A running desktop whose runtime does not say `ready` itself is probed here: one request at a
- * time to its computer server, every 100 ms at first and every second after a while, until it
- * answers, the desktop stops or starts again, or the tracker is closed. Readiness is kept in
+ * time to its computer server, every 25 ms for the first 5 s (a container desktop answers within a
+ * second, and what a probe waits a start waits), every 100 ms then and every second after a
+ * minute, until it answers, the desktop stops or starts again, or the tracker is closed. Readiness is kept in
  * memory; after a restart of the service it is observed again (the first probe answers at once
  * for a desktop that was ready).
  */
@@ -33,6 +34,8 @@ const NOT_READY: Readiness = { ready: false, readyAt: null, startMs: null };
 /** A probe request gives up after this long (a guest under load may answer slowly). */
 const PROBE_TIMEOUT_MS = 2000;
 /** Between two probes: short while a desktop is expected soon, longer after a minute. */
+const FIRST_INTERVAL_MS = 25;
+const FIRST_PERIOD_MS = 5000;
 const FAST_INTERVAL_MS = 100;
 const SLOW_INTERVAL_MS = 1000;
 const FAST_PERIOD_MS = 60_000;
@@ -102,6 +105,14 @@ export class ReadinessTracker {
     this.events.emit("change", name || undefined);
   }
 
+  /**
+   * Desktop `name` goes to sleep: its probe ends at once, the request in flight included. (A probe
+   * sent after its server went would reach the wake listener that takes its address, and wake it.)
+   */
+  stopProbing(name: string) {
+    for (const key of [...this.states.keys()]) if (key.slice(key.indexOf("/") + 1) === name) this.forget(key);
+  }
+
   close() {
     this.closed = true;
     for (const key of [...this.states.keys()]) this.forget(key);
@@ -133,7 +144,13 @@ export class ReadinessTracker {
           if (!signal.aborted) this.markReady(record, state);
           break;
         }
-        const interval = Date.now() - started < FAST_PERIOD_MS ? FAST_INTERVAL_MS : SLOW_INTERVAL_MS;
+        const elapsed = Date.now() - started;
+        const interval =
+          elapsed < FIRST_PERIOD_MS
+            ? FIRST_INTERVAL_MS
+            : elapsed < FAST_PERIOD_MS
+              ? FAST_INTERVAL_MS
+              : SLOW_INTERVAL_MS;
         await delay(interval, undefined, { signal }).catch(() => undefined);
         if (Date.now() - checked >= RECHECK_MS && !signal.aborted) {
           checked = Date.now();

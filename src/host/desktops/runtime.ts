@@ -131,8 +131,11 @@ export interface HibernatingRuntime extends DesktopRuntime {
   /**
    * Puts a running desktop to sleep in `mode` (one of the capability's); resolves once it sleeps.
    * A desktop that does not run is a `conflict`; a failure leaves it running, said plainly.
+   * `asleep`, when the runtime calls it, is called as soon as the desktop sleeps and its ports are
+   * free, before work that follows within the call (the service listens there for it then, so that
+   * nothing else takes them meanwhile).
    */
-  hibernate(name: string, mode: HibernationMode): Promise<void>;
+  hibernate(name: string, mode: HibernationMode, asleep?: () => Promise<void>): Promise<void>;
   /**
    * Wakes a hibernated desktop; resolves once it runs (readiness is the VM service's).
    * `beforeStart` is called just before the desktop takes its ports again (the service stops

@@ -98,7 +98,7 @@ export class SandboxRouter {
       req,
       socket,
       head,
-      { target: `ws://localhost:${target.port}`, agent: this.agent(target) },
+      { target: `ws://localhost:${target.port}`, agent: this.agent(target, "upgrade") },
       (err: Error) => answer(proxyFailure(err, target)),
     );
   }
@@ -138,13 +138,19 @@ export class SandboxRouter {
     return undefined;
   }
 
-  private agent(target: RouteTarget): TunnelAgent {
-    const key = `${target.sandboxID}:${target.port}`;
+  /**
+   * The tunnels to a sandbox's port. An upgrade takes a new connection, never a kept one (as a
+   * browser's WebSocket does): a server may not take an upgrade on a connection it has answered
+   * on, and one it is closing would leave the handshake without an answer.
+   */
+  private agent(target: RouteTarget, use: "request" | "upgrade" = "request"): TunnelAgent {
+    const key = `${target.sandboxID}:${target.port}:${use}`;
     let agent = this.agents.get(key);
     if (!agent) {
       agent = new TunnelAgent(
         async () => (await this.sandboxes.route(target.sandboxID)).address,
         target.port,
+        use === "request",
       );
       this.agents.set(key, agent);
     }

@@ -109,15 +109,16 @@ function socketLike(stream: Duplex): Duplex {
 
 /**
  * An HTTP agent whose every connection is a tunnel to one port of one desktop; idle connections
- * are kept for the next request. `address` is asked at each new connection (a restarted desktop
- * may answer elsewhere).
+ * are kept for the next request unless `keepAlive` is false. `address` is asked at each new
+ * connection (a restarted desktop may answer elsewhere).
  */
 export class TunnelAgent extends Agent {
   constructor(
     private readonly address: () => Promise<DesktopAddress>,
     readonly port: number,
+    keepAlive = true,
   ) {
-    super({ keepAlive: true, maxFreeSockets: 16 });
+    super({ keepAlive, maxFreeSockets: 16 });
   }
 
   override createConnection(

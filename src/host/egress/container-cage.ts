@@ -16,7 +16,8 @@ import type { ContainerCreateOptions } from "dockerode";
 import { type Engine, engineError, statusOf } from "../container/engine.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
-import type { EgressService, RuntimeCage } from "./egress-service.js";
+import { Cage } from "./cage.js";
+import type { EgressService } from "./egress-service.js";
 import { allowGateOnly, ensureBridge, forgetBridge } from "./host-net.js";
 import type { NetworkPolicy } from "./policy.js";
 import type { Gate, GatePorts } from "./proxy.js";
@@ -45,18 +46,17 @@ interface CageNetwork {
   prefix: number;
 }
 
-export class ContainerCage implements RuntimeCage {
-  readonly kind = "container" as const;
+export class ContainerCage extends Cage {
   private readonly gates = new Map<string, Gate>();
   private readonly gateways = new Map<string, string>();
   private openNetwork?: Promise<string>;
 
   constructor(
     private readonly engine: Engine,
-    private readonly egress: EgressService,
+    egress: EgressService,
     private readonly log: HostLog,
   ) {
-    egress.addCage(this);
+    super("container", egress);
   }
 
   check(_policy: NetworkPolicy) {
@@ -67,21 +67,6 @@ export class ContainerCage implements RuntimeCage {
           "(the cage is a bridge of the host's with its own filter rules)",
       );
     }
-  }
-
-  /** A new desktop is caged with `policy` (before its container is made). */
-  remember(desktop: string, policy: NetworkPolicy) {
-    return this.egress.remember(desktop, this.kind, policy);
-  }
-
-  /** A clone is caged as its source is. */
-  copy(source: string, target: string) {
-    return this.egress.copy(source, target);
-  }
-
-  /** Whether the desktop is caged (made with a policy). */
-  caged(desktop: string): boolean {
-    return this.egress.stored(desktop) !== undefined;
   }
 
   /**

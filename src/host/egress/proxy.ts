@@ -47,6 +47,12 @@ export interface GateAddress {
   ports: GatePorts;
   /** What the desktop's DNS answers an allowed name with: where the desktop reaches `http`/`tls`. */
   answer: string;
+  /**
+   * Whose connections the gate takes, by their source address, when others can reach its address
+   * too (Pods on one network): a stranger's connection is closed before anything of it is read.
+   * Left out, every connection is the desktop's (a gate on the desktop's own network or port).
+   */
+  admit?(address: string): boolean | Promise<boolean>;
 }
 
 export interface Gate {
@@ -121,24 +127,40 @@ export class EgressProxy {
       sockets.add(socket);
       socket.once("close", () => sockets.delete(socket));
     };
+    const admitted = async (address: string | undefined) =>
+      !where.admit || (address !== undefined && (await where.admit(plainAddress(address))));
+    /**
+     * A listener that hands each admitted connection to `take`; nothing is read before that. HTTP's
+     * are half-open as Node's own HTTP servers are (a client that ends its side still gets the answer).
+     */
+    const front = (take: (socket: Socket) => void, allowHalfOpen = false) =>
+      net.createServer({ pauseOnConnect: true, allowHalfOpen }, (socket) => {
+        track(socket);
+        socket.on("error", () => undefined);
+        admitted(socket.remoteAddress).then(
+          (ok) => {
+            if (!ok || socket.destroyed) return socket.destroy();
+            take(socket);
+            socket.resume();
+          },
+          () => socket.destroy(),
+        );
+      });
     try {
-      const proxy = this.proxyServer(desktop);
-      proxy.on("connection", track);
-      const httpServer = this.transparentHttp(desktop);
-      httpServer.on("connection", track);
-      const tls = net.createServer((socket) => {
-        track(socket);
-        this.transparentTls(desktop, socket);
-      });
-      const dnsTcp = net.createServer((socket) => {
-        track(socket);
-        this.dnsOverTcp(desktop, where.answer, socket);
-      });
+      const proxyHttp = this.proxyServer(desktop);
+      const transparentHttp = this.transparentHttp(desktop);
+      const proxy = front((socket) => proxyHttp.emit("connection", socket), true);
+      const httpServer = front((socket) => transparentHttp.emit("connection", socket), true);
+      const tls = front((socket) => this.transparentTls(desktop, socket));
+      const dnsTcp = front((socket) => this.dnsOverTcp(desktop, where.answer, socket));
       const dnsUdp = dgram.createSocket({ type: isIP(where.host) === 6 ? "udp6" : "udp4" });
       dnsUdp.on("message", (message, peer) => {
-        void this.answerDns(desktop, where.answer, message).then((reply) => {
-          if (reply) dnsUdp.send(reply, peer.port, peer.address);
-        });
+        void admitted(peer.address)
+          .then((ok) => (ok ? this.answerDns(desktop, where.answer, message) : undefined))
+          .then((reply) => {
+            if (reply) dnsUdp.send(reply, peer.port, peer.address);
+          })
+          .catch(() => undefined);
       });
       for (const server of [proxy, httpServer, tls, dnsTcp]) {
         server.maxConnections = MAX_CONNECTIONS;
@@ -618,6 +640,11 @@ function hostAddresses(): Set<string> {
 function noData(err: NodeJS.ErrnoException): string[] {
   if (err.code === "ENODATA" || err.code === "ENOTFOUND") return [];
   throw err;
+}
+
+/** An IPv4 address as itself, not as the IPv6 form a dual-stack listener may give it. */
+function plainAddress(address: string): string {
+  return address.startsWith("::ffff:") && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
 }
 
 function closeQuietly(server: { close(callback?: () => void): unknown }): Promise<void> {

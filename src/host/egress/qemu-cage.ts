@@ -17,7 +17,8 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
-import type { EgressService, RuntimeCage } from "./egress-service.js";
+import { Cage } from "./cage.js";
+import type { EgressService } from "./egress-service.js";
 import type { NetworkPolicy } from "./policy.js";
 import type { Gate, GatePorts } from "./proxy.js";
 
@@ -26,16 +27,15 @@ export const GUEST_GATE_ADDRESS = "10.0.2.100";
 const GUEST_PORTS: GatePorts = { proxy: 3128, http: 80, tls: 443, dns: 53 };
 const GATE_FILE = "egress-gate.json";
 
-export class QemuCage implements RuntimeCage {
-  readonly kind = "qemu" as const;
+export class QemuCage extends Cage {
   private readonly gates = new Map<string, Gate>();
   private socat?: string | null;
 
   constructor(
-    private readonly egress: EgressService,
+    egress: EgressService,
     private readonly log: HostLog,
   ) {
-    egress.addCage(this);
+    super("qemu", egress);
   }
 
   check(_policy: NetworkPolicy) {
@@ -45,14 +45,6 @@ export class QemuCage implements RuntimeCage {
         "Network policies for QEMU desktops need socat on the host (Debian: socat): it relays the VM's connections to its egress gate",
       );
     }
-  }
-
-  remember(desktop: string, policy: NetworkPolicy) {
-    return this.egress.remember(desktop, this.kind, policy);
-  }
-
-  copy(source: string, target: string) {
-    return this.egress.copy(source, target);
   }
 
   /** Nothing beyond the proxy: the VM's network is restricted whatever its policy says. */

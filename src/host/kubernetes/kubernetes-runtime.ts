@@ -18,6 +18,8 @@ import { containerImageReference } from "../desktops/image-reference.js";
 import { displayOf, MIN_CONTAINER_MEMORY, positiveCpu, size } from "../desktops/limits.js";
 import { needsMacHost } from "../desktops/macos.js";
 import type { HibernatingRuntime, LogOptions, StopOutcome, WakeAddress } from "../desktops/runtime.js";
+import type { EgressService } from "../egress/egress-service.js";
+import { GATE_ANNOTATION, KubernetesCage } from "../egress/kubernetes-cage.js";
 import { networkModeOf, policyOf, restricts } from "../egress/policy.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
@@ -71,6 +73,10 @@ export interface KubernetesRuntimeOptions extends ClusterOptions {
    * for clients in the cluster; the default when the service runs in a Pod).
    */
   reach?: "relay" | "pod-ip";
+  /** The egress policies and proxy: desktops made with a `network` policy are caged (kubernetes-cage.ts). */
+  egress?: EgressService;
+  /** Where the Pods reach this service's egress gates (`--egress-gate`): an IPv4 address of this host. */
+  egressGate?: string;
 }
 
 interface Relays {
@@ -100,6 +106,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
   private failure?: HostError = new HostError("unavailable", "Kubernetes desktops are not read yet");
   private retryTimer?: NodeJS.Timeout;
   private eventsRefused = false;
+  private readonly cage?: KubernetesCage;
 
   constructor(
     private readonly options: KubernetesRuntimeOptions,
@@ -108,6 +115,9 @@ export class KubernetesRuntime implements HibernatingRuntime {
     this.cluster = connectCluster(options);
     this.reach = options.reach ?? (this.cluster.inCluster ? "pod-ip" : "relay");
     this.forward = PodRelay.forwarder(this.cluster.config);
+    if (options.egress) {
+      this.cage = new KubernetesCage(options.egress, log, options.egressGate, (name) => this.podIp(name));
+    }
     const { core, namespace, config } = this.cluster;
     const selector = (part: string) => `${LABEL.part}=${part},${LABEL.managedBy}=${MANAGER}`;
     const watchState = (what: string) => (error: unknown) => {
@@ -192,15 +202,18 @@ export class KubernetesRuntime implements HibernatingRuntime {
     }
     if (request.ipsw !== undefined) throw needsMacHost("An IPSW restore image (ipsw)");
     const policy = policyOf(request.network);
-    if (policy && restricts(policy)) {
-      // A Pod's egress would need a NetworkPolicy to an egress proxy in the cluster, and a CNI that
-      // enforces it (the test cluster's bridge CNI stores NetworkPolicy objects without enforcing
-      // them): until then a restricting policy is refused rather than left unenforced.
-      throw new HostError(
-        "not_supported",
-        'Kubernetes desktops cannot be caged yet: only {"egress": "allow"} (the cluster\'s open network) is accepted; ' +
-          "make a caged desktop with runtime 'container' or 'qemu' (docs/egress.md)",
-      );
+    // With a gate, a policy cages the desktop; without one, only the open network is accepted
+    // (as the cluster's), and a policy that restricts is refused rather than left unenforced.
+    const caged = policy !== undefined && (this.cage?.gated === true || restricts(policy));
+    if (policy && caged) {
+      if (!this.cage) {
+        throw new HostError(
+          "not_supported",
+          'Kubernetes desktops are caged only by a host service with egress policies: only {"egress": "allow"} ' +
+            "(the cluster's open network) is accepted here (docs/egress.md)",
+        );
+      }
+      this.cage.check(policy);
     }
     const mode = networkModeOf(request.network);
     if (mode !== undefined && mode !== "nat") {
@@ -218,9 +231,18 @@ export class KubernetesRuntime implements HibernatingRuntime {
       diskSize: size(request.diskSize, "diskSize", MIN_CONTAINER_MEMORY),
       persistent: persistentLocation(request.storage),
       keyed: Boolean(this.options.desktopKeys),
+      caged,
     };
     this.available();
-    await this.locks.run(name, () => this.makeDesktop(spec));
+    await this.locks.run(name, async () => {
+      await this.makeDesktop(spec);
+      if (!policy || !caged || !this.cage) return;
+      // Made first, so that a name already taken keeps its own policy; a policy not kept unmakes it.
+      await this.cage.remember(name, policy).catch(async (err) => {
+        await this.deleteObject("Secret", objectName(name)).catch(() => undefined);
+        throw err;
+      });
+    });
     this.event(name, "Created", `Desktop ${name} created (image ${spec.image})`);
     await this.log.info("Kubernetes desktop created", {
       vm: name,
@@ -238,6 +260,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
       await this.deleteObject("Secret", objectName(name));
       this.secrets.drop(secret);
       this.closeRelay(name);
+      await this.cage?.remove(name);
     });
     await this.log.info("Kubernetes desktop deleted", { vm: name, namespace: this.cluster.namespace });
   }
@@ -260,7 +283,10 @@ export class KubernetesRuntime implements HibernatingRuntime {
           "VolumeSnapshot class, which this runtime does not use yet (clone a desktop without a persistent disk)",
       );
     }
-    await this.locks.run(newName, () => this.makeDesktop({ ...spec, name: newName, persistent }));
+    await this.locks.run(newName, async () => {
+      await this.makeDesktop({ ...spec, name: newName, persistent });
+      if (spec.caged) await this.cage?.copy(sourceName, newName);
+    });
     this.event(newName, "Created", `Desktop ${newName} created as a clone of ${sourceName}`);
     await this.log.info("Kubernetes desktop cloned", { source: sourceName, destination: newName });
   }
@@ -345,6 +371,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
       if (!running && asleep) return this.closeRelay(name);
       if (!running) throw new HostError("failed", `Virtual machine not running: ${name}`);
       await this.deletePod(name, grace);
+      await this.cage?.closeGate(name);
     });
     if (asleep && !podState(this.pods.get(objectName(name))).running) return "quit";
     this.event(name, "Stopped", `Pod ${objectName(name)} deleted (grace ${grace} s)`);
@@ -381,6 +408,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
       }
       await this.annotate(name, new Date().toISOString());
       await this.deletePod(name, grace);
+      await this.cage?.closeGate(name);
     });
     this.event(name, "Hibernated", `Pod ${objectName(name)} deleted; the home stays on its claim`);
     await this.log.info("Kubernetes desktop hibernated", { vm: name, graceSeconds: grace });
@@ -417,17 +445,41 @@ export class KubernetesRuntime implements HibernatingRuntime {
   /** A new Pod for the desktop; one that ended (or cannot start) is deleted first. */
   private async replacePod(secret: V1Secret, name: string, existing: V1Pod | undefined) {
     if (existing) await this.deletePod(name, 0);
+    const cage = specOf(secret).caged ? await this.cageOf(name) : undefined;
     try {
       const pod = await this.cluster.core.createNamespacedPod({
         namespace: this.cluster.namespace,
-        body: desktopPod(secret, this.graceSeconds()),
+        body: desktopPod(secret, this.graceSeconds(), cage),
       });
       this.pods.put(pod);
     } catch (err) {
+      if (cage) await this.cage?.closeGate(name);
       // One name per desktop: the API server refuses a second Pod (another service ran it).
       if (statusCode(err) === 409) throw new HostError("failed", `Virtual machine already running: ${name}`);
       throw clusterError(err, this.cluster, `creating the Pod of desktop ${name}`);
     }
+  }
+
+  /** A caged desktop's gate, opened, and what its Pod is made with; refused where it cannot be caged. */
+  private async cageOf(name: string) {
+    if (!this.cage?.gated || !this.cage.caged(name)) {
+      throw new HostError(
+        "failed",
+        `${name} is caged by a network policy that this host service does not hold or cannot enforce ` +
+          "(it was made by another service, or this one has no --egress-gate): it is not started on an open network",
+      );
+    }
+    return this.cage.podSettings(name);
+  }
+
+  /** The desktop's Pod IP now: from the watch, or from the API server when the watch has not told it yet. */
+  private async podIp(name: string): Promise<string | undefined> {
+    const known = this.pods.get(objectName(name))?.status?.podIP;
+    if (known) return known;
+    const pod = await this.cluster.core
+      .readNamespacedPod({ name: objectName(name), namespace: this.cluster.namespace })
+      .catch(() => undefined);
+    return pod?.status?.podIP;
   }
 
   /** Marks the desktop asleep (`at`) or awake (undefined) on its Secret, with the version read. */
@@ -538,6 +590,11 @@ export class KubernetesRuntime implements HibernatingRuntime {
         await this.locks.run(name, () => this.annotate(name, undefined)).catch(() => undefined);
       }
     }
+    // Caged Pods that ran on get their gates back, on the ports their filters send to.
+    for (const pod of this.pods.list()) {
+      const name = pod.metadata?.labels?.[LABEL.desktop] ?? "";
+      if (podState(pod).running) await this.cage?.recover(name, pod.metadata?.annotations?.[GATE_ANNOTATION]);
+    }
     // Sleeping desktops get their relay back, to wake them.
     if (this.reach === "relay") {
       for (const record of await this.list()) {
@@ -591,6 +648,7 @@ export class KubernetesRuntime implements HibernatingRuntime {
     await this.settled();
     await this.pods.close();
     await this.secrets.close();
+    await this.cage?.close();
     for (const relays of this.relays.values()) {
       relays.server.close();
       relays.vnc.close();

@@ -16,6 +16,7 @@
  *   the host service's Pods and from Pods labelled `hangar.dev/client: "true"`.
  */
 import type { V1NetworkPolicy, V1Pod, V1Secret } from "@kubernetes/client-node";
+import type { PodCage } from "../egress/kubernetes-cage.js";
 import { HostError } from "../errors.js";
 
 export const LABEL = {
@@ -43,6 +44,8 @@ export const ANNOTATION = {
   persistent: "hangar.dev/persistent",
   /** "true" when the desktop has an API key of its own (its computer server in cloud mode). */
   keyed: "hangar.dev/keyed",
+  /** "true": made with a network policy; every Pod of it is caged (egress/kubernetes-cage.ts). */
+  caged: "hangar.dev/caged",
   /** The host service that made it (for people reading `kubectl get -o yaml`). */
   createdBy: "hangar.dev/created-by",
 } as const;
@@ -96,6 +99,8 @@ export interface DesktopSpec {
   diskSize: number;
   persistent: boolean;
   keyed: boolean;
+  /** Made with a network policy: its Pods go through an egress gate. */
+  caged: boolean;
 }
 
 export function specOf(secret: V1Secret): DesktopSpec {
@@ -109,6 +114,7 @@ export function specOf(secret: V1Secret): DesktopSpec {
     diskSize: Number(a[ANNOTATION.diskSize] ?? 0) || 0,
     persistent: a[ANNOTATION.persistent] === "true",
     keyed: a[ANNOTATION.keyed] === "true",
+    caged: a[ANNOTATION.caged] === "true",
   };
 }
 
@@ -130,6 +136,7 @@ export function specAnnotations(spec: DesktopSpec, createdBy: string): Record<st
     [ANNOTATION.diskSize]: String(spec.diskSize),
     [ANNOTATION.persistent]: String(spec.persistent),
     [ANNOTATION.keyed]: String(spec.keyed),
+    ...(spec.caged && { [ANNOTATION.caged]: "true" }),
     [ANNOTATION.createdBy]: createdBy,
   };
 }
@@ -189,7 +196,7 @@ export function homeClaim(secret: V1Secret) {
  * (/tmp, the X socket directory, the home, /dev/shm for Chromium), the secrets as read-only files,
  * and a readiness probe on the computer server's `/status`.
  */
-export function desktopPod(secret: V1Secret, graceSeconds: number): V1Pod {
+export function desktopPod(secret: V1Secret, graceSeconds: number, cage?: PodCage): V1Pod {
   const spec = specOf(secret);
   const cpu = String(spec.cpu);
   const memory = String(spec.memory);
@@ -199,7 +206,7 @@ export function desktopPod(secret: V1Secret, graceSeconds: number): V1Pod {
     metadata: {
       name: objectName(spec.name),
       labels: labels(spec.name, "pod"),
-      annotations: { [ANNOTATION.image]: spec.image },
+      annotations: { [ANNOTATION.image]: spec.image, ...cage?.annotations },
       ownerReferences: ownedBy(secret),
     },
     spec: {
@@ -208,6 +215,12 @@ export function desktopPod(secret: V1Secret, graceSeconds: number): V1Pod {
       enableServiceLinks: false,
       terminationGracePeriodSeconds: graceSeconds,
       hostname: spec.name,
+      // A caged desktop's DNS is its gate, and its filter is set before it starts.
+      ...(cage && {
+        dnsPolicy: "None",
+        dnsConfig: cage.dnsConfig,
+        initContainers: [{ ...cage.initContainer, image: spec.image, imagePullPolicy: "IfNotPresent" }],
+      }),
       securityContext: {
         runAsNonRoot: true,
         runAsUser: 10001,
@@ -231,6 +244,7 @@ export function desktopPod(secret: V1Secret, graceSeconds: number): V1Pod {
             { name: "CONTAINER_NAME", value: spec.name },
             { name: "HANGAR_VNC", value: "1" },
             { name: "HANGAR_VNC_PASSWORD_FILE", value: `${SECRETS_MOUNT}/${SECRET_KEYS.vncPassword}` },
+            ...(cage?.env ?? []),
           ],
           ports: [
             { name: "computer", containerPort: SERVER_PORT, protocol: "TCP" },

@@ -51,7 +51,11 @@ export function canKeepAsleep(vms: Pick<PoolDesktops, "runtime">, kind: RuntimeK
 export interface PoolManagerOptions {
   /** How long a new desktop may take to answer before it is given up (default 10 min: QEMU without KVM boots slowly). */
   startTimeoutMs?: number;
-  /** At most this many desktops started at once over all pools (default 4). */
+  /**
+   * At most this many desktops started at once over all pools (default: for QEMU and containers the
+   * host's CPUs, at least 2: starts beyond that share the cores and each takes longer, so a claim
+   * waiting for the next one waits longer, bench/containers.ts; for Kubernetes Pods 4).
+   */
   maxStarting?: number;
   /** How often every member is checked against its desktop (default 10 s). */
   checkIntervalMs?: number;

@@ -5,6 +5,7 @@
  * sizing: refill, standby asleep, starts on demand up to max, shrink, idle time. Everything the
  * real desktops add (engines, QEMU, readiness) is in test/host/pools.test.ts and pool-sleep.test.ts.
  */
+import { availableParallelism } from "node:os";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { DesktopRecord } from "../desktops/desktop-record.js";
 import type { HibernationCapability } from "../desktops/hibernation.js";
@@ -168,6 +169,7 @@ beforeEach(async () => {
     warmUp: false,
     checkIntervalMs: 3_600_000,
     answers: (record) => desktops.answers(record),
+    maxStarting: 4,
   });
   await pools.start();
 });
@@ -264,6 +266,27 @@ describe("claims", () => {
     await settle();
     const again = pools.get("p").desktops.find((d) => d.name === name);
     expect(Date.parse(again?.expiresAt ?? "")).toBe(Date.now() + 10_000);
+  });
+});
+
+describe("starts at once", () => {
+  it("without maxStarting, a container pool starts as many at once as the host has CPUs (at least 2)", async () => {
+    await pools.close();
+    pools = new PoolManager(desktops, store, log, {
+      warmUp: false,
+      checkIntervalMs: 3_600_000,
+      answers: (record) => desktops.answers(record),
+    });
+    await pools.start();
+    desktops.hold = true;
+    await create({ size: 8 });
+    await settle();
+    const atOnce = Math.min(8, Math.max(2, availableParallelism()));
+    expect(states("p")).toEqual(Array(atOnce).fill("starting"));
+    // Each start that ends lets the next begin.
+    desktops.letGo();
+    await settle();
+    expect(states("p").filter((s) => s === "starting")).toHaveLength(Math.min(atOnce, 8 - atOnce));
   });
 });
 

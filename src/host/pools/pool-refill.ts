@@ -5,6 +5,7 @@
  * once idle for the pool's idle time. Only the leader does this; failed starts back off.
  */
 import { randomBytes } from "node:crypto";
+import { availableParallelism } from "node:os";
 import { HostError } from "../errors.js";
 import type { PoolClaims } from "./pool-claims.js";
 import type { PoolContext, PoolState } from "./pool-context.js";
@@ -14,6 +15,12 @@ import { warmUp } from "./warm-up.js";
 
 /** How long a started desktop may take to answer its warm-up screenshots. */
 const WARM_UP_TIMEOUT_MS = 60_000;
+/**
+ * Desktops started at once when the options do not say (PoolManagerOptions.maxStarting): on this
+ * host, as many as it has CPUs (at least 2); on a cluster, whose nodes do the work, 4.
+ */
+const LOCAL_MAX_STARTING = Math.max(2, availableParallelism());
+const CLUSTER_MAX_STARTING = 4;
 /** After a failed start, the next waits 1 s, then 2, 4 … up to a minute. */
 const MAX_BACKOFF_MS = 60_000;
 
@@ -37,7 +44,9 @@ export class PoolRefill {
       },
       this.ctx.canSleep(state),
     );
-    const limit = this.ctx.options.maxStarting ?? 4;
+    const limit =
+      this.ctx.options.maxStarting ??
+      (state.def.runtime === "kubernetes" ? CLUSTER_MAX_STARTING : LOCAL_MAX_STARTING);
     for (const name of this.asleepMembers(state).slice(0, plan.wake)) {
       if (this.ctx.startingCount() >= limit) break;
       this.wake(state, name);

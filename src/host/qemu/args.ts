@@ -42,6 +42,10 @@ export interface QemuLaunch {
   incoming: boolean;
   /** More options of the user-mode network (`restrict=on`, `guestfwd=…`: the egress cage). */
   netdev?: string[];
+  /** Where the pid file and the serial log go (default: `dir`). */
+  runDir?: string;
+  /** Stay paused once a state is loaded (`-S`) and in the foreground (no `-daemonize`). */
+  held?: boolean;
 }
 
 export function buildQemuArgs(launch: QemuLaunch): string[] {
@@ -117,15 +121,16 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
     `name=opt/hangar/clock,string=${launch.clock}`,
   );
   if (launch.incoming) args.push("-incoming", "defer");
+  const runDir = launch.runDir ?? launch.dir;
   args.push(
     "-serial",
-    `file:${qemuValue(join(launch.dir, SERIAL_LOG))}`,
+    `file:${qemuValue(join(runDir, SERIAL_LOG))}`,
     "-qmp",
     `unix:${qemuValue(launch.qmpSocket)},server=on,wait=off`,
     "-pidfile",
-    join(launch.dir, PID_FILE),
-    "-daemonize",
+    join(runDir, PID_FILE),
   );
+  args.push(...(launch.held ? ["-S"] : ["-daemonize"]));
   return args;
 }
 

@@ -37,6 +37,11 @@ const recordSchema = z.object({
   forwardedPorts: z.record(z.string(), z.number().int()),
   vnc: sessionSchema.shape.vnc,
   restoredFrom: sessionSchema.shape.restoredFrom,
+  /**
+   * Whether the state was saved with QEMU's `x-ignore-shared` (migration.ts), as it must be loaded;
+   * absent in records of earlier versions, which always did.
+   */
+  ignoreShared: z.boolean().optional(),
 });
 export type HibernationRecord = z.infer<typeof recordSchema>;
 
@@ -85,8 +90,13 @@ async function readHibernationIn(dir: string): Promise<Hibernation | undefined> 
 }
 
 /** What a hibernation keeps of the running VM's session. */
-export function recordOf(session: Session, config: HibernationRecord["config"]): HibernationRecord {
+export function recordOf(
+  session: Session,
+  config: HibernationRecord["config"],
+  ignoreShared: boolean,
+): HibernationRecord {
   return {
+    ignoreShared,
     hibernatedAt: new Date().toISOString(),
     config,
     ipAddress: session.ipAddress,

@@ -3,12 +3,23 @@
  * server is at `http://127.0.1.N:8000` and its SSH at port 22 of the same address. The lowest N
  * that no other VM holds and whose ports are free on the host is chosen. When a port is held on
  * every address (a host service listening on 0.0.0.0:22, say), the next candidate port is used.
+ * Another `127.A.B` can be given (a second host service on the machine, each test's service).
  */
 import { readFile } from "node:fs/promises";
 import { createServer } from "node:net";
 
 const FIRST = 2; // 127.0.1.1 is the host name's address on Debian
 const LAST = 254;
+export const DEFAULT_LOOPBACK_NETWORK = "127.0.1";
+
+/** Undefined for a `127.A.B` with A and B from 0 to 255, else what was expected instead. */
+export function loopbackNetworkProblem(network: string): string | undefined {
+  const parts = /^127\.(\d{1,3})\.(\d{1,3})$/.exec(network);
+  if (!parts || Number(parts[1]) > 255 || Number(parts[2]) > 255) {
+    return "expected 127.A.B (VMs then get 127.A.B.2–254)";
+  }
+  return undefined;
+}
 
 export interface Forwarding {
   ipAddress: string;
@@ -16,14 +27,18 @@ export interface Forwarding {
   ports: Record<string, number>;
 }
 
-/** @param candidates guest port → host ports to try, preferred first */
+/**
+ * @param candidates guest port → host ports to try, preferred first
+ * @param network the `127.A.B` the address is chosen in (checked by the runtime when it starts)
+ */
 export async function pickForwarding(
   taken: Set<string>,
   candidates: Record<string, number[]>,
+  network = DEFAULT_LOOPBACK_NETWORK,
 ): Promise<Forwarding> {
   const free: string[] = [];
   for (let n = FIRST; n <= LAST; n++) {
-    const address = `127.0.1.${n}`;
+    const address = `${network}.${n}`;
     if (taken.has(address)) continue;
     free.push(address);
     const preferred = Object.fromEntries(
@@ -44,7 +59,7 @@ export async function pickForwarding(
     }
     if (Object.keys(ports).length === Object.keys(candidates).length) return { ipAddress: address, ports };
   }
-  throw new Error("No free loopback address with free ports in 127.0.1.2–127.0.1.254 for another VM");
+  throw new Error(`No free loopback address with free ports in ${network}.2–${network}.254 for another VM`);
 }
 
 async function allFree(address: string, ports: number[]) {

@@ -46,8 +46,10 @@ import {
   recordOf,
   writeIntent,
 } from "./hibernation.js";
+import { loopbackNetworkProblem } from "./loopback.js";
 import { saveState } from "./migration.js";
 import { QmpClient } from "./qmp.js";
+import { writeRamFile } from "./ram-file.js";
 import {
   completeSession,
   isIncomplete,
@@ -56,7 +58,7 @@ import {
   startQemu,
   stopQemu,
 } from "./runner.js";
-import { liveSession, type Session } from "./session.js";
+import { liveSession, qmpSocketPath, type Session } from "./session.js";
 import {
   checkRoom,
   listSnapshots,
@@ -102,6 +104,11 @@ const SAVE_TIMEOUT_MS = 300_000;
 export interface QemuRuntimeOptions {
   /** How long `stop` waits for the guest to power down before quitting QEMU (default 10 s). */
   stopGraceMs?: number;
+  /**
+   * The loopback addresses VMs get: `127.A.B` for `127.A.B.2`–`127.A.B.254` (default `127.0.1`).
+   * Two host services on one machine each given their own never answer for each other's VMs.
+   */
+  loopbackNetwork?: string;
 }
 
 /** The smallest sizes a VM can be created with: below them QEMU and its firmware cannot boot. */
@@ -134,6 +141,9 @@ export class QemuRuntime implements HibernatingRuntime {
     private readonly options: QemuRuntimeOptions = {},
     egress?: EgressService,
   ) {
+    const network = options.loopbackNetwork;
+    const problem = network && loopbackNetworkProblem(network);
+    if (problem) throw new HostError("invalid_params", `Invalid loopback network '${network}': ${problem}`);
     if (egress) this.cage = new QemuCage(egress, log);
   }
 
@@ -665,6 +675,7 @@ export class QemuRuntime implements HibernatingRuntime {
         dir: vm.dir,
         config,
         takenAddresses: await this.takenAddresses(vm),
+        loopbackNetwork: this.options.loopbackNetwork,
         vnc: keep ? keep.vnc !== null : true,
         sharedDirectories: [],
         restore,
@@ -735,7 +746,15 @@ export class QemuRuntime implements HibernatingRuntime {
     const launched = this.launchQueue.then(async () => {
       const takenAddresses = await this.takenAddresses();
       const netdev = await this.cage?.netdevOptions(vm.name, vm.dir);
-      return startQemu({ name: vm.name, dir: vm.dir, config, takenAddresses, netdev, ...choice });
+      return startQemu({
+        name: vm.name,
+        dir: vm.dir,
+        config,
+        takenAddresses,
+        loopbackNetwork: this.options.loopbackNetwork,
+        netdev,
+        ...choice,
+      });
     });
     this.launchQueue = settled(launched);
     try {
@@ -789,7 +808,7 @@ export class QemuRuntime implements HibernatingRuntime {
    * Puts a running VM to sleep: paused, its device state and RAM written beside it (a full disk is
    * a clear error, and the VM runs on), then its QEMU ends. The VM keeps its address, ports and VNC.
    */
-  async hibernate(name: string, mode: HibernationMode) {
+  async hibernate(name: string, mode: HibernationMode, asleep?: () => Promise<void>) {
     if (mode !== "memory") {
       throw new HostError("invalid_params", `A QEMU VM hibernates with its memory ('memory'), not '${mode}'`);
     }
@@ -821,9 +840,11 @@ export class QemuRuntime implements HibernatingRuntime {
       try {
         qmp = await QmpClient.connect(session.qmpSocket);
         await qmp.execute("stop");
-        await saveState(qmp, join(build, STATE_FILE), SAVE_TIMEOUT_MS);
-        if (session.ram?.shared) await copySparse(session.ram.path, join(build, MEMORY_FILE));
-        await completeBuild(build, recordOf(session, config));
+        // RAM that is not a shared file goes into the stream, saved so that it can be loaded into one.
+        const shared = session.ram?.shared === true;
+        await saveState(qmp, join(build, STATE_FILE), SAVE_TIMEOUT_MS, shared);
+        if (shared && session.ram) await copySparse(session.ram.path, join(build, MEMORY_FILE));
+        await completeBuild(build, recordOf(session, config, shared));
         await installBuild(vm, build);
       } catch (err) {
         await rm(build, { recursive: true, force: true });
@@ -836,6 +857,9 @@ export class QemuRuntime implements HibernatingRuntime {
       // Saved and in place: from here on the VM is hibernated, whatever happens to this service.
       await stopQemu(vm.dir, session, 0);
       await clearIntent(vm);
+      // Its ports are free: taken by the wake listeners now, not after the RAM file below.
+      await asleep?.().catch(() => undefined);
+      if (!session.ram?.shared) await this.giveRamFile(vm);
       return readHibernation(vm);
     });
     this.changed(vm.name);
@@ -844,6 +868,44 @@ export class QemuRuntime implements HibernatingRuntime {
       bytes: saved?.bytes,
       ms: Date.now() - started,
     });
+  }
+
+  /**
+   * A hibernation whose RAM went into the migration stream (a VM started from a snapshot, or
+   * resumed) gets its RAM as a file of its own (ram-file.ts), which its resume maps instead of
+   * reading the stream back. Built beside the stream's and put in its place when complete (a kill
+   * leaves one or the other, settled at start); a failure keeps the stream's, logged.
+   */
+  private async giveRamFile(vm: VmRef) {
+    const saved = await readHibernation(vm);
+    if (!saved || saved.ramFile || saved.ignoreShared !== false) return;
+    const { dir: _dir, stateFile, ramFile: _ram, bytes: _bytes, ...record } = saved;
+    const started = Date.now();
+    let build: string | undefined;
+    try {
+      await checkRoom(vm.dir, saved.config.memorySize ?? 0, `the RAM file of ${vm.name}'s hibernation`);
+      build = await newBuildDir(vm);
+      await writeIntent(vm, { op: "hibernate", temp: build });
+      await writeRamFile({
+        name: vm.name,
+        vmDir: vm.dir,
+        config: saved.config,
+        stateFile,
+        outDir: build,
+        timeoutMs: SAVE_TIMEOUT_MS,
+      });
+      await completeBuild(build, { ...record, ignoreShared: true });
+      await installBuild(vm, build);
+      await this.log.info("Hibernation given a RAM file", { vm: vm.name, ms: Date.now() - started });
+    } catch (err) {
+      if (build) await rm(build, { recursive: true, force: true });
+      await this.log.error("A hibernation keeps its RAM in the stream (its resume reads it all back)", {
+        vm: vm.name,
+        error: (err as Error).message,
+      });
+    } finally {
+      await clearIntent(vm);
+    }
   }
 
   /** Starts a hibernated VM's QEMU from its saved state, at its own address; resolves once it runs. */
@@ -867,6 +929,7 @@ export class QemuRuntime implements HibernatingRuntime {
           snapshot: "hibernation",
           stateFile: saved.stateFile,
           ramFile: saved.ramFile,
+          ignoreShared: saved.ignoreShared ?? true,
         };
         await beforeStart?.();
         await this.startFrom(vm, saved.config, restore, saved);
@@ -900,6 +963,8 @@ export class QemuRuntime implements HibernatingRuntime {
     if (intent.op === "hibernate") {
       if (intent.temp && (await readBuild(intent.temp))) await installBuild(vm, intent.temp);
       else if (intent.temp) await rm(intent.temp, { recursive: true, force: true });
+      // A RAM file's QEMU (ram-file.ts) died with the service; its QMP socket may be outside the build.
+      if (intent.temp) await rm(qmpSocketPath(intent.temp), { force: true });
       if (await readHibernation(vm)) {
         if (session) await stopQemu(vm.dir, session, 0);
       } else if (session) {

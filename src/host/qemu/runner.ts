@@ -41,6 +41,8 @@ export interface StartOptions {
   sharedDirectories: { hostPath: string; readOnly: boolean }[];
   /** Loopback addresses other VMs hold. */
   takenAddresses: Set<string>;
+  /** The `127.A.B` the VM's address is chosen in (loopback.ts; default `127.0.1`). */
+  loopbackNetwork?: string;
   /** Start from a snapshot's state instead of booting (a restore, a fork, a resume). */
   restore?: RestoreFrom;
   /**
@@ -60,6 +62,8 @@ export interface RestoreFrom {
   stateFile: string;
   /** The snapshot's RAM file, mapped privately; null when the RAM is in the state file. */
   ramFile: string | null;
+  /** How the state was saved (migration.ts); default true. */
+  ignoreShared?: boolean;
 }
 
 /** The longest a snapshot's state may take to load (a state with a few GB of RAM in it, under load). */
@@ -95,10 +99,14 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       ipAddress = keep.ipAddress;
       forwardedPorts = keep.forwardedPorts;
     } else {
-      ({ ipAddress, ports: forwardedPorts } = await pickForwarding(taken, {
-        [COMPUTER_SERVER_PORT]: [COMPUTER_SERVER_PORT, 18000, 28000],
-        22: await sshCandidates(),
-      }));
+      ({ ipAddress, ports: forwardedPorts } = await pickForwarding(
+        taken,
+        {
+          [COMPUTER_SERVER_PORT]: [COMPUTER_SERVER_PORT, 18000, 28000],
+          22: await sshCandidates(),
+        },
+        options.loopbackNetwork,
+      ));
     }
     await clearSession(options.dir);
     // The session is on disk before QEMU starts: a service killed from here on finds the VM again,
@@ -162,7 +170,7 @@ export async function resumeFrom(dir: string, session: Session & { pid: number }
   let qmp: QmpClient | undefined;
   try {
     qmp = await QmpClient.connect(session.qmpSocket);
-    await loadState(qmp, restore.stateFile, LOAD_TIMEOUT_MS);
+    await loadState(qmp, restore.stateFile, LOAD_TIMEOUT_MS, restore.ignoreShared ?? true);
     await qmp.execute("cont");
   } catch (err) {
     qmp?.close();

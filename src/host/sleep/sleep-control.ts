@@ -27,6 +27,8 @@ export interface SleepHost {
   waitReady(name: string, timeoutMs: number, signal?: AbortSignal): Promise<DesktopRecord>;
   /** Readiness and listeners learn that a desktop changed. */
   changed(name: string): void;
+  /** The desktop sleeps: the service's own probes of it end, before anything listens at its address. */
+  stopProbing(name: string): void;
   runtimes(): DesktopRuntime[];
 }
 
@@ -72,15 +74,20 @@ export class SleepControl {
     const chosen = hibernationMode(runtime, mode);
     return this.lock.run(record.name, async () => {
       const started = Date.now();
+      let listening = false;
+      const asleep = async () => {
+        await this.listen(sleeping, record.name);
+        listening = true;
+      };
       try {
-        await sleeping.hibernate(record.name, chosen);
+        await sleeping.hibernate(record.name, chosen, asleep);
       } catch (err) {
         this.failed(record, "hibernate", err);
         throw err;
       } finally {
         this.host.changed(record.name);
       }
-      await this.listen(sleeping, record.name);
+      if (!listening) await this.listen(sleeping, record.name);
       this.lifecycle.emit({
         type: "hibernated",
         name: record.name,
@@ -196,6 +203,8 @@ export class SleepControl {
   }
 
   private async listen(runtime: HibernatingRuntime, name: string) {
+    // A readiness probe that reached the listener would wake the desktop just put to sleep.
+    this.host.stopProbing(name);
     const addresses = await runtime.wakeAddresses(name).catch(() => []);
     if (addresses.length > 0) await this.listeners.hold(name, addresses);
   }

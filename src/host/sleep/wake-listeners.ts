@@ -121,7 +121,10 @@ export class WakeListeners {
         // Each side's end is passed on by the pipes; a client gone for good takes the other side.
         socket.once("close", () => upstream.destroy());
       },
-      () => socket.destroy(),
+      (err: Error) => {
+        this.events.problem(name, `a held connection was closed: the desktop did not wake (${err.message})`);
+        socket.destroy();
+      },
     );
   }
 }

@@ -1,0 +1,220 @@
+/**
+ * A caged Pod (docs/egress.md, src/host/egress/kubernetes-cage.ts) on the test cluster: a host
+ * service whose egress gates listen on the cluster's Pod bridge (`--egress-gate`), a world
+ * namespace of the test's own (test/egress/world.ts) as the only "internet", and the project's
+ * desktop image as the Pod. The desktop's programs, run through its computer server as an agent
+ * runs them, try names and addresses; what they get, the audit and the Pod are checked, and a
+ * restarted service opens the running Pod's gate again.
+ */
+import { execFile } from "node:child_process";
+import { type AddressInfo, connect, createServer } from "node:net";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { GATE_ANNOTATION } from "../../src/host/egress/kubernetes-cage.js";
+import { expectAllowedNameOnly, inDesktop } from "../egress/desktop-probe.js";
+import { startWorld, type World } from "../egress/world.js";
+import { eventually, type TestHost } from "../host/support.js";
+import { startKubernetesHost, type TestNamespace, tempRoot, testNamespace } from "./cluster.js";
+import { pushDesktopImage } from "./global-setup.js";
+
+const run = promisify(execFile);
+const NAME = "caged";
+const POLICY = { egress: { allow: ["allowed.example.test", "loop.example.test"] } };
+let ns: TestNamespace;
+let host: TestHost;
+let world: World;
+let gate: string;
+let desktop: { name: string; computerServerUrl: string };
+const temp = tempRoot("hangar-k8s-egress-");
+
+/** The host's address on the cluster's Pod bridge (it has one once a Pod ran on it). */
+async function bridgeAddress(): Promise<string | undefined> {
+  const bridge = `k8ssn${inject("cluster").portBase}`;
+  const { stdout } = await run("ip", ["-4", "-o", "addr", "show", "dev", bridge]).catch(() => ({
+    stdout: "",
+  }));
+  return /inet (\d+\.\d+\.\d+\.\d+)\//.exec(stdout)?.[1];
+}
+
+/** The bridge's address, a light Pod run first when no Pod has made it yet. */
+async function podBridge(): Promise<string> {
+  const known = await bridgeAddress();
+  if (known) return known;
+  await ns.core.createNamespacedPod({
+    namespace: ns.name,
+    body: {
+      metadata: { name: "bridge-up" },
+      spec: { containers: [{ name: "light", image: ns.lightImage }] },
+    },
+  });
+  const address = await eventually(bridgeAddress, 120_000);
+  await ns.core.deleteNamespacedPod({ name: "bridge-up", namespace: ns.name, gracePeriodSeconds: 0 });
+  return address;
+}
+
+const record = async () => (await host.api("GET", `/svc/vms/${NAME}`)).body;
+const events = async () => (await host.api("GET", `/svc/vms/${NAME}/egress`)).body.events as any[];
+
+/** What the gate's port answers a CONNECT from this process (not the Pod): "closed" when it says nothing. */
+function connectFromHost(address: string, port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: address, port });
+    let answer = "";
+    socket.setTimeout(10_000, () => socket.destroy());
+    socket.on("connect", () => socket.write("CONNECT allowed.example.test:443 HTTP/1.1\r\nHost: x\r\n\r\n"));
+    socket.on("data", (chunk) => {
+      answer += chunk.toString();
+    });
+    socket.on("error", (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    socket.on("close", () => resolve(answer || "closed"));
+  });
+}
+
+beforeAll(async () => {
+  world = await startWorld(["allowed.example.test", "evil.example.net"], {
+    "loop.example.test": "127.0.0.1",
+  });
+  ns = await testNamespace("hangar-egress");
+  const image = await pushDesktopImage(ns.registry, temp.root);
+  gate = await podBridge();
+  host = await startKubernetesHost(ns, {
+    desktopImage: image,
+    egressResolvers: [world.dns],
+    egressTrust: [world.caPem],
+    egressGate: gate,
+  });
+  const created = await host.api("POST", "/svc/vms", {
+    name: NAME,
+    os: "linux",
+    cpu: 1,
+    memory: "1GB",
+    diskSize: "1GB",
+    display: "1024x768",
+    network: POLICY,
+  });
+  expect(created.status, created.text).toBe(200);
+  expect((await host.api("POST", `/svc/vms/${NAME}/run`, {})).status).toBe(202);
+  const ready = await host.api("GET", `/svc/vms/${NAME}?wait=ready&timeout=240`);
+  expect(ready.status, ready.text).toBe(200);
+  desktop = ready.body;
+}, 600_000);
+
+afterAll(async () => {
+  await host?.api("DELETE", `/svc/vms/${NAME}`).catch(() => undefined);
+  await host?.cleanup();
+  await ns?.cleanup();
+  await world?.cleanup();
+  temp.remove();
+});
+
+describe("a Pod caged by its policy", () => {
+  it("is made with the cage: an init container with NET_ADMIN alone, the gate as its DNS and proxy", async () => {
+    expect((await record()).network).toMatchObject({
+      ...POLICY,
+      caged: true,
+      proxy: expect.stringMatching(`^${gate}:\\d+$`),
+    });
+    const pod = await ns.core.readNamespacedPod({ name: `hangar-${NAME}`, namespace: ns.name });
+    const [init] = pod.spec?.initContainers ?? [];
+    expect(init.securityContext?.capabilities).toEqual({ drop: ["ALL"], add: ["NET_ADMIN"] });
+    expect(pod.spec?.containers[0].securityContext?.capabilities).toEqual({ drop: ["ALL"] });
+    expect(pod.spec?.dnsConfig?.nameservers).toEqual([gate]);
+    expect(JSON.parse(pod.metadata?.annotations?.[GATE_ANNOTATION] ?? "{}")).toMatchObject({
+      proxy: expect.any(Number),
+      dns: expect.any(Number),
+    });
+    const statuses = pod.status?.initContainerStatuses ?? [];
+    expect(statuses[0]?.state?.terminated?.exitCode).toBe(0);
+  });
+
+  it("reaches an allowed name by its name and through the proxy; others are refused with the reason audited", async () => {
+    await expectAllowedNameOnly(desktop);
+    expect(await events()).toContainEqual(
+      expect.objectContaining({ via: "connect", name: "evil.example.net", allowed: false }),
+    );
+    await eventually(async () =>
+      (await events()).some((e) => e.via === "tls" && e.name === "allowed.example.test" && e.allowed),
+    );
+  });
+
+  it("refuses a name pointing at the host's loopback and raw TCP anywhere; the gate takes no one else's connection", async () => {
+    // A server of the test's own on the bridge, which the Pod reaches (it is the host) but for its filter.
+    let reached = 0;
+    const other = createServer((socket) => {
+      reached++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => other.listen(0, gate, resolve));
+    const port = (other.address() as AddressInfo).port;
+    const seen = await inDesktop(
+      desktop,
+      `return {
+      loop: await viaProxy("loop.example.test:443"),
+      bridge: await tcp("${gate}", ${port}),
+      world: await tcp("${world.unlisted}", 7000),
+    }`,
+    );
+    other.close();
+    expect(seen.loop.status).toBe(403);
+    expect(seen.loop.body).toContain("resolves to 127.0.0.1");
+    // The Pod's own filter resets it: nothing leaves the Pod but for its gate.
+    expect(seen.bridge).toBe("ECONNREFUSED");
+    expect(reached).toBe(0);
+    // The world is not even routed from the test cluster's Pods: refused either way.
+    expect(["ECONNREFUSED", "ENETUNREACH"]).toContain(seen.world);
+    // The gate listens on the bridge, which other Pods (and the host) reach too: it answers only its Pod.
+    const proxy = (await record()).network.proxy as string;
+    expect(await connectFromHost(gate, Number(proxy.split(":")[1]))).toBe("closed");
+  });
+
+  it("takes a changed policy for its next connection, while it runs", async () => {
+    const changed = await host.api("PUT", `/svc/vms/${NAME}/network`, {
+      egress: { allow: ["allowed.example.test", "evil.example.net"] },
+    });
+    expect(changed.status, changed.text).toBe(200);
+    const seen = await inDesktop(desktop, `return { evil: await byName("https://evil.example.net/now") }`);
+    expect(JSON.parse(seen.evil.body)).toMatchObject({ server: "evil.example.net", path: "/now" });
+    expect((await host.api("PUT", `/svc/vms/${NAME}/network`, POLICY)).status).toBe(200);
+  });
+
+  it("refuses what it cannot enforce with a clear 400, and changes nothing", async () => {
+    expect((await host.api("POST", "/svc/secrets", { name: "token", value: "s3cret" })).status).toBe(201);
+    const withCredential = await host.api("POST", "/svc/vms", {
+      name: "with-credential",
+      os: "linux",
+      cpu: 1,
+      memory: "1GB",
+      diskSize: "1GB",
+      display: "1024x768",
+      network: {
+        egress: { allow: ["allowed.example.test"] },
+        credentials: [{ domain: "allowed.example.test", secret: "token" }],
+      },
+    });
+    expect(withCredential.status).toBe(400);
+    expect(withCredential.body.message).toMatch(
+      /^Credential rules are not available for Kubernetes desktops yet/,
+    );
+    const names = ((await host.api("GET", "/svc/vms")).body as { name: string }[]).map((vm) => vm.name);
+    expect(names).toEqual([NAME]);
+  });
+
+  it("a restarted service opens the running Pod's gate again, on the ports its filter sends to", async () => {
+    const before = (await record()).network.proxy;
+    await host.restart();
+    await eventually(async () => (await record()).network.proxy === before);
+    // Its relay is a new loopback port of the new service.
+    desktop = await record();
+    const seen = await inDesktop(
+      desktop,
+      `return { https: await byName("https://allowed.example.test/again") }`,
+    );
+    expect(JSON.parse(seen.https.body)).toMatchObject({ server: "allowed.example.test", path: "/again" });
+  });
+
+  it("deleting the desktop closes its gate", async () => {
+    const proxy = (await record()).network.proxy as string;
+    expect((await host.api("DELETE", `/svc/vms/${NAME}`)).status).toBe(200);
+    expect(await connectFromHost(gate, Number(proxy.split(":")[1]))).toBe("ECONNREFUSED");
+  });
+});
