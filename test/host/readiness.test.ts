@@ -125,6 +125,45 @@ describe("readiness", () => {
     tracker.close();
   });
 
+  it("goes on probing when a look at the record fails (an engine slow under load)", async () => {
+    const server = await statusServer();
+    const desk = record(server.url);
+    let failed!: () => void;
+    const lookFailed = new Promise<void>((resolve) => {
+      failed = resolve;
+    });
+    const tracker = new ReadinessTracker(async () => {
+      failed();
+      throw new Error("podman inspect timed out");
+    });
+    tracker.of(desk);
+    await lookFailed; // the loop read the record (after 2 s of probes), and that failed
+    const ready = tracker.next(AbortSignal.timeout(10_000), "desk");
+    server.open();
+    await ready;
+    expect(tracker.of(desk).ready).toBe(true);
+    tracker.close();
+  });
+
+  it("tells whoever waits when a probe ends unanswered, so that they look again", async () => {
+    const server = await statusServer();
+    const desk = record(server.url);
+    // The runtime now says the desktop started again (another start time): this probe ends.
+    const tracker = new ReadinessTracker(async () => ({ ...desk, startedAt: new Date().toISOString() }));
+    const stop = new AbortController();
+    let told = false;
+    const waiting = tracker.next(stop.signal, "desk").then(() => {
+      told = !stop.signal.aborted;
+    });
+    tracker.of(desk);
+    const deadline = setTimeout(() => stop.abort(), 10_000);
+    await waiting;
+    clearTimeout(deadline);
+    expect(told).toBe(true);
+    expect(tracker.of(desk).ready).toBe(false);
+    tracker.close();
+  });
+
   it("stops probing a desktop going to sleep at once, the request in flight included", async () => {
     // A computer server that never answers: the probe is in flight when the desktop goes to sleep.
     const held: { closed: Promise<unknown> }[] = [];

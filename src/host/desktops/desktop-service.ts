@@ -39,6 +39,8 @@ export type { DesktopRecord } from "./desktop-record.js";
 
 /** The longest `waitReady` waits (a cold boot under software emulation takes about a minute). */
 export const MAX_WAIT_MS = 15 * 60_000;
+/** `waitReady` reads the record at least this often, told of a change or not. */
+const RELOOK_MS = 5000;
 
 export class DesktopService {
   private readonly byKind: Map<RuntimeKind, DesktopRuntime>;
@@ -171,7 +173,11 @@ export class DesktopService {
     for (;;) {
       // Listen before reading, so a change between the read and the wait is not missed.
       const woken = new AbortController();
-      const next = this.readiness.next(AbortSignal.any([stop, woken.signal]), vmName(name));
+      // … and look again after a while even if nothing was told (a runtime's watch may miss a change).
+      const next = this.readiness.next(
+        AbortSignal.any([stop, woken.signal, AbortSignal.timeout(RELOOK_MS)]),
+        vmName(name),
+      );
       const record = await this.find(name).catch((err) => {
         woken.abort();
         throw err;

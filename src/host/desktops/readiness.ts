@@ -5,7 +5,8 @@
  * A running desktop whose runtime does not say `ready` itself is probed here: one request at a
  * time to its computer server, every 25 ms for the first 5 s (a container desktop answers within a
  * second, and what a probe waits a start waits), every 100 ms then and every second after a
- * minute, until it answers, the desktop stops or starts again, or the tracker is closed. Readiness is kept in
+ * minute, until it answers, the desktop stops or starts again (then whoever waits is told, to look
+ * again), or the tracker is closed. A failed look at the record ends nothing. Readiness is kept in
  * memory; after a restart of the service it is observed again (the first probe answers at once
  * for a desktop that was ready).
  */
@@ -154,11 +155,18 @@ export class ReadinessTracker {
         await delay(interval, undefined, { signal }).catch(() => undefined);
         if (Date.now() - checked >= RECHECK_MS && !signal.aborted) {
           checked = Date.now();
-          const now = await this.lookup(record).catch(() => undefined);
-          if (now?.status !== "running" || now.startedAt !== state.startedAt) break;
+          // A lookup that fails (an engine or API server slow under load) says nothing: go on.
+          const now = await this.lookup(record).then(
+            (found) => ({ found }),
+            () => undefined,
+          );
+          if (now && (now.found?.status !== "running" || now.found.startedAt !== state.startedAt)) break;
         }
       }
       if (state.probe === controller) state.probe = undefined;
+      // Ended without an answer (the desktop stopped or started again): whoever waits reads the
+      // record again, which starts a new probe if it runs.
+      if (!signal.aborted && !state.readyAt) this.notify(record.name);
     })();
   }
 }
