@@ -43,6 +43,7 @@ function describePool(p: Json): string {
         ["claimedBy", "CLAIMED BY"],
         ["claimedAt", "SINCE"],
         ["expiresAt", "EXPIRES"],
+        ["startStep", "STARTING"],
       ])
     : "(no desktops yet)";
   return `${lines.join("\n")}\n\n${desktops}`;

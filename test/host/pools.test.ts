@@ -43,11 +43,18 @@ const pool = async (name: string, h: { api: TestHost["api"] } = host) =>
   (await h.api("GET", `/svc/pools/${name}`)).body;
 const containers = async () =>
   (await engine.podman("ps", "--all", "--format", "{{.Names}}")).split("\n").filter(Boolean).sort();
+/** The starts under way, as the pool's record tells them: where a start that never ends stopped. */
+const startSteps = (p: { desktops: { name: string; startStep: string | null }[] }) =>
+  p.desktops
+    .filter((d) => d.startStep)
+    .map((d) => `; ${d.name}: ${d.startStep}`)
+    .join("");
 const readyCount = (name: string, count: number, h: { api: TestHost["api"] } = host, timeout = 60_000) =>
   vi.waitFor(
     async () => {
       const p = await pool(name, h);
-      if (p.ready < count) throw new Error(`${p.ready} ready of ${count} (${p.lastError ?? "no error"})`);
+      if (p.ready < count)
+        throw new Error(`${p.ready} ready of ${count} (${p.lastError ?? "no error"}${startSteps(p)})`);
       return p;
     },
     { timeout, interval: 100 },

@@ -33,11 +33,18 @@ afterAll(async () => {
 
 type Api = { api: TestHost["api"] };
 const pool = async (name: string, h: Api = host) => (await h.api("GET", `/svc/pools/${name}`)).body;
+/** The starts under way, as the pool's record tells them: where a start that never ends stopped. */
+const startSteps = (p: { desktops: { name: string; startStep: string | null }[] }) =>
+  p.desktops
+    .filter((d) => d.startStep)
+    .map((d) => `; ${d.name}: ${d.startStep}`)
+    .join("");
 const readyCount = (name: string, count: number, h: Api = host, timeout = 120_000) =>
   vi.waitFor(
     async () => {
       const p = await pool(name, h);
-      if (p.ready !== count) throw new Error(`${p.ready} ready of ${count} (${p.lastError ?? "no error"})`);
+      if (p.ready !== count)
+        throw new Error(`${p.ready} ready of ${count} (${p.lastError ?? "no error"}${startSteps(p)})`);
       return p;
     },
     { timeout, interval: 100 },

@@ -98,6 +98,8 @@ export interface PoolState {
   starting: Map<string, AbortController>;
   /** Each start's work, to wait for once cancelled. */
   startWork: Map<string, Promise<void>>;
+  /** What each start does now, and since when (ms since the epoch): shown in the pool's record. */
+  startSteps: Map<string, { step: string; since: number }>;
   /** Members being woken, or put to sleep, by this service. */
   waking: Set<string>;
   sleeping: Set<string>;
@@ -119,6 +121,7 @@ export function newState(def: PoolDefinition): PoolState {
     waiters: [],
     starting: new Map(),
     startWork: new Map(),
+    startSteps: new Map(),
     waking: new Set(),
     sleeping: new Set(),
     failures: 0,

@@ -191,6 +191,21 @@ const create = (body: Record<string, unknown>) =>
   pools.create({ name: "p", template: "desk:1", ...body } as Parameters<PoolManager["create"]>[0]);
 
 describe("claims", () => {
+  it("a start under way says in the pool's record what it waits for, and for how long", async () => {
+    desktops.hold = true;
+    await create({ size: 1 });
+    await settle();
+    vi.advanceTimersByTime(3000);
+    const [starting] = pools.get("p").desktops;
+    expect(starting).toMatchObject({
+      state: "starting",
+      startStep: "waiting for its computer server for 3 s",
+    });
+    desktops.letGo();
+    await settle();
+    expect(pools.get("p").desktops).toMatchObject([{ state: "ready", startStep: null }]);
+  });
+
   it("a size pool refills to its size; a claim takes a ready desktop and the pool makes another", async () => {
     await create({ size: 2 });
     await settle();

@@ -37,6 +37,8 @@ export interface PoolRecord {
     expiresAt: string | null;
     /** A claimed desktop asleep: its lease waits (the ms left of it). */
     leaseLeftMs: number | null;
+    /** A desktop this service starts: what the start does now, and for how long (e.g. "warming up for 2 s"). */
+    startStep: string | null;
   }[];
 }
 
@@ -73,8 +75,15 @@ export function poolRecord(state: PoolState): PoolRecord {
       claimedAt: m.claim?.at ?? null,
       expiresAt: m.claim?.expiresAt ?? null,
       leaseLeftMs: m.claim?.pausedAt ? (m.claim.remainingMs ?? null) : null,
+      startStep: startStep(state, m.name),
     })),
   };
+}
+
+function startStep(state: PoolState, name: string): string | null {
+  const step = state.startSteps.get(name);
+  if (!step) return null;
+  return `${step.step} for ${Math.round((Date.now() - step.since) / 1000)} s`;
 }
 
 export function describeTemplate(template: PoolTemplate): string {

@@ -214,6 +214,7 @@ export class PoolRefill {
     const work = this.makeReady(state, member, controller.signal).finally(() => {
       state.starting.delete(name);
       state.startWork.delete(name);
+      state.startSteps.delete(name);
       this.refillAll();
     });
     state.startWork.set(name, work);
@@ -228,14 +229,17 @@ export class PoolRefill {
     let made = false;
     const phases: Record<string, number> = {};
     let last = performance.now();
-    const phase = (what: string) => {
+    /** Ends a phase (its time goes to the log line) and names the next (the pool's record shows it). */
+    const phase = (what: string, next: string) => {
       const now = performance.now();
       phases[what] = Math.round(now - last);
       last = now;
+      state.startSteps.set(name, { step: next, since: Date.now() });
     };
+    state.startSteps.set(name, { step: "recording it", since: Date.now() });
     try {
       await this.ctx.store.addMember(member);
-      phase("addMs");
+      phase("addMs", "making it");
       signal.throwIfAborted();
       const { template } = def;
       if (template.kind === "snapshot") {
@@ -247,13 +251,13 @@ export class PoolRefill {
         else
           await vms.create({ name, runtime: def.runtime, image: template.image, os: "linux", ...def.spec });
         made = true;
-        phase("createMs");
+        phase("createMs", "starting it");
         signal.throwIfAborted();
         await vms.run(name, {});
       }
-      phase("runMs");
+      phase("runMs", "waiting for its computer server");
       const record = await vms.waitReady(name, this.ctx.options.startTimeoutMs ?? 600_000, signal);
-      phase("waitMs");
+      phase("waitMs", "warming it up");
       signal.throwIfAborted();
       // Ready only once warm: its first screenshots answered (warm-up.ts); a desktop that does not
       // answer them is a failed start.
@@ -266,14 +270,14 @@ export class PoolRefill {
           vm: name,
         });
       }
-      phase("warmMs");
+      phase("warmMs", "recording it ready");
       signal.throwIfAborted();
       const ready = await this.ctx.store.updateMember(name, (m) => ({
         ...m,
         state: "ready",
         readyAt: new Date().toISOString(),
       }));
-      phase("readyMs");
+      phase("readyMs", "handing it out");
       state.members.set(name, ready);
       state.failures = 0;
       state.lastError = null;
