@@ -6,7 +6,8 @@
  * Without `verify` the check costs one request without a reply before the action and nothing
  * after it: the answer is what is known at once (usually `unverifiable`; `confirmed` when a change
  * where the action was aimed has already been reported). With `verify` it reads the focus before
- * the action and waits, up to `waitMs`, for a change where the action was aimed.
+ * the action and waits, up to `waitMs`, for a change where the action was aimed; after a click's
+ * change that has not moved the focus, until the screen is quiet (100 ms) before reading it again.
  *
  * @example
  * const check = await beginEffectCheck(desktop, { verify: true });
@@ -52,6 +53,8 @@ export interface EffectOptions {
 export const DEFAULT_WAIT_MS = 500;
 /** A change this close to a point the pointer aimed at is where the action was aimed. */
 export const NEAR_PX = 100;
+/** After a click's change, the screen is quiet once it has not changed for this long. */
+const QUIET_MS = 100;
 /** The longest the focus is looked for (the accessibility bus of a busy desktop can be slow). */
 const FOCUS_TIMEOUT_MS = 1000;
 
@@ -136,8 +139,18 @@ async function verified(
     aimed = (box) => !window || overlaps(box, window);
   }
   const hit = watch ? await watch.until((changes) => changes.some(aimed), waitMs, options.signal) : false;
+  let after = await focusOf(desktop, options.accessibility);
+  if (hit && watch && aim.kind === "pointer" && !focusMoved(before, after)) {
+    // A click redraws where it lands at once; a focus it moves comes a little later (the window
+    // manager activates the window, which redraws too). Once the screen is quiet, look again.
+    const deadline = started + waitMs;
+    let changing = true;
+    while (changing) {
+      changing = await nextChange(watch, Math.min(QUIET_MS, deadline - performance.now()), options.signal);
+    }
+    after = await focusOf(desktop, options.accessibility);
+  }
   const waited_ms = Math.round(performance.now() - started);
-  const after = await focusOf(desktop, options.accessibility);
   const changes = watch?.changes ?? [];
   const focus = { before: describeFocus(before), after: describeFocus(after) };
   const evidence = (reason: string, extra: Partial<EffectEvidence> = {}): EffectEvidence => ({
@@ -165,6 +178,14 @@ async function verified(
   }
   const elsewhere = aim.kind === "pointer" ? "away from the pointer" : "outside the focused window";
   return { effect: "unverifiable", evidence: evidence(`the screen changed only ${elsewhere}`) };
+}
+
+/** True when the screen changes again within `ms` (false at once when no time is left). */
+function nextChange(watch: ChangeWatch, ms: number, signal?: AbortSignal): Promise<boolean> {
+  if (ms <= 0) return Promise.resolve(false);
+  let asked = 0;
+  // `until` asks at once, then at each change: the second question is a change.
+  return watch.until(() => ++asked > 1, ms, signal);
 }
 
 const NO_DAMAGE = "this desktop does not report where its screen changes";
