@@ -170,10 +170,15 @@ describe("the container entrypoint", () => {
     const leftovers = await promisify(execFile)("sh", ["-c", `ls ${dir}/hangar-vnc-* 2>/dev/null | wc -l`]);
     expect(leftovers.stdout.trim()).toBe("0");
 
+    // Its X server's socket, known by its inode: another test's X server may take the display
+    // number once it is free, with a socket of its own at the same path.
+    const xSocket = `/tmp/.X11-unix/X${displayName.slice(1)}`;
+    const ours = inodeOf(xSocket);
+    expect(ours).not.toBeNull();
     s.child.kill("SIGTERM");
     const [code] = await once(s.child, "exit");
     expect(code).toBe(0);
-    expect(existsSync(`/tmp/.X11-unix/X${displayName.slice(1)}`)).toBe(false);
+    expect(inodeOf(xSocket)).not.toBe(ours);
     await expect(fetch(`${url}/status`)).rejects.toThrow();
     await expect(vncSecurityTypes(vncPort)).rejects.toThrow();
     expect((await healthcheck(dir)).stderr).toMatch(/unhealthy: the server has not started/);
@@ -311,6 +316,15 @@ describe("the container entrypoint", () => {
     expect(code).toBe(0);
   }, 60_000);
 });
+
+/** The file's inode, or null when there is none. */
+function inodeOf(path: string): number | null {
+  try {
+    return statSync(path).ino;
+  } catch {
+    return null;
+  }
+}
 
 /** A display number no X server uses. */
 async function freeDisplay(): Promise<string> {

@@ -18,12 +18,14 @@ export const RUN_ENV = "HANGAR_TEST_RUN";
  * display and that ends by itself (lxpanel's menu starts menu-cached, which exits a minute after its
  * last client; podman's `conmon` of an exec session, which ends a moment after the container it
  * ran in was removed; the group reaper of a test worker that spawned a shell, src/os/group-reaper.ts,
- * which ends with that worker, stopped after the teardowns), and in the temporary directory tsx's compile cache and Chromium's scratch
+ * which ends with that worker, stopped after the teardowns), and in the temporary directory tsx's compile cache, Chromium's scratch
  * directories (`org.chromium.Chromium.*`, left by a browser that ended with its desktop: the browser
- * itself is a process, and still counted).
+ * itself is a process, and still counted) and PulseAudio's runtime directory of the user
+ * (`pulse-*`: libpulse makes it for a client that names no server, such as a test's Chromium
+ * playing a page's sound, when ~/.config/pulse's link to the last one points nowhere).
  */
 const LINGERING = /(^|\/)(menu-cached|conmon) | hangar-group-reaper$/;
-const CACHES = /^(tsx-\d+|org\.chromium\.Chromium\.\w+)$/;
+const CACHES = /^(tsx-\d+|org\.chromium\.Chromium\.\w+|pulse-\w+)$/;
 
 interface Run {
   id: string;
