@@ -77,12 +77,13 @@ describe("QEMU lifecycle", () => {
     expect(serial.status).toBe(200);
     expect(serial.headers.get("content-type")).toBe("text/plain; charset=utf-8");
     expect((await serial.text()).split("\n").filter(Boolean).length).toBeLessThanOrEqual(5);
-    expect(vm.vncUrl).toMatch(/^vnc:\/\/:[a-z0-9]{8}@127\.0\.0\.1:\d+$/);
     // In the service's own loopback network (each test's service has one: support.ts).
     expect(vm.ipAddress).toMatch(
       new RegExp(`^${host.options.loopbackNetwork?.replaceAll(".", "\\.")}\\.\\d+$`),
     );
     expect(vm.computerServerUrl).toBe(`http://${vm.ipAddress}:8000`);
+    // VNC on the VM's own address too: 5900 there is its alone.
+    expect(vm.vncUrl).toMatch(new RegExp(`^vnc://:[a-z0-9]{8}@${vm.ipAddress.replaceAll(".", "\\.")}:5900$`));
     expect(vm.sharedDirectories).toEqual([]);
 
     const s = session("vm1");
@@ -92,7 +93,7 @@ describe("QEMU lifecycle", () => {
     expect(["running", "paused"]).toContain(status.status);
 
     const vncPort = Number(/:(\d+)$/.exec(vm.vncUrl)![1]);
-    expect(await banner("127.0.0.1", vncPort)).toMatch(/^RFB 003\.00\d/);
+    expect(await banner(vm.ipAddress, vncPort)).toMatch(/^RFB 003\.00\d/);
 
     // Forwarded ports listen on the VM's own loopback address.
     await new Promise<void>((resolve, reject) => {

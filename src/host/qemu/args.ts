@@ -25,7 +25,7 @@ export interface QemuLaunch {
   forwardedPorts: Record<string, number>;
   /** VNC on loopback (a password is set over QMP before anyone can connect), or none. */
   vnc: boolean;
-  /** The VNC port to try first (a resumed VM's own); the first free one from 5900 otherwise. */
+  /** The VNC port to try first (a resumed VM's own); the first free one from 5900 at `ipAddress` otherwise. */
   vncPort?: number;
   sharedDirectories: SharedDirectory[];
   display: { width: number; height: number };
@@ -112,7 +112,9 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
     );
   });
   const display = launch.vncPort && launch.vncPort >= 5900 ? launch.vncPort - 5900 : 0;
-  if (launch.vnc) args.push("-vnc", `127.0.0.1:${display},to=4000,password=on`);
+  // On the VM's own loopback address, as its forwarded ports: 5900 there is the VM's alone, so a
+  // resumed VM gets it back whatever other VMs started while it slept.
+  if (launch.vnc) args.push("-vnc", `${launch.ipAddress}:${display},to=4000,password=on`);
   else args.push("-display", "none");
   args.push(
     "-fw_cfg",

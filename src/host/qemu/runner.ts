@@ -118,7 +118,7 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       ipAddress,
       forwardedPorts,
       vnc: options.vnc
-        ? { host: "127.0.0.1", port: null, password: keep?.vnc?.password ?? vncPassword() }
+        ? { host: ipAddress, port: null, password: keep?.vnc?.password ?? vncPassword() }
         : null,
       sharedDirectories,
       startedAt: new Date().toISOString(),
