@@ -17,12 +17,14 @@
  *
  *   node dist/cli/container.js [hangar serve flags…]   (bundled by scripts/bundle-cli.mjs)
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { once } from "node:events";
+import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { onShutdown } from "../cli/util.js";
+import { EGRESS_CA_IN_DESKTOP, TRUST_IN_NSS } from "../common/egress-trust.js";
 import { forgetMemorySettings, memoryEnv } from "../common/memory-env.js";
 import { PACKAGE_ROOT } from "../common/version.js";
 import { holdYoungGeneration, releaseYoungGeneration } from "../common/young-generation.js";
@@ -69,6 +71,8 @@ export async function runContainer(
   const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
     for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve(signal));
   });
+  // A caged desktop's egress CA, in the desktop user's NSS database before any browser starts.
+  const trusted = existsSync(EGRESS_CA_IN_DESKTOP) ? trustEgressCa(env) : undefined;
   const desktop = settings.externalDisplay
     ? externalDisplay(settings.externalDisplay)
     : await startVirtualDisplay({
@@ -83,6 +87,7 @@ export async function runContainer(
   /** False once the server in this process listens: its shutdown stops the desktop then. */
   let cleanupOnExit = true;
   try {
+    await trusted;
     if (!settings.externalDisplay) await startDesktopApps(desktop, log);
     else
       log(
@@ -170,6 +175,17 @@ function externalDisplay(display: string): {
 }
 
 /** The health check's origin file and the private files written for the server. */
+/** Adds the mounted egress CA to the user's NSS database; a failure is said and the desktop goes on. */
+function trustEgressCa(env: NodeJS.ProcessEnv): Promise<void> {
+  return new Promise((resolve) => {
+    execFile("/bin/sh", ["-c", TRUST_IN_NSS], { env, timeout: 30_000 }, (err, _stdout, stderr) => {
+      if (err)
+        log(`the egress CA is not trusted by the desktop's browser: ${String(stderr).trim() || err.message}`);
+      resolve();
+    });
+  });
+}
+
 async function removeFiles(env: NodeJS.ProcessEnv, files: { path: string }[]) {
   await rm(healthOriginFile(env), { force: true });
   for (const file of files) await rm(file.path, { force: true });

@@ -7,12 +7,14 @@
  * restarted service opens the running Pod's gate again.
  */
 import { execFile } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
 import { type AddressInfo, connect, createServer } from "node:net";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { GATE_ANNOTATION } from "../../src/host/egress/kubernetes-cage.js";
 import { expectAllowedNameOnly, inDesktop } from "../egress/desktop-probe.js";
 import { startWorld, type World } from "../egress/world.js";
+import { desktopCommand } from "../host/desktop-client.js";
 import { eventually, type TestHost } from "../host/support.js";
 import { startKubernetesHost, type TestNamespace, tempRoot, testNamespace } from "./cluster.js";
 import { pushDesktopImage } from "./global-setup.js";
@@ -177,26 +179,52 @@ describe("a Pod caged by its policy", () => {
     expect((await host.api("PUT", `/svc/vms/${NAME}/network`, POLICY)).status).toBe(200);
   });
 
-  it("refuses what it cannot enforce with a clear 400, and changes nothing", async () => {
-    expect((await host.api("POST", "/svc/secrets", { name: "token", value: "s3cret" })).status).toBe(201);
-    const withCredential = await host.api("POST", "/svc/vms", {
-      name: "with-credential",
-      os: "linux",
-      cpu: 1,
-      memory: "1GB",
-      diskSize: "1GB",
-      display: "1024x768",
-      network: {
-        egress: { allow: ["allowed.example.test"] },
-        credentials: [{ domain: "allowed.example.test", secret: "token" }],
-      },
+  it("adds a credential it never sees to requests for a domain, over a CA the Pod's stores trust", async () => {
+    const secret = `tok_${randomBytes(12).toString("hex")}`;
+    const sent = createHash("sha256").update(`Bearer ${secret}`).digest("hex");
+    expect((await host.api("POST", "/svc/secrets", { name: "token", value: secret })).status).toBe(201);
+    const changed = await host.api("PUT", `/svc/vms/${NAME}/network`, {
+      ...POLICY,
+      credentials: [{ domain: "allowed.example.test", secret: "token" }],
     });
-    expect(withCredential.status).toBe(400);
-    expect(withCredential.body.message).toMatch(
-      /^Credential rules are not available for Kubernetes desktops yet/,
+    expect(changed.status, changed.text).toBe(200);
+    // Node (NODE_EXTRA_CA_CERTS), by name through the Pod's filter.
+    const seen = await inDesktop(
+      desktop,
+      `return { node: await verified("https://allowed.example.test/me") }`,
     );
-    const names = ((await host.api("GET", "/svc/vms")).body as { name: string }[]).map((vm) => vm.name);
-    expect(names).toEqual([NAME]);
+    expect(seen.node.status, JSON.stringify(seen)).toBe(200);
+    expect(JSON.parse(seen.node.body)).toMatchObject({ server: "allowed.example.test", authorization: sent });
+    expect(seen.node.issuer).toBe(`Hangar egress CA (${NAME})`);
+    // The system's store (the init container's copy of /etc/ssl/certs): Python's default context,
+    // through the proxy in the environment; and the user's NSS database, Chromium's.
+    const python = await desktopCommand(desktop, "run_command", {
+      command:
+        "python3 -c 'import ssl, urllib.request; print(urllib.request.urlopen(\"https://allowed.example.test/py\", context=ssl.create_default_context(), timeout=10).read().decode())'",
+    });
+    expect(python.result.stderr).toBe("");
+    expect(JSON.parse(python.result.stdout)).toMatchObject({ path: "/py", authorization: sent });
+    const nss = await desktopCommand(desktop, "run_command", {
+      command: 'certutil -d "sql:$HOME/.pki/nssdb" -L',
+    });
+    expect(nss.result.stdout).toContain("Hangar egress");
+    // The secret is in no process's environment or arguments in the Pod (looked for by a script
+    // that holds it encoded, so that it is not in its own).
+    const encoded = Buffer.from(secret).toString("base64");
+    const hits = await inDesktop(
+      desktop,
+      `const fs = require("node:fs");
+      const secret = Buffer.from("${encoded}", "base64").toString();
+      const hits = [];
+      for (const pid of fs.readdirSync("/proc").filter((p) => /^\\d+$/.test(p))) {
+        for (const part of ["environ", "cmdline"]) {
+          try { if (fs.readFileSync("/proc/" + pid + "/" + part).includes(secret)) hits.push(pid + "/" + part); } catch {}
+        }
+      }
+      return hits;`,
+    );
+    expect(hits).toEqual([]);
+    expect((await host.api("PUT", `/svc/vms/${NAME}/network`, POLICY)).status).toBe(200);
   });
 
   it("a restarted service opens the running Pod's gate again, on the ports its filter sends to", async () => {

@@ -13,6 +13,7 @@
 import { createHash } from "node:crypto";
 import { isIP } from "node:net";
 import type { ContainerCreateOptions } from "dockerode";
+import { EGRESS_CA_IN_DESKTOP, TRUST_IN_NSS } from "../../common/egress-trust.js";
 import { type Engine, engineError, statusOf } from "../container/engine.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
@@ -25,18 +26,8 @@ import type { Gate, GatePorts } from "./proxy.js";
 /** The gate's ports on the gateway: the usual ones, so that names resolved to it just work. */
 export const CONTAINER_GATE_PORTS: GatePorts = { proxy: 3128, http: 80, tls: 443, dns: 53 };
 const NETWORK_PREFIX = "hangar-egress-";
-/** Where a caged desktop finds its egress CA's certificate. */
-export const CA_IN_DESKTOP = "/run/hangar-egress/ca.crt";
 /** Installs the CA in the system's store (as root in the container). */
-const INSTALL_SYSTEM = `cp ${CA_IN_DESKTOP} /usr/local/share/ca-certificates/hangar-egress.crt && update-ca-certificates >/dev/null`;
-/** And in the desktop user's NSS database, Chromium's (certutil: Debian's libnss3-tools). */
-const INSTALL_NSS = [
-  "command -v certutil >/dev/null || { echo 'certutil is not in the image (Debian: libnss3-tools)' >&2; exit 3; }",
-  'db="sql:$HOME/.pki/nssdb"',
-  'mkdir -p "$HOME/.pki/nssdb"',
-  'certutil -d "$db" -L >/dev/null 2>&1 || certutil -d "$db" -N --empty-password',
-  `certutil -d "$db" -A -t C,, -n "Hangar egress" -i ${CA_IN_DESKTOP}`,
-].join(" && ");
+const INSTALL_SYSTEM = `cp ${EGRESS_CA_IN_DESKTOP} /usr/local/share/ca-certificates/hangar-egress.crt && update-ca-certificates >/dev/null`;
 const LABEL_DESKTOP = "dev.hangar.egress-desktop";
 
 interface CageNetwork {
@@ -90,10 +81,10 @@ export class ContainerCage extends Cage {
         `no_proxy=${noProxy}`,
         `NO_PROXY=${noProxy}`,
         // Node does not read the system's store: the desktop's egress CA is added for it.
-        `NODE_EXTRA_CA_CERTS=${CA_IN_DESKTOP}`,
+        `NODE_EXTRA_CA_CERTS=${EGRESS_CA_IN_DESKTOP}`,
       ],
       // The CA's certificate alone (its key stays on the host), installed in the trust stores at start.
-      Binds: [`${ca.cert}:${CA_IN_DESKTOP}:ro`],
+      Binds: [`${ca.cert}:${EGRESS_CA_IN_DESKTOP}:ro`],
       HostConfig: {
         NetworkMode: network.name,
         Dns: [network.gateway],
@@ -121,7 +112,8 @@ export class ContainerCage extends Cage {
 
   /**
    * Once the container runs: its egress CA in the system's store (root) and in the desktop user's
-   * NSS database, so that the proxy's certificates for credential domains are trusted there.
+   * NSS database, so that the proxy's certificates for credential domains are trusted there (the
+   * project's image's entrypoint has done the second already; another image's has not).
    */
   async afterStart(desktop: string) {
     if (!this.caged(desktop)) return;
@@ -129,7 +121,7 @@ export class ContainerCage extends Cage {
     const user = (await container.inspect()).Config.User || "0";
     for (const [as, script] of [
       ["0", INSTALL_SYSTEM],
-      [user, INSTALL_NSS],
+      [user, TRUST_IN_NSS],
     ] as const) {
       const outcome = await execIn(container, as, script).catch((err: Error) => ({
         code: -1,

@@ -11,12 +11,20 @@
  *
  * The Pod's DNS is the gate (`dnsPolicy: None`), and the proxy is in its environment. The gate's
  * ports are written on the Pod (an annotation) so that a restarted service opens the same ones for
- * a Pod that kept running. Credential rules are not offered here yet: the Pod would not trust the
- * gate's CA (its root is read-only and it runs without root), so such a policy is a clear 400.
+ * a Pod that kept running.
+ *
+ * Credential rules need the desktop to trust the gate's CA, in a Pod whose root is read-only and
+ * that runs without root: the init container, as root, also copies the image's /etc/ssl/certs with
+ * the CA added (to the bundle, and by its hash) into a volume that the desktop's container has at
+ * /etc/ssl/certs, and puts the CA's certificate where the entrypoint adds it to the user's NSS
+ * database (EGRESS_CA_IN_DESKTOP) and Node takes it (NODE_EXTRA_CA_CERTS).
  */
 
+import { readFile } from "node:fs/promises";
 import { isIP } from "node:net";
-import type { V1Container, V1EnvVar, V1PodDNSConfig } from "@kubernetes/client-node";
+import { dirname } from "node:path";
+import type { V1Container, V1EnvVar, V1PodDNSConfig, V1Volume, V1VolumeMount } from "@kubernetes/client-node";
+import { EGRESS_CA_IN_DESKTOP } from "../../common/egress-trust.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
 import { Cage } from "./cage.js";
@@ -34,7 +42,15 @@ export interface PodCage {
   env: V1EnvVar[];
   dnsConfig: V1PodDNSConfig;
   annotations: Record<string, string>;
+  /** The trust the init container writes, and where the desktop's container has it. */
+  volumes: V1Volume[];
+  volumeMounts: V1VolumeMount[];
 }
+
+/** The volume the init container writes the desktop's trust into. */
+const TRUST_VOLUME = "egress-trust";
+/** Where the init container has it. */
+const TRUST_DIR = "/hangar-trust";
 
 export class KubernetesCage extends Cage {
   private readonly gates = new Map<string, Gate>();
@@ -55,19 +71,12 @@ export class KubernetesCage extends Cage {
     return this.gateAddress !== undefined;
   }
 
-  check(policy: NetworkPolicy) {
+  check(_policy: NetworkPolicy) {
     if (!this.gateAddress) {
       throw new HostError(
         "not_supported",
         "Network policies for Kubernetes desktops need an egress gate the Pods reach: start the host service with " +
           "--egress-gate ADDRESS (an address of this host on the Pods' network)",
-      );
-    }
-    if ((policy.credentials ?? []).length > 0) {
-      throw new HostError(
-        "not_supported",
-        "Credential rules are not available for Kubernetes desktops yet (their Pods would not trust the gate's CA): " +
-          "use a container or QEMU desktop for them",
       );
     }
   }
@@ -89,10 +98,14 @@ export class KubernetesCage extends Cage {
     const { host, ports } = gate;
     const proxy = `http://${host}:${ports.proxy}`;
     const noProxy = "localhost,127.0.0.1,::1";
+    const ca = await readFile((await this.egress.caOf(desktop)).cert, "utf8");
     return {
       initContainer: {
         name: "egress-cage",
-        command: ["/bin/sh", "-c", cageScript(host, ports)],
+        command: ["/bin/sh", "-c", `${cageScript(host, ports)}\n${TRUST_SCRIPT}`],
+        // The CA's certificate (public; its key stays on the host).
+        env: [{ name: "HANGAR_EGRESS_CA", value: ca }],
+        volumeMounts: [{ name: TRUST_VOLUME, mountPath: TRUST_DIR }],
         securityContext: {
           runAsUser: 0,
           runAsGroup: 0,
@@ -110,6 +123,12 @@ export class KubernetesCage extends Cage {
         { name: "HTTPS_PROXY", value: proxy },
         { name: "no_proxy", value: noProxy },
         { name: "NO_PROXY", value: noProxy },
+        { name: "NODE_EXTRA_CA_CERTS", value: EGRESS_CA_IN_DESKTOP },
+      ],
+      volumes: [{ name: TRUST_VOLUME, emptyDir: { medium: "Memory", sizeLimit: "4Mi" } }],
+      volumeMounts: [
+        { name: TRUST_VOLUME, mountPath: "/etc/ssl/certs", subPath: "certs", readOnly: true },
+        { name: TRUST_VOLUME, mountPath: dirname(EGRESS_CA_IN_DESKTOP), subPath: "egress", readOnly: true },
       ],
       dnsConfig: { nameservers: [host], searches: [], options: [{ name: "ndots", value: "1" }] },
       annotations: { [GATE_ANNOTATION]: JSON.stringify(ports) },
@@ -220,6 +239,22 @@ export function cageScript(gate: string, ports: GatePorts): string {
     "echo 'egress cage set'",
   ].join("\n");
 }
+
+/**
+ * The desktop's trust, written by the init container (root, the desktop's image): the image's
+ * /etc/ssl/certs with the CA added to the bundle and by its hash (OpenSSL's lookup by directory),
+ * and the CA's certificate alone.
+ */
+const TRUST_SCRIPT = [
+  `mkdir -p ${TRUST_DIR}/certs ${TRUST_DIR}/egress`,
+  `cp -P -R /etc/ssl/certs/. ${TRUST_DIR}/certs/`,
+  `printf '%s\\n' "$HANGAR_EGRESS_CA" > ${TRUST_DIR}/egress/ca.crt`,
+  `cp ${TRUST_DIR}/egress/ca.crt ${TRUST_DIR}/certs/hangar-egress.pem`,
+  `cat ${TRUST_DIR}/egress/ca.crt >> ${TRUST_DIR}/certs/ca-certificates.crt`,
+  `if command -v openssl >/dev/null; then ln -sf hangar-egress.pem "${TRUST_DIR}/certs/$(openssl x509 -hash -noout -in ${TRUST_DIR}/egress/ca.crt).0"; fi`,
+  `chmod -R a+rX ${TRUST_DIR}`,
+  "echo 'egress CA trusted'",
+].join("\n");
 
 /** The filter table: loopback, answers, what `allowed` lets out, and nothing else. */
 function filterTable(allowed: string[]): string[] {

@@ -274,6 +274,7 @@ export function desktopPod(secret: V1Secret, graceSeconds: number, cage?: PodCag
             { name: "home", mountPath: "/home/hangar" },
             { name: "shm", mountPath: "/dev/shm" },
             { name: "secrets", mountPath: SECRETS_MOUNT, readOnly: true },
+            ...(cage?.volumeMounts ?? []),
           ],
         },
       ],
@@ -295,6 +296,7 @@ export function desktopPod(secret: V1Secret, graceSeconds: number, cage?: PodCag
             ],
           },
         },
+        ...(cage?.volumes ?? []),
       ],
     },
   };
