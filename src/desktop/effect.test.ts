@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { ChangeWatch, DesktopBackend, Rect, WindowInfo } from "./backend.js";
+import type { AccessibilityBackend, AccessibleNode } from "./accessibility.js";
 import { beginEffectCheck } from "./effect.js";
 
 class Watch implements ChangeWatch {
@@ -83,5 +84,29 @@ describe("the effect of a click that moves the focus", () => {
     expect(report.effect).toBe("confirmed");
     expect(report.evidence.waited_ms).toBeGreaterThanOrEqual(280);
     expect(report.evidence.waited_ms).toBeLessThan(600);
+  });
+});
+
+describe("the effect of typing", () => {
+  it("finds the typed text that the accessibility tree has a moment after the field redrew", async () => {
+    const watch = new Watch();
+    const desk = desktop(watch);
+    let text = "";
+    const a11y = {
+      focused: async () => ({ role: "text", name: "field", text }) as unknown as AccessibleNode,
+    } as unknown as AccessibilityBackend;
+    const check = await beginEffectCheck(desk.backend, {
+      verify: true,
+      waitMs: 2000,
+      accessibility: async () => a11y,
+    });
+    // The field redraws at once; its text reaches the accessibility tree 50 ms later.
+    watch.add({ x: 10, y: 410, width: 100, height: 20 });
+    setTimeout(() => {
+      text = "hello";
+    }, 50);
+    const { effect, evidence } = await check.finish({ kind: "keyboard", typed: "hello" });
+    expect(effect).toBe("confirmed");
+    expect(evidence).toMatchObject({ reason: "the typed text is in the focused element", text: "hello" });
   });
 });

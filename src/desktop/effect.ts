@@ -6,8 +6,9 @@
  * Without `verify` the check costs one request without a reply before the action and nothing
  * after it: the answer is what is known at once (usually `unverifiable`; `confirmed` when a change
  * where the action was aimed has already been reported). With `verify` it reads the focus before
- * the action and waits, up to `waitMs`, for a change where the action was aimed; after a click's
- * change that has not moved the focus, until the screen is quiet (100 ms) before reading it again.
+ * the action and waits, up to `waitMs`, for a change where the action was aimed; after a change
+ * that has not moved the focus (nor shown the typed text in the focused element), until the screen
+ * is quiet (100 ms) before reading it again.
  *
  * @example
  * const check = await beginEffectCheck(desktop, { verify: true });
@@ -140,9 +141,11 @@ async function verified(
   }
   const hit = watch ? await watch.until((changes) => changes.some(aimed), waitMs, options.signal) : false;
   let after = await focusOf(desktop, options.accessibility);
-  if (hit && watch && aim.kind === "pointer" && !focusMoved(before, after)) {
+  const typedSeen = () => aim.kind === "keyboard" && aim.typed && after.element?.text?.includes(aim.typed);
+  if (hit && watch && !focusMoved(before, after) && (aim.kind === "pointer" || (aim.typed && !typedSeen()))) {
     // A click redraws where it lands at once; a focus it moves comes a little later (the window
-    // manager activates the window, which redraws too). Once the screen is quiet, look again.
+    // manager activates the window, which redraws too). Typed text is drawn before the accessibility
+    // tree has it. Once the screen is quiet, look again.
     const deadline = started + waitMs;
     let changing = true;
     while (changing) {
@@ -160,8 +163,8 @@ async function verified(
     ...extra,
     waited_ms,
   });
-  const text = after.element?.text;
-  if (aim.kind === "keyboard" && aim.typed && text?.includes(aim.typed)) {
+  if (typedSeen()) {
+    const text = after.element?.text;
     return { effect: "confirmed", evidence: evidence("the typed text is in the focused element", { text }) };
   }
   if (focusMoved(before, after)) return { effect: "confirmed", evidence: evidence("the focus moved") };
