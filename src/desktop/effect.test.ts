@@ -4,8 +4,8 @@
  * own). The real X desktop is in test/commands/action-effect.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import type { ChangeWatch, DesktopBackend, Rect, WindowInfo } from "./backend.js";
 import type { AccessibilityBackend, AccessibleNode } from "./accessibility.js";
+import type { ChangeWatch, DesktopBackend, Rect, WindowInfo } from "./backend.js";
 import { beginEffectCheck } from "./effect.js";
 
 class Watch implements ChangeWatch {
