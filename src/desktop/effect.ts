@@ -142,7 +142,10 @@ async function verified(
   const hit = watch ? await watch.until((changes) => changes.some(aimed), waitMs, options.signal) : false;
   let after = await focusOf(desktop, options.accessibility);
   const typedSeen = () => aim.kind === "keyboard" && aim.typed && after.element?.text?.includes(aim.typed);
-  if (hit && watch && !focusMoved(before, after) && (aim.kind === "pointer" || (aim.typed && !typedSeen()))) {
+  // Typed text is looked for again only where the tree gave a focused element (it is not slow to
+  // have none: accessibility is off or the element has no text).
+  const typedLate = aim.kind === "keyboard" && aim.typed && after.element && !typedSeen();
+  if (hit && watch && !focusMoved(before, after) && (aim.kind === "pointer" || typedLate)) {
     // A click redraws where it lands at once; a focus it moves comes a little later (the window
     // manager activates the window, which redraws too). Typed text is drawn before the accessibility
     // tree has it. Once the screen is quiet, look again.
