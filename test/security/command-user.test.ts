@@ -165,6 +165,8 @@ describe("hangar serve --command-user nobody (as root)", () => {
     expect(event.success).toBe(true);
     const pid = event.content.pid as number;
     try {
+      // The pid is setpriv's until it has dropped to the user and become the program.
+      await eventually(() => readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "sleep");
       expect(uidOf(pid)).toBe(NOBODY);
     } finally {
       process.kill(pid, "SIGKILL");
