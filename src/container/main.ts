@@ -17,7 +17,7 @@
  *
  *   node dist/cli/container.js [hangar serve flags…]   (bundled by scripts/bundle-cli.mjs)
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
@@ -32,6 +32,7 @@ import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/key-env.js";
 import { defaultTlsDir, ensureSelfSignedCertificate } from "../computer/tls.js";
 import { startDesktopApps } from "../desktop/furniture.js";
 import { startVirtualDisplay } from "../desktop/virtual-display.js";
+import { runShell } from "../os/process.js";
 import { healthOriginFile } from "./health-origin.js";
 import { CONTAINER_SECRET_VARS, containerSettings, SERVER_SECRET_VARS } from "./settings.js";
 import { startVnc, type VncServers } from "./vnc.js";
@@ -175,15 +176,25 @@ function externalDisplay(display: string): {
 }
 
 /** The health check's origin file and the private files written for the server. */
-/** Adds the mounted egress CA to the user's NSS database; a failure is said and the desktop goes on. */
-function trustEgressCa(env: NodeJS.ProcessEnv): Promise<void> {
-  return new Promise((resolve) => {
-    execFile("/bin/sh", ["-c", TRUST_IN_NSS], { env, timeout: 30_000 }, (err, _stdout, stderr) => {
-      if (err)
-        log(`the egress CA is not trusted by the desktop's browser: ${String(stderr).trim() || err.message}`);
-      resolve();
-    });
-  });
+/**
+ * Adds the mounted egress CA to the user's NSS database; a failure is said and the desktop goes on.
+ * Run as a command is (os/process.ts): a timeout kills its whole process group.
+ */
+async function trustEgressCa(env: NodeJS.ProcessEnv): Promise<void> {
+  const vars = Object.fromEntries(
+    Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined),
+  );
+  const result = await runShell({ command: TRUST_IN_NSS, env: vars, timeoutSeconds: 30 }).catch(
+    (err: Error) => ({
+      returnCode: -1,
+      stderr: err.message,
+    }),
+  );
+  if (result.returnCode !== 0) {
+    log(
+      `the egress CA is not trusted by the desktop's browser: ${result.stderr.trim() || `exit ${result.returnCode}`}`,
+    );
+  }
 }
 
 async function removeFiles(env: NodeJS.ProcessEnv, files: { path: string }[]) {
