@@ -4,6 +4,7 @@
  * pixels of a known pattern; and a display that is missing or dies never takes the server down.
  */
 import { spawn } from "node:child_process";
+import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -122,6 +123,10 @@ describe("nut-js backend without a display", () => {
     let again: ReturnType<typeof spawn> | null = null;
     try {
       expect(await nut.screenSize()).toEqual({ width: 640, height: 480 });
+      // The display number stays this test's while its server is dead: its lock names this
+      // (living) process, so that another test's X server does not take the number meanwhile.
+      const lock = `/tmp/.X${display.display.slice(1)}-lock`;
+      writeFileSync(lock, `${String(process.pid).padStart(10)}\n`);
       display.xvfb.kill("SIGKILL");
       await new Promise((resolve) => display.xvfb.once("exit", resolve));
       // nut-js exits its process when it finds the server gone; the call reports it.
@@ -131,6 +136,7 @@ describe("nut-js backend without a display", () => {
         message: expect.stringContaining(display.display),
       });
 
+      rmSync(lock, { force: true });
       again = spawn("Xvfb", [display.display, "-screen", "0", "800x600x24", "-nolisten", "tcp", "-noreset"], {
         stdio: "ignore",
       });
