@@ -1,8 +1,8 @@
 /** File commands (reference §9.8): paths get `~` expanded and are made absolute. */
-import { mkdir, readdir, rmdir, stat, unlink } from "node:fs/promises";
 import { z } from "zod";
 import { appendFileAllOrNothing } from "../src/common/atomic-write.js";
 import { CommandError, describeOsError } from "../src/common/errors.js";
+import type { FileSystem, OpenFile } from "../src/common/file-system.js";
 import { Bytes, base64Param, bytesField } from "../src/computer/core/bytes.js";
 import { defineCommand } from "../src/computer/core/command.js";
 import { expandPath, openRegularFile, readInto, readToEnd, writeWhole } from "../src/os/files.js";
@@ -29,9 +29,9 @@ async function onPath<T>(path: string, fn: (abs: string) => Promise<T>): Promise
   }
 }
 
-const isKind = (kind: "file" | "directory") => (path: string) =>
+const isKind = (kind: "file" | "directory") => (path: string, files: FileSystem) =>
   onPath(path, (abs) =>
-    stat(abs).then(
+    files.stat(abs).then(
       (s) => ({ exists: kind === "file" ? s.isFile() : s.isDirectory() }),
       () => ({ exists: false }),
     ),
@@ -42,7 +42,7 @@ export const fileExists = defineCommand({
   description: "Whether a regular file exists at the path (false for directories).",
   params: pathOnly,
   result: exists,
-  handler: ({ path }) => isKind("file")(path),
+  handler: ({ path }, ctx) => isKind("file")(path, ctx.files),
 });
 
 export const directoryExists = defineCommand({
@@ -50,7 +50,7 @@ export const directoryExists = defineCommand({
   description: "Whether a directory exists at the path.",
   params: pathOnly,
   result: exists,
-  handler: ({ path }) => isKind("directory")(path),
+  handler: ({ path }, ctx) => isKind("directory")(path, ctx.files),
 });
 
 export const listDir = defineCommand({
@@ -59,7 +59,7 @@ export const listDir = defineCommand({
   description: "The names of the entries of a directory, sorted.",
   params: pathOnly,
   result: z.object({ files: z.array(z.string()) }),
-  handler: ({ path }) => onPath(path, async (abs) => ({ files: (await readdir(abs)).sort() })),
+  handler: ({ path }, ctx) => onPath(path, async (abs) => ({ files: (await ctx.files.readdir(abs)).sort() })),
 });
 
 export const readText = defineCommand({
@@ -68,19 +68,30 @@ export const readText = defineCommand({
   description: "The whole content of a text file, as UTF-8 (files up to 64 MiB; use read_bytes for more).",
   params: pathOnly,
   result: z.string(),
-  handler: ({ path }) =>
+  handler: ({ path }, ctx) =>
     onPath(path, async (abs) => {
-      const { handle, size } = await openRegularFile(abs, path);
+      const { handle, size } = await openRegularFile(abs, path, ctx.files);
       try {
         if (size > MAX_WHOLE_READ) {
           throw new CommandError("failed", `File is too large for read_text (${size} bytes): use read_bytes`);
         }
-        return await handle.readFile("utf8");
+        // A file that says it is empty (/proc's) is read to its end, up to the same limit.
+        const data =
+          size === 0
+            ? await readToEnd(handle, Buffer.allocUnsafe(READ_BUFFER_SIZE), MAX_WHOLE_READ)
+            : await readWholeFile(handle, size);
+        return data.toString("utf8");
       } finally {
         await handle.close().catch(() => undefined);
       }
     }),
 });
+
+/** A file of known size read whole into one buffer (fewer, larger reads than a growing list). */
+async function readWholeFile(handle: OpenFile, size: number): Promise<Buffer> {
+  const buffer = Buffer.allocUnsafe(size);
+  return buffer.subarray(0, await readInto(handle, buffer, size, 0));
+}
 
 export const writeText = defineCommand({
   name: "write_text",
@@ -88,9 +99,9 @@ export const writeText = defineCommand({
   description: "Creates or replaces a text file atomically (the parent directory must exist).",
   params: z.object({ path: pathParam, content: z.string() }),
   result: empty,
-  handler: ({ path, content }) =>
+  handler: ({ path, content }, ctx) =>
     onPath(path, async (abs) => {
-      await writeWhole(abs, content);
+      await writeWhole(abs, content, { files: ctx.files });
       return {};
     }),
 });
@@ -120,9 +131,9 @@ export const readBytes = defineCommand({
     length: z.number().int().min(0).max(MAX_WHOLE_READ).nullish(),
   }),
   result: z.object({ content_b64: bytesField("the bytes read, base64") }),
-  handler: ({ path, offset, length }) =>
+  handler: ({ path, offset, length }, ctx) =>
     onPath(path, async (abs) => {
-      const { handle, size } = await openRegularFile(abs, path);
+      const { handle, size } = await openRegularFile(abs, path, ctx.files);
       try {
         // Files of /proc and /sys say they are empty: read them up to the length asked (or to their end).
         const available = size === 0 ? MAX_WHOLE_READ : Math.max(0, size - offset);
@@ -159,10 +170,10 @@ export const writeBytes = defineCommand({
     append: z.boolean().nullish(),
   }),
   result: empty,
-  handler: ({ path, content_b64: data, append }) =>
+  handler: ({ path, content_b64: data, append }, ctx) =>
     onPath(path, async (abs) => {
-      if (append) await appendFileAllOrNothing(abs, data);
-      else await writeWhole(abs, data);
+      if (append) await appendFileAllOrNothing(abs, data, ctx.files);
+      else await writeWhole(abs, data, { files: ctx.files });
       return {};
     }),
 });
@@ -172,7 +183,7 @@ export const getFileSize = defineCommand({
   description: "The size of a file in bytes.",
   params: pathOnly,
   result: z.object({ size: z.number() }),
-  handler: ({ path }) => onPath(path, async (abs) => ({ size: (await stat(abs)).size })),
+  handler: ({ path }, ctx) => onPath(path, async (abs) => ({ size: (await ctx.files.stat(abs)).size })),
 });
 
 export const deleteFile = defineCommand({
@@ -181,9 +192,9 @@ export const deleteFile = defineCommand({
   description: "Deletes a file (not a directory).",
   params: pathOnly,
   result: empty,
-  handler: ({ path }) =>
+  handler: ({ path }, ctx) =>
     onPath(path, async (abs) => {
-      await unlink(abs);
+      await ctx.files.unlink(abs);
       return {};
     }),
 });
@@ -194,9 +205,9 @@ export const createDir = defineCommand({
   description: "Creates a directory and its parents; fine if it exists.",
   params: pathOnly,
   result: empty,
-  handler: ({ path }) =>
+  handler: ({ path }, ctx) =>
     onPath(path, async (abs) => {
-      await mkdir(abs, { recursive: true });
+      await ctx.files.mkdir(abs, { recursive: true });
       return {};
     }),
 });
@@ -207,9 +218,9 @@ export const deleteDir = defineCommand({
   description: "Deletes an empty directory.",
   params: pathOnly,
   result: empty,
-  handler: ({ path }) =>
+  handler: ({ path }, ctx) =>
     onPath(path, async (abs) => {
-      await rmdir(abs);
+      await ctx.files.rmdir(abs);
       return {};
     }),
 });

@@ -32,6 +32,8 @@ await build({
     // command line's chunks, so that both share one copy of each module (one shutdown registry).
     container: join(root, "dist", "src", "container", "main.js"),
     worker: join(root, "dist", "src", "desktop", "nut", "worker.js"),
+    // The command user's file worker (src/os/agent-files.ts finds it beside the chunk that starts it).
+    "agent-files-worker": join(root, "dist", "src", "os", "agent-files-worker.js"),
   },
   outdir: out,
   bundle: true,

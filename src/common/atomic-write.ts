@@ -8,21 +8,12 @@
  * first write of a process, and `sweepInterruptedWrites()`, remove those of processes that are gone.
  */
 import { randomBytes } from "node:crypto";
-import { constants, type Stats } from "node:fs";
-import {
-  type FileHandle,
-  lstat,
-  mkdir,
-  open,
-  readdir,
-  readlink,
-  rename,
-  symlink,
-  unlink,
-} from "node:fs/promises";
+import { constants } from "node:fs";
+import { mkdir, readdir, readlink, symlink, unlink } from "node:fs/promises";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { fileKind, notRegularFile } from "./errors.js";
+import { type FileInfo, type FileSystem, localFileSystem, type OpenFile, writeAll } from "./file-system.js";
 
 /** A new file (`wx`). */
 const NEW_FILE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL;
@@ -31,7 +22,13 @@ const NEW_SYNCED_FILE = NEW_FILE | (constants.O_DSYNC ?? 0);
 /** Links followed before giving up, as the kernel's ELOOP limit. */
 const MAX_LINKS = 40;
 
-export function writeFileAtomic(path: string, data: string | Uint8Array, options: { mode?: number } = {}) {
+/** Where and how a file is written: its mode, and whose file system (default this process's). */
+export interface AtomicWriteOptions {
+  mode?: number;
+  files?: FileSystem;
+}
+
+export function writeFileAtomic(path: string, data: string | Uint8Array, options: AtomicWriteOptions = {}) {
   const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
   return writeAtomicWith(path, (handle) => writeAll(handle, bytes), { ...options, synced: true });
 }
@@ -42,8 +39,8 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, options
  */
 export async function writeAtomicWith(
   path: string,
-  fill: (handle: FileHandle) => Promise<void>,
-  options: { mode?: number; synced?: boolean } = {},
+  fill: (handle: OpenFile) => Promise<void>,
+  options: AtomicWriteOptions & { synced?: boolean } = {},
 ) {
   const write = await beginAtomicWrite(path, options);
   try {
@@ -58,7 +55,7 @@ export async function writeAtomicWith(
 /** A write in progress to a temporary file beside its target (see `beginAtomicWrite`). */
 export interface AtomicWrite {
   /** The temporary file, open for writing from its start. */
-  readonly handle: FileHandle;
+  readonly handle: OpenFile;
   /** Puts the data on disk and renames the file over the target; on a failure nothing is left behind. */
   commit(): Promise<void>;
   /** Closes and removes the temporary file. */
@@ -74,9 +71,10 @@ export interface AtomicWrite {
  */
 export async function beginAtomicWrite(
   path: string,
-  options: { mode?: number; synced?: boolean } = {},
+  options: AtomicWriteOptions & { synced?: boolean } = {},
 ): Promise<AtomicWrite> {
-  const { target, existing } = await followLinks(path);
+  const files = options.files ?? localFileSystem;
+  const { target, existing } = await followLinks(path, files);
   if (existing?.isDirectory())
     throw Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${path}'`), {
       code: "EISDIR",
@@ -86,16 +84,16 @@ export async function beginAtomicWrite(
   const mode = options.mode ?? (existing ? existing.mode & 0o7777 : 0o644);
   const synced = options.synced && Boolean(constants.O_DSYNC);
   const note = await journal.note(temp);
-  let handle: FileHandle;
+  let handle: OpenFile;
   try {
-    handle = await open(temp, synced ? NEW_SYNCED_FILE : NEW_FILE, mode);
+    handle = await files.open(temp, synced ? NEW_SYNCED_FILE : NEW_FILE, mode);
   } catch (err) {
     void note.done();
     throw err;
   }
   const abort = async () => {
     await handle.close().catch(() => undefined);
-    await unlink(temp).catch(() => undefined);
+    await files.unlink(temp).catch(() => undefined);
     // Not waited for: once the file is gone, a leftover entry points at nothing and is swept.
     void note.done();
   };
@@ -106,7 +104,7 @@ export async function beginAtomicWrite(
         // The data and the size that reaches it are on disk before the name points at them.
         if (!synced) await handle.datasync();
         // An open file can be renamed: both at once, one trip through the thread pool fewer.
-        await Promise.all([rename(temp, target), handle.close()]);
+        await Promise.all([files.rename(temp, target), handle.close()]);
       } catch (err) {
         await abort();
         throw err;
@@ -122,23 +120,18 @@ export function isTemporaryWriteName(name: string): boolean {
   return /^\..+\.[0-9a-f]{12}\.tmp$/.test(name);
 }
 
-/** Writes all of `data` from the file's start, in as few calls as the system allows (one, usually). */
-async function writeAll(handle: FileHandle, data: Uint8Array) {
-  let written = 0;
-  while (written < data.length) {
-    const { bytesWritten } = await handle.write(data, written, data.length - written, written);
-    written += bytesWritten;
-  }
-}
-
 /**
  * Appends all of `data` or nothing: on a failure the file is cut back to its old length. Not
  * crash-safe: if the process dies in the middle, part of `data` may stay appended. Only regular
  * files (a FIFO would block the write until someone reads it).
  */
-export async function appendFileAllOrNothing(path: string, data: Uint8Array) {
+export async function appendFileAllOrNothing(
+  path: string,
+  data: Uint8Array,
+  files: FileSystem = localFileSystem,
+) {
   const flags = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK;
-  const handle = await open(path, flags).catch((err: NodeJS.ErrnoException) => {
+  const handle = await files.open(path, flags).catch((err: NodeJS.ErrnoException) => {
     // A FIFO that nobody reads cannot be opened for writing without blocking.
     throw err.code === "ENXIO" ? notRegularFile("a FIFO", path) : err;
   });
@@ -146,7 +139,7 @@ export async function appendFileAllOrNothing(path: string, data: Uint8Array) {
     const info = await handle.stat();
     if (!info.isFile()) throw notRegularFile(fileKind(info), path);
     try {
-      await handle.writeFile(data);
+      await writeAll(handle, data, null);
     } catch (err) {
       await handle.truncate(info.size).catch(() => undefined);
       throw err;
@@ -160,12 +153,15 @@ export async function appendFileAllOrNothing(path: string, data: Uint8Array) {
  * The path a write to `path` lands on: the end of its chain of symbolic links (which may not exist
  * yet), and what is there now.
  */
-async function followLinks(path: string): Promise<{ target: string; existing: Stats | null }> {
+async function followLinks(
+  path: string,
+  files: FileSystem,
+): Promise<{ target: string; existing: FileInfo | null }> {
   let current = path;
   for (let hops = 0; hops < MAX_LINKS; hops++) {
-    const info = await lstat(current).catch(() => null);
+    const info = await files.lstat(current).catch(() => null);
     if (!info?.isSymbolicLink()) return { target: current, existing: info };
-    const next = await readlink(current);
+    const next = await files.readlink(current);
     current = isAbsolute(next) ? next : resolve(dirname(current), next);
   }
   throw Object.assign(new Error(`Too many levels of symbolic links: ${path}`), { code: "ELOOP" });

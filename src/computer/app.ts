@@ -159,7 +159,7 @@ export function createComputerApp(options: ComputerAppOptions) {
     ),
   );
 
-  app.route("/files", fileRoutes({ bodyLimitBytes: limit, log }));
+  app.route("/files", fileRoutes({ bodyLimitBytes: limit, log, files: registry.files }));
   if (options.pty) app.route("/pty", ptyRoutes(options.pty, log, limit));
   app.route("/tunnel", tunnelRoutes(log));
   // The MCP SDK is loaded at the first /mcp request: it is a quarter of the server's idle memory.

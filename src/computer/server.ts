@@ -26,6 +26,7 @@ import { type AudioSource, audioFromEnv } from "../desktop/audio.js";
 import { type DesktopProvider, noDesktop } from "../desktop/backend.js";
 import { LiveStreams } from "../desktop/live/live-streams.js";
 import { Recordings } from "../desktop/recording/recordings.js";
+import { AgentFileSystem } from "../os/agent-files.js";
 import type { CommandUser } from "../os/command-user.js";
 import { WarmShells } from "../os/warm-shells.js";
 import { computerListener, createComputerApp, DEFAULT_BODY_LIMIT, statusBody } from "./app.js";
@@ -200,6 +201,8 @@ export async function startComputerServer(
     log,
   });
   const commandUser = options.commandUser;
+  // With a command user, the server (root) reaches files only through a worker of that user.
+  const files = commandUser ? new AgentFileSystem(commandUser, { log }) : undefined;
   const shells =
     options.warmShells === 0 || commandUser ? undefined : new WarmShells({ max: options.warmShells, log });
   // Who drives the desktop; taking and handing back are in the timeline (and so in trajectories).
@@ -224,6 +227,7 @@ export async function startComputerServer(
     browser: async () => browser,
     shells,
     commandUser,
+    files,
     recordings,
     trajectories,
     log,
@@ -339,9 +343,11 @@ export async function startComputerServer(
         pty,
         shells,
         user: commandUser,
+        files,
         tls,
         log,
       }).catch((err) => {
+        files?.close();
         server.close();
         throw err;
       })
@@ -362,6 +368,7 @@ export async function startComputerServer(
         log,
       }).catch(async (err) => {
         await envd?.close();
+        files?.close();
         server.close();
         throw err;
       })
@@ -378,6 +385,7 @@ export async function startComputerServer(
       idle.cancel();
       quiet.cancel();
       shells?.close();
+      files?.close();
       ownAccessibility?.close();
       pty.close();
       sockets.terminateAll();

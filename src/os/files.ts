@@ -8,13 +8,20 @@
  * (`paths.ts`): `~` expanded, NUL bytes refused. Failures are OS errors; `describeOsError` turns
  * them into a `CommandError` that names the path, which each transport maps to its wire.
  */
-import { constants, createWriteStream, type Stats } from "node:fs";
-import { type FileHandle, open } from "node:fs/promises";
+import { constants, createWriteStream } from "node:fs";
 import { dirname } from "node:path";
-import type { Readable } from "node:stream";
+import { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { writeAtomicWith, writeFileAtomic } from "../common/atomic-write.js";
 import { fileKind, notRegularFile } from "../common/errors.js";
+import {
+  type FileInfo,
+  type FileSystem,
+  localDescriptor,
+  localFileSystem,
+  type OpenFile,
+  writeAll,
+} from "../common/file-system.js";
 import { makeDirectory } from "./make-directory.js";
 
 export { expandHome, expandPath } from "./paths.js";
@@ -25,8 +32,11 @@ const SEND_CHUNK = 1024 * 1024;
 const WRITE_BUFFER = 4 * 1024 * 1024;
 
 /** Opens `abs` for reading without waiting, with what `fstat` says of it; the caller closes it. */
-export async function openFile(abs: string): Promise<{ handle: FileHandle; info: Stats }> {
-  const handle = await open(abs, constants.O_RDONLY | constants.O_NONBLOCK);
+export async function openFile(
+  abs: string,
+  files: FileSystem = localFileSystem,
+): Promise<{ handle: OpenFile; info: FileInfo }> {
+  const handle = await files.open(abs, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     return { handle, info: await handle.stat() };
   } catch (err) {
@@ -42,8 +52,9 @@ export async function openFile(abs: string): Promise<{ handle: FileHandle; info:
 export async function openRegularFile(
   abs: string,
   path: string,
-): Promise<{ handle: FileHandle; size: number }> {
-  const { handle, info } = await openFile(abs);
+  files: FileSystem = localFileSystem,
+): Promise<{ handle: OpenFile; size: number }> {
+  const { handle, info } = await openFile(abs, files);
   if (info.isFile()) return { handle, size: info.size };
   await handle.close().catch(() => undefined);
   if (info.isDirectory()) throw Object.assign(new Error(`EISDIR: ${path}`), { code: "EISDIR" });
@@ -52,7 +63,7 @@ export async function openRegularFile(
 
 /** Reads up to `wanted` bytes at `offset` into `buffer`; returns how many were read (fewer at the end). */
 export async function readInto(
-  handle: FileHandle,
+  handle: OpenFile,
   buffer: Buffer,
   wanted: number,
   offset: number,
@@ -71,7 +82,7 @@ export async function readInto(
  * bytes; returns a copy.
  */
 export async function readToEnd(
-  handle: FileHandle,
+  handle: OpenFile,
   buffer: Buffer,
   wanted: number,
   offset = 0,
@@ -87,6 +98,27 @@ export async function readToEnd(
   return Buffer.concat(parts, total);
 }
 
+/**
+ * Bytes `start`..`end` of an open file as a stream of chunks; the file is closed when the stream
+ * ends or is destroyed.
+ */
+export function fileStream(handle: OpenFile, start: number, end: number): Readable {
+  async function* chunks() {
+    try {
+      for (let position = start; position <= end; ) {
+        const buffer = Buffer.allocUnsafe(Math.min(SEND_CHUNK, end + 1 - position));
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
+        if (bytesRead === 0) throw new Error("The file became shorter while it was being sent");
+        position += bytesRead;
+        yield buffer.subarray(0, bytesRead);
+      }
+    } finally {
+      await handle.close().catch(() => undefined);
+    }
+  }
+  return Readable.from(chunks(), { objectMode: false });
+}
+
 /** Where streamed bytes go: a socket's response (`write` with a callback, then `end`). */
 export interface ByteSink {
   write(chunk: Buffer, done: (err?: Error | null) => void): unknown;
@@ -98,7 +130,7 @@ export interface ByteSink {
  * buffer is read into again once the socket has taken its previous content. A fresh buffer per read
  * (as a file stream does) costs page faults on every megabyte and leaves the allocator fragmented.
  */
-export async function sendRange(handle: FileHandle, out: ByteSink, start: number, end: number) {
+export async function sendRange(handle: OpenFile, out: ByteSink, start: number, end: number) {
   const buffers = [Buffer.allocUnsafeSlow(SEND_CHUNK), Buffer.allocUnsafeSlow(SEND_CHUNK)];
   const written: Promise<void>[] = [Promise.resolve(), Promise.resolve()];
   let position = start;
@@ -121,12 +153,14 @@ export async function sendRange(handle: FileHandle, out: ByteSink, start: number
 export interface WriteOptions {
   /** Make the missing parent directories first. */
   parents?: boolean;
+  /** Whose file system (default this process's). */
+  files?: FileSystem;
 }
 
 /** Replaces the file at `abs` with `data`, atomically. */
 export async function writeWhole(abs: string, data: string | Uint8Array, options: WriteOptions = {}) {
-  if (options.parents) await makeDirectory(dirname(abs));
-  await writeFileAtomic(abs, data);
+  if (options.parents) await makeDirectory(dirname(abs), options.files);
+  await writeFileAtomic(abs, data, { files: options.files });
 }
 
 /**
@@ -135,16 +169,52 @@ export async function writeWhole(abs: string, data: string | Uint8Array, options
  * gone) leaves the target as it was and no temporary file; its error is the rejection. The source is
  * destroyed on any failure.
  */
-export async function writeStreamed(abs: string, source: Readable): Promise<number> {
+export async function writeStreamed(
+  abs: string,
+  source: Readable,
+  files: FileSystem = localFileSystem,
+): Promise<number> {
   let written = 0;
-  await writeAtomicWith(abs, async (handle) => {
-    const out = createWriteStream("", { fd: handle.fd, autoClose: false, highWaterMark: WRITE_BUFFER });
-    await pipeline(source, out);
-    written = out.bytesWritten;
-  }).catch((err) => {
+  await writeAtomicWith(
+    abs,
+    async (handle) => {
+      const fd = localDescriptor(handle);
+      if (fd !== undefined) {
+        const out = createWriteStream("", { fd, autoClose: false, highWaterMark: WRITE_BUFFER });
+        await pipeline(source, out);
+        written = out.bytesWritten;
+      } else {
+        const out = fileSink(handle);
+        await pipeline(source, out);
+        written = out.bytesWritten;
+      }
+    },
+    { files },
+  ).catch((err) => {
     // A source (a request piped into it) that the write never read stops flowing: the caller can drop the rest.
     source.destroy();
     throw err;
   });
   return written;
+}
+
+/**
+ * A stream into a file that another process holds (the command user's file worker): what piles up
+ * while a write is under way goes in the next one, in order.
+ */
+function fileSink(file: OpenFile): Writable & { bytesWritten: number } {
+  const sink = new Writable({
+    highWaterMark: WRITE_BUFFER,
+    writev(chunks, done) {
+      const data = Buffer.concat(chunks.map((c) => c.chunk as Buffer));
+      writeAll(file, data, position).then(() => {
+        position += data.length;
+        sink.bytesWritten = position;
+        done();
+      }, done);
+    },
+  }) as Writable & { bytesWritten: number };
+  let position = 0;
+  sink.bytesWritten = 0;
+  return sink;
 }

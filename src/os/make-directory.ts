@@ -4,13 +4,13 @@
  * up once to the first existing ancestor and creates each missing level with a plain mkdir, so it
  * ends after at most one call per path component, with the first error.
  */
-import { mkdir, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
+import { type FileSystem, localFileSystem } from "../common/file-system.js";
 
-export async function makeDirectory(path: string): Promise<void> {
+export async function makeDirectory(path: string, files: FileSystem = localFileSystem): Promise<void> {
   const missing: string[] = [];
   for (let current = resolve(path); ; current = dirname(current)) {
-    const info = await stat(current).catch((err: NodeJS.ErrnoException) => {
+    const info = await files.stat(current).catch((err: NodeJS.ErrnoException) => {
       if (err.code === "ENOENT") return undefined;
       throw err;
     });
@@ -24,7 +24,7 @@ export async function makeDirectory(path: string): Promise<void> {
     if (dirname(current) === current) break;
   }
   for (const dir of missing.reverse()) {
-    await mkdir(dir).catch((err: NodeJS.ErrnoException) => {
+    await files.mkdir(dir).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== "EEXIST") throw err;
     });
   }

@@ -7,7 +7,16 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,6 +36,8 @@ let serve: RunningCli;
 let dir: string;
 /** The server's temp dir: nobody must pass through it to the sound's socket (the suite's own is 0700). */
 let serverTmp: string;
+/** A directory nobody may write in (mode 1777), for the files the agent's requests make. */
+let agentDir: string;
 let tokenFile: string;
 let osworldUrl: string;
 let envdUrl: string;
@@ -35,6 +46,9 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "hangar-command-user-"));
   tokenFile = join(dir, "envd-token");
   writeFileSync(tokenFile, `${TOKEN}\n`, { mode: 0o600 });
+  agentDir = join(dir, "agent");
+  mkdirSync(agentDir);
+  chmodSync(agentDir, 0o1777);
   serverTmp = join(dir, "tmp");
   mkdirSync(serverTmp, { mode: 0o1777 });
   chmodSync(serverTmp, 0o1777);
@@ -193,6 +207,47 @@ describe("hangar serve --command-user nobody (as root)", () => {
     const status = await fetch(`${serve.url}/status`);
     expect(status.status).toBe(200);
     expect((await run("echo still here")).stdout).toBe("still here\n");
+  });
+
+  it("file commands, /files, OSWorld's file routes and envd's files act as nobody", async () => {
+    // Reads: the server's key file is not nobody's to read, whichever way it is asked for.
+    const read = await postCmd(serve.url, { command: "read_text", params: { path: tokenFile } });
+    expect(read.event.success).toBe(false);
+    expect(read.event.error).toMatch(/[Pp]ermission denied/);
+    const got = await fetch(`${serve.url}/files${tokenFile}`);
+    expect(got.status).toBe(403);
+    expect(await got.text()).not.toContain(TOKEN);
+    const form = new FormData();
+    form.set("file_path", tokenFile);
+    const osworldFile = await fetch(`${osworldUrl}/file`, { method: "POST", body: form });
+    expect(osworldFile.status).not.toBe(200);
+    expect(await osworldFile.text()).not.toContain(TOKEN);
+    await expect(envdSandbox().files.read(tokenFile)).rejects.toThrow(/permission denied/i);
+
+    // Writes: refused where nobody may not write (the test's root-owned directory) …
+    const planted = await postCmd(serve.url, {
+      command: "write_text",
+      params: { path: join(dir, "planted"), content: "x" },
+    });
+    expect(planted.event.success).toBe(false);
+    expect(() => readFileSync(join(dir, "planted"))).toThrow();
+    // … and what the agent's files get is the agent's own.
+    const made = join(agentDir, "made");
+    expect(
+      (await postCmd(serve.url, { command: "write_text", params: { path: `${made}-cmd`, content: "a" } }))
+        .event.success,
+    ).toBe(true);
+    expect((await fetch(`${serve.url}/files${made}-files`, { method: "PUT", body: "b" })).status).toBe(201);
+    const upload = new FormData();
+    upload.set("file_path", `${made}-osworld`);
+    upload.set("file_data", new Blob(["c"]), "c.txt");
+    expect((await fetch(`${osworldUrl}/setup/upload`, { method: "POST", body: upload })).status).toBe(200);
+    await envdSandbox().files.write(`${made}-envd/inner`, "d");
+    for (const name of ["made-cmd", "made-files", "made-osworld", "made-envd", "made-envd/inner"]) {
+      expect([name, statSync(join(agentDir, name)).uid]).toEqual([name, NOBODY]);
+    }
+    expect(await envdSandbox().files.read(`${made}-envd/inner`)).toBe("d");
+    expect(uidOf(serve.pid)).toBe(0);
   });
 
   it("the agent's X clients draw on the display, and its apps reach the session bus, AT-SPI and the sound", async () => {

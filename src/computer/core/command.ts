@@ -11,8 +11,10 @@
  *   handler: async () => ({ protocol: 1, package: "0.1.0" }),
  * });
  */
+
 import type { z } from "zod";
 import type { BrowserSession } from "../../browser/session.js";
+import type { FileSystem } from "../../common/file-system.js";
 import type { Logger } from "../../common/logger.js";
 import type { AccessibilityBackend } from "../../desktop/accessibility.js";
 import type { DesktopBackend } from "../../desktop/backend.js";
@@ -37,6 +39,8 @@ export interface CommandContext {
   readonly shells?: WarmShells;
   /** The user the processes commands start run as (`--command-user`); undefined: the server's. */
   readonly commandUser?: CommandUser;
+  /** The file system as the desktop's user sees it: the command user's when there is one. */
+  readonly files: FileSystem;
   /** Video recordings of the desktop; undefined where the server records none. */
   readonly recordings?: Recordings;
   /** Trajectories of every command (`start_trajectory`); undefined where the server writes none. */

@@ -3,9 +3,11 @@
  * deadline and the input queue, and turns thrown errors into failure outcomes. Transports call
  * `run()` and know no command by name.
  */
+
 import { type BrowserProvider, noBrowser } from "../../browser/session.js";
 import { abortError, CommandStop, raceAbort, type Stop, type StopSource } from "../../common/abort.js";
 import { CommandError } from "../../common/errors.js";
+import { type FileSystem, localFileSystem } from "../../common/file-system.js";
 import { type Logger, silentLogger } from "../../common/logger.js";
 import { isPromise } from "../../common/settled.js";
 import { type AccessibilityProvider, noAccessibility } from "../../desktop/accessibility.js";
@@ -32,6 +34,8 @@ export interface RegistryOptions {
   shells?: WarmShells;
   /** The user the processes commands start run as (`--command-user`); default the server's. */
   commandUser?: CommandUser;
+  /** The desktop user's file system (the command user's file worker); default this process's. */
+  files?: FileSystem;
   /** Video recordings of the desktop (`start_recording`). */
   recordings?: Recordings;
   /** Trajectories of every command (`start_trajectory`). */
@@ -89,6 +93,11 @@ export class CommandRegistry {
   /** Commands whose parameters, when none are sent, are `{}` (see `parseParams`). */
   private readonly takesNone = new Set<AnyCommand>();
 
+  /** The file system as the desktop's user sees it (`--command-user`: its file worker), for file routes. */
+  get files(): FileSystem {
+    return this.services.files;
+  }
+
   constructor(commands: readonly AnyCommand[], options: RegistryOptions = {}) {
     this.desktop = options.desktop ?? noDesktop;
     this.accessibility = options.accessibility ?? noAccessibility;
@@ -107,6 +116,7 @@ export class CommandRegistry {
       browser: this.browser,
       shells: this.shells,
       commandUser: options.commandUser,
+      files: options.files ?? localFileSystem,
       recordings: this.recordings,
       trajectories: this.trajectories,
       control: this.control,
@@ -381,7 +391,13 @@ type Services = Pick<
   | "recordings"
   | "trajectories"
   | "control"
-> & { desktop: DesktopProvider; accessibility: AccessibilityProvider; browser: BrowserProvider; log: Logger };
+> & {
+  files: FileSystem;
+  desktop: DesktopProvider;
+  accessibility: AccessibilityProvider;
+  browser: BrowserProvider;
+  log: Logger;
+};
 
 /** A command's context: one object per command, its methods shared (made for every command). */
 class RunContext implements CommandContext {
@@ -415,6 +431,10 @@ class RunContext implements CommandContext {
 
   get commandUser() {
     return this.services.commandUser;
+  }
+
+  get files() {
+    return this.services.files;
   }
 
   get recordings() {

@@ -3,22 +3,22 @@
  * the type and permission bits of what it leads to and the resolved target; `permissions` as Go
  * prints a file mode (`drwxr-xr-x`, `Lrwxrwxrwx`); owner and group by name where the system has one.
  */
-import type { Stats } from "node:fs";
-import { lstat, readFile, realpath, stat } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { FileInfo, FileSystem } from "../../../common/file-system.js";
 import { type EntryInfo, EntryInfoSchema, FileType } from "./gen/filesystem/filesystem_pb.js";
 
 /** The entry at `path` (absolute); rejects with the OS error (ENOENT when there is none). */
-export async function entryInfo(path: string): Promise<EntryInfo> {
-  const info = await lstat(path);
+export async function entryInfo(path: string, files: FileSystem): Promise<EntryInfo> {
+  const info = await files.lstat(path);
   let type = fileType(info);
   let mode = info.mode & 0o777;
   let symlinkTarget: string | undefined;
   if (info.isSymbolicLink()) {
-    symlinkTarget = await realpath(path).catch(() => path);
-    const target = await stat(path).catch(() => undefined);
+    symlinkTarget = await files.realpath(path).catch(() => path);
+    const target = await files.stat(path).catch(() => undefined);
     type = target ? fileType(target) : FileType.UNSPECIFIED;
     mode = target ? target.mode & 0o777 : 0;
   }
@@ -37,7 +37,7 @@ export async function entryInfo(path: string): Promise<EntryInfo> {
   });
 }
 
-function fileType(info: Stats): FileType {
+function fileType(info: FileInfo): FileType {
   if (info.isFile()) return FileType.FILE;
   if (info.isDirectory()) return FileType.DIRECTORY;
   if (info.isSymbolicLink()) return FileType.SYMLINK;
@@ -45,7 +45,7 @@ function fileType(info: Stats): FileType {
 }
 
 /** A mode as Go's `FileMode.String()` writes it: type and special letters (or `-`), then `rwxrwxrwx`. */
-export function modeString(info: Stats): string {
+export function modeString(info: FileInfo): string {
   let letters = "";
   if (info.isDirectory()) letters += "d";
   if (info.isSymbolicLink()) letters += "L";

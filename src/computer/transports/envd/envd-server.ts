@@ -8,9 +8,11 @@
  * access token once one is set (`X-Access-Token`; `/health` and `/init` go without it, `/files`
  * also takes a signed URL): without it, a 401 in envd's JSON. Docs: docs/e2b.md.
  */
+
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { type FileSystem, localFileSystem } from "../../../common/file-system.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { corsHeaders, nodeHeader, type OriginPolicy, policyHeaders } from "../../../common/origin-policy.js";
 import type { CommandUser } from "../../../os/command-user.js";
@@ -43,6 +45,8 @@ export interface EnvdOptions {
   shells?: ShellPool;
   /** The user envd's processes run as and whose home is envd's (`--command-user`; default the server's). */
   user?: CommandUser;
+  /** The file system of envd's user (`--command-user`: its file worker's); default this process's. */
+  files?: FileSystem;
   /** `node:https`' createServer and the server's certificate, when the server has TLS. */
   tls?: { createServer: unknown; serverOptions: object };
   log?: Logger;
@@ -58,7 +62,8 @@ export async function startEnvd(options: EnvdOptions): Promise<RunningEnvd> {
   const log = options.log ?? silentLogger;
   const state = new EnvdState(options.token, options.user);
   const processes = new EnvdProcesses({ shells: options.shells, pty: options.pty, user: options.user, log });
-  const files = filesystemService(state);
+  const fileSystem = options.files ?? localFileSystem;
+  const files = filesystemService(state, fileSystem);
   const rpc = connectNodeAdapter({
     routes: (router) => {
       router.service(Process, processService(state, processes));
@@ -106,7 +111,7 @@ export async function startEnvd(options: EnvdOptions): Promise<RunningEnvd> {
       state.init(await initRequest(req));
       res.writeHead(204, { "cache-control": "no-store", "x-envd-version": ENVD_VERSION }).end();
     } else if (url.pathname === "/files" && ["GET", "HEAD", "POST"].includes(req.method ?? "")) {
-      await answerFiles(req, res, url, state, options.bodyLimitBytes);
+      await answerFiles(req, res, url, state, options.bodyLimitBytes, fileSystem);
     } else {
       const token = req.headers["x-access-token"];
       if (!state.accepts(typeof token === "string" ? token : undefined)) {

@@ -19,6 +19,7 @@ import { basename, dirname } from "node:path";
 import { pipeline, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { describeOsError } from "../../../common/errors.js";
+import type { FileSystem } from "../../../common/file-system.js";
 import { formatBytes } from "../../../common/sizes.js";
 import { openFile, sendRange, writeStreamed } from "../../../os/files.js";
 import { makeDirectory } from "../../../os/make-directory.js";
@@ -43,6 +44,7 @@ export async function answerFiles(
   url: URL,
   state: EnvdState,
   bodyLimitBytes: number,
+  files: FileSystem,
 ) {
   const query: FileQuery = {
     path: url.searchParams.get("path") ?? "",
@@ -53,8 +55,8 @@ export async function answerFiles(
   const write = req.method === "POST";
   authorize(req, state, query, write ? "write" : "read");
   state.checkUser(query.username, (message) => new EnvdHttpError(401, message));
-  if (write) await receive(req, res, query, state, bodyLimitBytes);
-  else await send(req, res, query, state);
+  if (write) await receive(req, res, query, state, bodyLimitBytes, files);
+  else await send(req, res, query, state, files);
 }
 
 function authorize(req: IncomingMessage, state: EnvdState, query: FileQuery, operation: "read" | "write") {
@@ -81,10 +83,16 @@ function authorize(req: IncomingMessage, state: EnvdState, query: FileQuery, ope
   }
 }
 
-async function send(req: IncomingMessage, res: ServerResponse, query: FileQuery, state: EnvdState) {
+async function send(
+  req: IncomingMessage,
+  res: ServerResponse,
+  query: FileQuery,
+  state: EnvdState,
+  files: FileSystem,
+) {
   const path = resolvePath(state, query.path);
   // Non-blocking: a FIFO must not hang the open; only regular files are sent.
-  const { handle, info } = await openFile(path).catch((err) => {
+  const { handle, info } = await openFile(path, files).catch((err) => {
     throw httpError(err, path);
   });
   try {
@@ -123,6 +131,7 @@ async function receive(
   query: FileQuery,
   state: EnvdState,
   limit: number,
+  files: FileSystem,
 ) {
   const refuse = (status: number, message: string) => {
     dropTheRest(req);
@@ -157,7 +166,7 @@ async function receive(
     if (/^application\/octet-stream\b/i.test(type)) {
       if (!query.path) throw new EnvdHttpError(400, "path query parameter is required for raw body upload");
       const path = resolvePath(state, query.path);
-      await writeFile(path, body);
+      await writeFile(path, body, files);
       written.push({ path, name: basename(path), type: "file" });
     } else if (/^multipart\//i.test(type)) {
       const boundary = multipartBoundary(type);
@@ -178,7 +187,7 @@ async function receive(
             `you cannot upload multiple files to the same path '${path}' in one upload request`,
           );
         }
-        await writeFile(path, part.body);
+        await writeFile(path, part.body, files);
         written.push({ path, name: basename(path), type: "file" });
       });
     } else {
@@ -197,14 +206,14 @@ async function receive(
 }
 
 /** Streams `source` to `path` through a temporary file, making missing parent directories. */
-async function writeFile(path: string, source: Readable) {
+async function writeFile(path: string, source: Readable, files: FileSystem) {
   try {
-    await makeDirectory(dirname(path));
+    await makeDirectory(dirname(path), files);
   } catch (err) {
     source.destroy();
     throw httpError(err, dirname(path));
   }
-  await writeStreamed(path, source).catch((err) => {
+  await writeStreamed(path, source, files).catch((err) => {
     throw uploadError(err, path);
   });
 }

@@ -5,10 +5,10 @@
  * is not_found, a path of the wrong kind invalid_argument, an existing directory already_exists.
  */
 import { randomBytes } from "node:crypto";
-import { readdir, realpath, rename, rm, stat, statfs } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { describeOsError } from "../../../common/errors.js";
+import type { FileSystem } from "../../../common/file-system.js";
 import { makeDirectory } from "../../../os/make-directory.js";
 import { entryInfo } from "./entries.js";
 import type { EnvdState } from "./envd-state.js";
@@ -41,7 +41,7 @@ export interface FilesystemService {
   close(): void;
 }
 
-export function filesystemService(state: EnvdState): FilesystemService {
+export function filesystemService(state: EnvdState, files: FileSystem): FilesystemService {
   const watchers = new Map<string, PolledWatcher>();
   /** The path of a request, absolute, for the user the request names (only this server's). */
   const pathOf = (path: string, ctx: HandlerContext) => {
@@ -52,12 +52,12 @@ export function filesystemService(state: EnvdState): FilesystemService {
   const impl: ServiceImpl<typeof Filesystem> = {
     async stat(req, ctx) {
       const path = pathOf(req.path, ctx);
-      return { entry: await entryOf(path) };
+      return { entry: await entryOf(files, path) };
     },
 
     async makeDir(req, ctx) {
       const path = pathOf(req.path, ctx);
-      const existing = await stat(path).catch((err: NodeJS.ErrnoException) => {
+      const existing = await files.stat(path).catch((err: NodeJS.ErrnoException) => {
         if (err.code === "ENOENT") return undefined;
         throw rpcError(err, path);
       });
@@ -68,45 +68,45 @@ export function filesystemService(state: EnvdState): FilesystemService {
           `path already exists but it is not a directory: ${path}`,
           Code.InvalidArgument,
         );
-      await makeDirectory(path).catch((err) => {
+      await makeDirectory(path, files).catch((err) => {
         throw rpcError(err, path);
       });
-      return { entry: await entryOf(path) };
+      return { entry: await entryOf(files, path) };
     },
 
     async move(req, ctx) {
       const source = pathOf(req.source, ctx);
       const destination = pathOf(req.destination, ctx);
       try {
-        await makeDirectory(dirname(destination));
-        await rename(source, destination);
+        await makeDirectory(dirname(destination), files);
+        await files.rename(source, destination);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         if (code === "ENOENT") throw new ConnectError(`source file not found: ${source}`, Code.NotFound);
         throw rpcError(err, code === "EXDEV" ? `${source} → ${destination} (another file system)` : source);
       }
-      return { entry: await entryOf(destination) };
+      return { entry: await entryOf(files, destination) };
     },
 
     async listDir(req, ctx) {
       const path = pathOf(req.path, ctx);
       const depth = req.depth === 0 ? 1 : req.depth;
-      const real = await realpath(path).catch((err) => {
+      const real = await files.realpath(path).catch((err) => {
         throw rpcError(err, path);
       });
-      const info = await stat(real).catch((err) => {
+      const info = await files.stat(real).catch((err) => {
         throw rpcError(err, path);
       });
       if (!info.isDirectory())
         throw new ConnectError(`path is not a directory: ${path}`, Code.InvalidArgument);
       const entries: EntryInfo[] = [];
-      await walk(real, path, depth, entries);
+      await walk(files, real, path, depth, entries);
       return { entries };
     },
 
     async remove(req, ctx) {
       const path = pathOf(req.path, ctx);
-      await rm(path, { recursive: true, force: true }).catch((err) => {
+      await files.rm(path, { recursive: true, force: true }).catch((err) => {
         throw rpcError(err, path);
       });
       return {};
@@ -114,13 +114,13 @@ export function filesystemService(state: EnvdState): FilesystemService {
 
     async *watchDir(req, ctx) {
       const path = pathOf(req.path, ctx);
-      await checkWatchable(path, req.allowNetworkMounts);
+      await checkWatchable(files, path, req.allowNetworkMounts);
       const queue: FilesystemEvent[] = [];
       let failure: Error | undefined;
       let wake: (() => void) | undefined;
       const stop = await watchDirectory(
         path,
-        { recursive: req.recursive, includeEntry: req.includeEntry },
+        { recursive: req.recursive, includeEntry: req.includeEntry, files },
         (event) => {
           queue.push(event);
           wake?.();
@@ -151,7 +151,7 @@ export function filesystemService(state: EnvdState): FilesystemService {
 
     async createWatcher(req, ctx) {
       const path = pathOf(req.path, ctx);
-      await checkWatchable(path, req.allowNetworkMounts);
+      await checkWatchable(files, path, req.allowNetworkMounts);
       if (watchers.size >= MAX_WATCHERS) {
         throw new ConnectError(
           `too many watchers (${MAX_WATCHERS}): remove the ones not needed`,
@@ -162,7 +162,7 @@ export function filesystemService(state: EnvdState): FilesystemService {
       const watcher: PolledWatcher = { events: [], stop: () => undefined };
       watcher.stop = await watchDirectory(
         path,
-        { recursive: req.recursive, includeEntry: req.includeEntry },
+        { recursive: req.recursive, includeEntry: req.includeEntry, files },
         (event) => {
           if (watcher.events.length < MAX_WATCHER_EVENTS) watcher.events.push(event);
           else
@@ -204,8 +204,8 @@ export function filesystemService(state: EnvdState): FilesystemService {
   };
 }
 
-async function entryOf(path: string): Promise<EntryInfo> {
-  return entryInfo(path).catch((err) => {
+async function entryOf(files: FileSystem, path: string): Promise<EntryInfo> {
+  return entryInfo(path, files).catch((err) => {
     throw rpcError(err, path);
   });
 }
@@ -214,9 +214,9 @@ async function entryOf(path: string): Promise<EntryInfo> {
  * The entries under `real` down to `depth` levels, sorted by name at each level, as paths under
  * `shown` (the path the client asked for); symbolic links to directories are not followed.
  */
-async function walk(real: string, shown: string, depth: number, into: EntryInfo[]) {
+async function walk(files: FileSystem, real: string, shown: string, depth: number, into: EntryInfo[]) {
   const names = (
-    await readdir(real).catch((err) => {
+    await files.readdir(real).catch((err) => {
       throw rpcError(err, shown);
     })
   ).sort();
@@ -227,24 +227,28 @@ async function walk(real: string, shown: string, depth: number, into: EntryInfo[
         Code.ResourceExhausted,
       );
     }
-    const entry = await entryInfo(join(real, name)).catch(() => undefined);
+    const entry = await entryInfo(join(real, name), files).catch(() => undefined);
     // Gone since the listing: skipped, as envd does.
     if (!entry) continue;
     entry.path = join(shown, name);
     into.push(entry);
     if (depth > 1 && entry.type === FileType.DIRECTORY && entry.symlinkTarget === undefined) {
-      await walk(join(real, name), join(shown, name), depth - 1, into);
+      await walk(files, join(real, name), join(shown, name), depth - 1, into);
     }
   }
 }
 
-async function checkWatchable(path: string, allowNetworkMounts: boolean) {
-  const info = await stat(path).catch((err) => {
+async function checkWatchable(files: FileSystem, path: string, allowNetworkMounts: boolean) {
+  const info = await files.stat(path).catch((err) => {
     throw rpcError(err, path);
   });
   if (!info.isDirectory()) throw new ConnectError(`path ${path} not a directory`, Code.InvalidArgument);
+  // Watched by this process's inotify: only a directory the user may list itself.
+  await files.readdir(path).catch((err) => {
+    throw rpcError(err, path);
+  });
   if (allowNetworkMounts) return;
-  const fs = await statfs(path).catch(() => undefined);
+  const fs = await files.statfs(path).catch(() => undefined);
   if (fs && NETWORK_FILESYSTEMS.has(fs.type)) {
     throw new ConnectError(`cannot watch path on network filesystem: ${path}`, Code.InvalidArgument);
   }

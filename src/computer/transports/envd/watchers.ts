@@ -6,10 +6,10 @@
  * are not reported: an upload shows as the creation of its file.
  */
 import { type FSWatcher, watch } from "node:fs";
-import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { isTemporaryWriteName } from "../../../common/atomic-write.js";
+import type { FileSystem } from "../../../common/file-system.js";
 import { entryInfo } from "./entries.js";
 import { EventType, type FilesystemEvent, FilesystemEventSchema } from "./gen/filesystem/filesystem_pb.js";
 
@@ -19,6 +19,11 @@ const MAX_WATCHED_DIRECTORIES = 8192;
 export interface WatchOptions {
   recursive: boolean;
   includeEntry: boolean;
+  /**
+   * The user's file system: what an event says of a name is read through it, and a recursive watch
+   * follows only the directories the user may list (the watch itself is this process's inotify).
+   */
+  files: FileSystem;
 }
 
 /**
@@ -83,19 +88,21 @@ export async function watchDirectory(
     if (isTemporaryWriteName(name)) return;
     const relative = parent ? join(parent, name) : name;
     chain = chain.then(async () => {
-      const event = await describe(dir, relative, kind, options.includeEntry);
+      const event = await describe(options.files, dir, relative, kind, options.includeEntry);
       if (closed) return;
       if (options.recursive && kind === "rename") {
         if (event.type === EventType.REMOVE) forget(relative);
-        else if (await isDirectory(join(dir, relative))) await addTree(relative);
+        else if (await isDirectory(options.files, join(dir, relative))) await addTree(relative);
       }
       onEvent(event);
     });
   };
   const addTree = async (relative: string) => {
+    const entries = await options.files.readdirEntries(join(dir, relative)).catch(() => undefined);
+    // A directory the user may not list is not watched (the root was checked by the caller).
+    if (!entries && relative !== "") return;
     add(relative);
-    const entries = await readdir(join(dir, relative), { withFileTypes: true }).catch(() => []);
-    for (const entry of entries) {
+    for (const entry of entries ?? []) {
       if (entry.isDirectory() && !closed) await addTree(relative ? join(relative, entry.name) : entry.name);
     }
   };
@@ -104,14 +111,15 @@ export async function watchDirectory(
   return stop;
 }
 
-async function isDirectory(path: string): Promise<boolean> {
-  return lstat(path).then(
+async function isDirectory(files: FileSystem, path: string): Promise<boolean> {
+  return files.lstat(path).then(
     (info) => info.isDirectory(),
     () => false,
   );
 }
 
 async function describe(
+  files: FileSystem,
   dir: string,
   name: string,
   kind: "rename" | "change",
@@ -120,13 +128,15 @@ async function describe(
   const path = join(dir, name);
   let type = EventType.WRITE;
   if (kind === "rename") {
-    const exists = await lstat(path).then(
+    const exists = await files.lstat(path).then(
       () => true,
       () => false,
     );
     type = exists ? EventType.CREATE : EventType.REMOVE;
   }
   const entry =
-    includeEntry && type !== EventType.REMOVE ? await entryInfo(path).catch(() => undefined) : undefined;
+    includeEntry && type !== EventType.REMOVE
+      ? await entryInfo(path, files).catch(() => undefined)
+      : undefined;
   return create(FilesystemEventSchema, { name, type, entry });
 }

@@ -11,9 +11,9 @@
  * `/files/~/notes.txt` is in the home directory. Mounted after the app's `auth` middleware, so it
  * has the same authentication and origin rules as `/cmd`. Failures are JSON `{"detail": ...}`.
  */
-import { stat } from "node:fs/promises";
 import { type Context, Hono } from "hono";
 import { CommandError, describeOsError } from "../../../common/errors.js";
+import { type FileSystem, localFileSystem } from "../../../common/file-system.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
 import { formatBytes } from "../../../common/sizes.js";
 import { expandPath, openFile, sendRange, writeStreamed } from "../../../os/files.js";
@@ -27,14 +27,17 @@ import { checkDeclaredSize, limitedBody } from "../../http/streamed-body.js";
 export interface FileRoutesOptions {
   /** Largest `PUT` body in bytes. */
   bodyLimitBytes: number;
+  /** The desktop user's file system (`--command-user`: its file worker's); default this process's. */
+  files?: FileSystem;
   log?: Logger;
 }
 
 export function fileRoutes(options: FileRoutesOptions) {
   const log = options.log ?? silentLogger;
+  const files = options.files ?? localFileSystem;
   const routes = new Hono<ComputerEnv>();
-  routes.on(["GET", "HEAD"], "/*", (c) => answer(c, log, () => sendFile(c)));
-  routes.put("/*", (c) => answer(c, log, () => receiveFile(c, options.bodyLimitBytes)));
+  routes.on(["GET", "HEAD"], "/*", (c) => answer(c, log, () => sendFile(c, files)));
+  routes.put("/*", (c) => answer(c, log, () => receiveFile(c, options.bodyLimitBytes, files)));
   return routes;
 }
 
@@ -81,9 +84,9 @@ export function requestedPath(c: Context<ComputerEnv>): { path: string; abs: str
   }
 }
 
-async function sendFile(c: Context<ComputerEnv>): Promise<Response | undefined> {
+async function sendFile(c: Context<ComputerEnv>, files: FileSystem): Promise<Response | undefined> {
   const { path, abs } = requestedPath(c);
-  const info = await stat(abs).catch((err) => {
+  const info = await files.stat(abs).catch((err) => {
     throw describeOsError(err, path);
   });
   if (!info.isFile()) throw new CommandError("invalid_params", `Not a regular file: ${path}`);
@@ -104,7 +107,7 @@ async function sendFile(c: Context<ComputerEnv>): Promise<Response | undefined> 
     });
   }
   // Opened before the headers, so that a file that cannot be read is still a JSON failure.
-  const { handle } = await openFile(abs).catch((err) => {
+  const { handle } = await openFile(abs, files).catch((err) => {
     throw describeOsError(err, path);
   });
   try {
@@ -115,11 +118,11 @@ async function sendFile(c: Context<ComputerEnv>): Promise<Response | undefined> 
   }
 }
 
-async function receiveFile(c: Context<ComputerEnv>, limit: number): Promise<undefined> {
+async function receiveFile(c: Context<ComputerEnv>, limit: number, files: FileSystem): Promise<undefined> {
   const { path, abs } = requestedPath(c);
   const incoming = c.env.incoming;
   checkDeclaredSize(incoming, limit, () => tooLarge(limit));
-  const existed = await stat(abs).then(
+  const existed = await files.stat(abs).then(
     () => true,
     () => false,
   );
@@ -128,6 +131,7 @@ async function receiveFile(c: Context<ComputerEnv>, limit: number): Promise<unde
     size = await writeStreamed(
       abs,
       limitedBody(incoming, limit, () => tooLarge(limit)),
+      files,
     );
   } catch (err) {
     dropTheRest(incoming);

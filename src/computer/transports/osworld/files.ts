@@ -6,20 +6,21 @@
  * regular file (a FIFO would hang the reader). Uploads go to a temporary file beside the target,
  * renamed over it when complete (`os/files.ts` `writeWhole`): a failed upload leaves nothing behind.
  */
-import { type Dirent, existsSync, statSync } from "node:fs";
-import { readdir } from "node:fs/promises";
 import { homedir } from "node:os";
 import { basename, extname, join, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { Hono } from "hono";
 import { CommandError, describeOsError } from "../../../common/errors.js";
-import { expandHome, openFile, readToEnd, writeWhole } from "../../../os/files.js";
+import type { DirEntry, FileSystem } from "../../../common/file-system.js";
+import { expandHome, fileStream, openFile, readToEnd, writeWhole } from "../../../os/files.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { attachment, formBody, jsonBody, multipartBody, stringField, text } from "./replies.js";
 
 export interface FileDeps {
   /** Largest request body (and upload, and download by `/setup/download_file`). */
   bodyLimitBytes: number;
+  /** The desktop user's file system (`--command-user`: its file worker's). */
+  files: FileSystem;
 }
 
 /** Entries a `/list_directory` tree holds at most (a tree of `/` would not end). */
@@ -80,7 +81,7 @@ export function fileRoutes(deps: FileDeps) {
     if (ownProcess(path)) return c.json({ error: "Not allowed: the controller's own /proc entry" }, 403);
     let opened: Awaited<ReturnType<typeof openFile>>;
     try {
-      opened = await openFile(path);
+      opened = await openFile(path, deps.files);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === "ENOENT" || code === "ENOTDIR") return c.json({ error: "File not found" }, 404);
@@ -105,7 +106,7 @@ export function fileRoutes(deps: FileDeps) {
       }
     }
     headers["content-length"] = String(info.size);
-    const stream = handle.createReadStream({ start: 0, end: info.size - 1 });
+    const stream = fileStream(handle, 0, info.size - 1);
     return c.body(Readable.toWeb(stream) as ReadableStream, 200, headers);
   });
 
@@ -121,7 +122,7 @@ export function fileRoutes(deps: FileDeps) {
       return c.json({ error: `Not allowed: uploads cannot write under /proc, /sys or /dev` }, 403);
     const data = new Uint8Array(await file.arrayBuffer());
     try {
-      await writeWhole(path, data, { parents: true });
+      await writeWhole(path, data, { parents: true, files: deps.files });
     } catch (err) {
       return c.json({ error: `Failed to upload file: ${describeOsError(err).message}` }, 500);
     }
@@ -133,16 +134,16 @@ export function fileRoutes(deps: FileDeps) {
     const given = stringField(data, "path");
     if (!given) return c.json({ error: "Missing 'path' parameter" }, 400);
     const path = resolve(given);
-    if (!(existsSync(path) && statSync(path).isDirectory())) {
+    if (!(await isDirectory(deps.files, path))) {
       return c.json({ error: "The provided path is not a directory" }, 400);
     }
     const budget = { left: MAX_TREE_ENTRIES };
-    return c.json({ directory_tree: await directoryTree(path, 0, budget) });
+    return c.json({ directory_tree: await directoryTree(deps.files, path, 0, budget) });
   });
 
-  routes.post("/desktop_path", (c) => {
+  routes.post("/desktop_path", async (c) => {
     const path = join(homedir(), "Desktop");
-    if (existsSync(path) && statSync(path).isDirectory()) return c.json({ desktop_path: path });
+    if (await isDirectory(deps.files, path)) return c.json({ desktop_path: path });
     return c.json({ error: "Unsupported operating system or desktop path not found" }, 404);
   });
 
@@ -158,7 +159,7 @@ export function fileRoutes(deps: FileDeps) {
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         const bytes = await download(url, deps.bodyLimitBytes);
-        await writeWhole(path, bytes, { parents: true });
+        await writeWhole(path, bytes, { parents: true, files: deps.files });
         return text(c, `File downloaded successfully: ${bytes.length} bytes`);
       } catch (err) {
         last = (err as Error).message;
@@ -195,10 +196,15 @@ type TreeNode =
   | { error: string };
 
 /** upstream's tree: directories with children, files; symbolic links are not followed. */
-async function directoryTree(path: string, depth: number, budget: { left: number }): Promise<TreeNode> {
-  let entries: Dirent[];
+async function directoryTree(
+  files: FileSystem,
+  path: string,
+  depth: number,
+  budget: { left: number },
+): Promise<TreeNode> {
+  let entries: DirEntry[];
   try {
-    entries = await readdir(path, { withFileTypes: true });
+    entries = await files.readdirEntries(path);
   } catch (err) {
     return { error: describeOsError(err).message };
   }
@@ -207,10 +213,17 @@ async function directoryTree(path: string, depth: number, budget: { left: number
     if (budget.left <= 0) break;
     budget.left--;
     if (entry.isDirectory() && depth < MAX_TREE_DEPTH) {
-      children.push(await directoryTree(join(path, entry.name), depth + 1, budget));
+      children.push(await directoryTree(files, join(path, entry.name), depth + 1, budget));
     } else {
       children.push({ type: "file", name: entry.name });
     }
   }
   return { type: "directory", name: basename(path), children };
+}
+
+function isDirectory(files: FileSystem, path: string): Promise<boolean> {
+  return files.stat(path).then(
+    (info) => info.isDirectory(),
+    () => false,
+  );
 }

@@ -89,7 +89,7 @@ export function createOsworldApp(options: OsworldAppOptions) {
   const programs = { commands, bodyLimitBytes: limit, env: options.childEnv };
   app.route("/", executeRoutes(programs));
   app.route("/", scriptRoutes(programs));
-  app.route("/", fileRoutes({ bodyLimitBytes: limit }));
+  app.route("/", fileRoutes({ bodyLimitBytes: limit, files: options.registry.files }));
   const desktop = {
     commands,
     bodyLimitBytes: limit,
