@@ -6,7 +6,6 @@
  * page's elements can be named by the `ref_N` that `browser_read_page` and `browser_find` give
  * (src/browser/page-refs.ts): what Claude's browser toolset needs (`hangar/client/anthropic`).
  */
-import { realpath, stat } from "node:fs/promises";
 import { isAbsolute, relative, sep } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Page } from "playwright-core";
@@ -15,6 +14,7 @@ import { pageChords, pageKeysOfChord } from "../src/browser/keys.js";
 import { PageRefs } from "../src/browser/page-refs.js";
 import type { Tab } from "../src/browser/session.js";
 import { CommandError } from "../src/common/errors.js";
+import type { FileSystem } from "../src/common/file-system.js";
 import { Bytes, bytesField } from "../src/computer/core/bytes.js";
 import { type CommandContext, defineCommand } from "../src/computer/core/command.js";
 
@@ -560,7 +560,7 @@ export const browserFileUpload = defineCommand({
   result: z.object({ files: z.array(z.string()) }),
   deadlineMs: deadline,
   handler: async ({ ref, paths, roots, tab_id, timeout }, ctx) => {
-    const files = await Promise.all(paths.map((path) => uploadable(path, roots ?? undefined)));
+    const files = await Promise.all(paths.map((path) => uploadable(ctx.files, path, roots ?? undefined)));
     const page = await currentPage(ctx, timeout, tab_id);
     const refs = PageRefs.of(page);
     const kind = await refs.call<string>(
@@ -576,18 +576,21 @@ export const browserFileUpload = defineCommand({
   },
 });
 
-/** A file's real path, checked to be a regular file inside one of `roots` (when given). */
-async function uploadable(path: string, roots: string[] | undefined): Promise<string> {
+/**
+ * A file's real path, checked to be a regular file inside one of `roots` (when given), as the
+ * desktop's user sees it (`--command-user`: the browser runs as that user and reads the file).
+ */
+async function uploadable(files: FileSystem, path: string, roots: string[] | undefined): Promise<string> {
   if (!isAbsolute(path))
     throw new CommandError("invalid_params", `Invalid params: paths: not absolute: ${path}`);
-  const real = await realpath(path).catch(() => {
+  const real = await files.realpath(path).catch(() => {
     throw new CommandError("not_found", `No such file: ${path}`);
   });
-  if (!(await stat(real)).isFile()) throw new CommandError("failed", `Not a file: ${path}`);
+  if (!(await files.stat(real)).isFile()) throw new CommandError("failed", `Not a file: ${path}`);
   if (roots) {
     const inside = await Promise.all(
       roots.map(async (root) => {
-        const base = await realpath(root).catch(() => undefined);
+        const base = await files.realpath(root).catch(() => undefined);
         if (!base) return false;
         const rel = relative(base, real);
         return rel !== "" && !rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel);

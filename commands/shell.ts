@@ -2,7 +2,7 @@
 import { existsSync, statSync } from "node:fs";
 import { z } from "zod";
 import { CommandError } from "../src/common/errors.js";
-import { defineCommand } from "../src/computer/core/command.js";
+import { type CommandContext, defineCommand } from "../src/computer/core/command.js";
 import { expandPath } from "../src/os/paths.js";
 import { runShell } from "../src/os/process.js";
 
@@ -29,7 +29,7 @@ export const runCommand = defineCommand({
   deadlineMs: (p) => ((p.timeout ?? LONGEST_RUN_SECONDS) + 5) * 1000,
   handler: async (p, ctx) => {
     const cwd = p.cwd ? expandPath(p.cwd) : undefined;
-    if (cwd && !(existsSync(cwd) && statSync(cwd).isDirectory())) {
+    if (cwd && !(await isDirectory(cwd, ctx))) {
       throw new CommandError("not_found", `Working directory does not exist: ${p.cwd}`);
     }
     // Streaming needs a transport that can send more than one event; elsewhere the flag changes nothing.
@@ -58,3 +58,12 @@ export const runCommand = defineCommand({
 });
 
 export default [runCommand];
+
+/** Whether `dir` is a directory the desktop's user sees (a command user's own view, else this process's at once). */
+async function isDirectory(dir: string, ctx: CommandContext): Promise<boolean> {
+  if (!ctx.commandUser) return existsSync(dir) && statSync(dir).isDirectory();
+  return ctx.files.stat(dir).then(
+    (info) => info.isDirectory(),
+    () => false,
+  );
+}
