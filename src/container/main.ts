@@ -21,6 +21,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { onShutdown } from "../cli/util.js";
@@ -32,6 +33,7 @@ import { API_KEYS_ENV, API_KEYS_FD_ENV } from "../computer/auth/key-env.js";
 import { defaultTlsDir, ensureSelfSignedCertificate } from "../computer/tls.js";
 import { startDesktopApps } from "../desktop/furniture.js";
 import { startVirtualDisplay } from "../desktop/virtual-display.js";
+import { type CommandUser, resolveCommandUser, userEnv } from "../os/command-user.js";
 import { runShell } from "../os/process.js";
 import { healthOriginFile } from "./health-origin.js";
 import { CONTAINER_SECRET_VARS, containerSettings, SERVER_SECRET_VARS } from "./settings.js";
@@ -53,7 +55,11 @@ export async function runContainer(
   // (young-generation.ts): loaded with this module, they grew it for good.
   holdYoungGeneration();
   forgetMemorySettings(env);
-  const settings = containerSettings(env, args);
+  const settings = containerSettings(env, args, process.getuid?.());
+  // As root: the desktop and the agent's processes are this user's, the server stays root.
+  const user = settings.commandUser === undefined ? undefined : resolveCommandUser(settings.commandUser);
+  // The server's own state (its TLS, trajectories, writes' journal) is root's, not in the agent's home.
+  if (user) env.HOME = homeOfRoot();
   const serverSecrets: Record<string, string> = {};
   for (const name of [...SERVER_SECRET_VARS, ...CONTAINER_SECRET_VARS]) {
     if (env[name] && SERVER_SECRET_VARS.includes(name)) serverSecrets[name] = env[name];
@@ -73,7 +79,7 @@ export async function runContainer(
     for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve(signal));
   });
   // A caged desktop's egress CA, in the desktop user's NSS database before any browser starts.
-  const trusted = existsSync(EGRESS_CA_IN_DESKTOP) ? trustEgressCa(env) : undefined;
+  const trusted = existsSync(EGRESS_CA_IN_DESKTOP) ? trustEgressCa(env, user) : undefined;
   const desktop = settings.externalDisplay
     ? externalDisplay(settings.externalDisplay)
     : await startVirtualDisplay({
@@ -81,6 +87,7 @@ export async function runContainer(
         height: settings.height,
         accessibility: true,
         audio: true,
+        user,
       });
   if (desktop.audioError) log(`the desktop has no sound: ${desktop.audioError}`);
   let vnc: VncServers | undefined;
@@ -180,11 +187,11 @@ function externalDisplay(display: string): {
  * Adds the mounted egress CA to the user's NSS database; a failure is said and the desktop goes on.
  * Run as a command is (os/process.ts): a timeout kills its whole process group.
  */
-async function trustEgressCa(env: NodeJS.ProcessEnv): Promise<void> {
+async function trustEgressCa(env: NodeJS.ProcessEnv, user: CommandUser | undefined): Promise<void> {
   const vars = Object.fromEntries(
-    Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined),
+    Object.entries(user ? userEnv(user, env) : env).filter((e): e is [string, string] => e[1] !== undefined),
   );
-  const result = await runShell({ command: TRUST_IN_NSS, env: vars, timeoutSeconds: 30 }).catch(
+  const result = await runShell({ command: TRUST_IN_NSS, env: vars, timeoutSeconds: 30, user }).catch(
     (err: Error) => ({
       returnCode: -1,
       stderr: err.message,
@@ -194,6 +201,15 @@ async function trustEgressCa(env: NodeJS.ProcessEnv): Promise<void> {
     log(
       `the egress CA is not trusted by the desktop's browser: ${result.stderr.trim() || `exit ${result.returnCode}`}`,
     );
+  }
+}
+
+/** root's home from the user database (/root when it says nothing). */
+function homeOfRoot(): string {
+  try {
+    return userInfo().homedir || "/root";
+  } catch {
+    return "/root";
   }
 }
 

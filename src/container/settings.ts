@@ -27,6 +27,10 @@
  *                                  (→ `--envd-token-file`), which it needs beyond loopback; without
  *                                  one, envd listens on the container's loopback only (the host
  *                                  service's E2B plane reaches it through GET /tunnel/{port})
+ *   HANGAR_COMMAND_USER=hangar     started as root (`--user 0`), the server stays root and the agent's
+ *                                  processes, files, desktop and browser are this user's
+ *                                  (`--command-user`): the agent cannot signal, trace or read the
+ *                                  server; `off` runs everything as root. Ignored when not root.
  *   CONTAINER_NAME is read by `hangar serve` itself; HANGAR_API_KEYS and HANGAR_AUTH_URL reach only
  *   the server (main.ts), never the desktop or the commands.
  * Flags given as arguments win over the environment, which wins over the mounted files.
@@ -58,6 +62,8 @@ export interface ContainerSettings {
   externalDisplay?: string;
   /** Arguments after `hangar` (starting with `serve`). */
   serveArgs: string[];
+  /** The user the desktop and the agent's processes run as, when the container runs as root. */
+  commandUser?: string;
   /** Where the HEALTHCHECK asks, `http(s)://127.0.0.1:<port>` (it adds `/status`). */
   healthOrigin: string;
   /** Files to write (mode 0600) before the server starts: the certificate and key from the environment. */
@@ -70,7 +76,11 @@ export interface ContainerSettings {
   insecureHttp: boolean;
 }
 
-export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): ContainerSettings {
+/**
+ * @param uid the entry point's uid: as root (0), the agent's processes get a user of their own
+ *   (`HANGAR_COMMAND_USER`); undefined leaves that out.
+ */
+export function containerSettings(env: NodeJS.ProcessEnv, args: string[], uid?: number): ContainerSettings {
   const [width, height] = parseScreen(env.HANGAR_DISPLAY ?? "1280x800");
   const host = env.HANGAR_HOST || "0.0.0.0";
   const secrets = env.HANGAR_SECRETS_DIR || DEFAULT_SECRETS_DIR;
@@ -147,6 +157,14 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
     serveArgs.push("--envd-host", "127.0.0.1");
   }
 
+  // Started as root: the server keeps root, everything the agent runs is the desktop user's.
+  let commandUser = flagValue(serveArgs, "--command-user");
+  const named = env.HANGAR_COMMAND_USER || "hangar";
+  if (!commandUser && uid === 0 && named !== "off") {
+    commandUser = named;
+    serveArgs.push("--command-user", named);
+  }
+
   const externalDisplay = env.HANGAR_EXTERNAL_DISPLAY || undefined;
   if (externalDisplay && !/^:\d+$/.test(externalDisplay)) {
     throw new Error(`HANGAR_EXTERNAL_DISPLAY must be a local display such as :0, not "${externalDisplay}"`);
@@ -159,6 +177,7 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[]): Conta
     externalDisplay,
     vnc: env.HANGAR_VNC === "1" && !externalDisplay ? vncSettings(env) : undefined,
     serveArgs,
+    commandUser,
     healthOrigin: `${tls ? "https" : "http"}://127.0.0.1:${port}`,
     privateFiles,
     selfSignedFor,

@@ -6,7 +6,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, statSync } from "node:fs";
-import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -50,7 +50,9 @@ afterEach(async () => {
 
 async function startEntrypoint(env: Record<string, string>, args: string[], dir: string): Promise<Started> {
   const child = spawn(process.execPath, [MAIN, ...args], {
-    env: { ...process.env, DISPLAY: "", TMPDIR: dir, ...env },
+    // The tests run as root: the entry point would give the agent a user of its own (the image's
+    // hangar, not on this machine); the test of that names one.
+    env: { ...process.env, DISPLAY: "", TMPDIR: dir, HANGAR_COMMAND_USER: "off", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -183,6 +185,65 @@ describe("the container entrypoint", () => {
     await expect(vncSecurityTypes(vncPort)).rejects.toThrow();
     expect((await healthcheck(dir)).stderr).toMatch(/unhealthy: the server has not started/);
   }, 60_000);
+
+  it("started as root, keeps the server root and gives the agent's processes, files and desktop a user of their own", async () => {
+    const outer = await mkdtemp(join(tmpdir(), "hangar-container-root-"));
+    try {
+      // nobody passes through to the desktop's sockets (the suite's temp dir is 0700).
+      await chmod(tmpdir(), 0o711);
+      await chmod(outer, 0o711);
+      const tmp = join(outer, "tmp");
+      await mkdir(tmp);
+      await chmod(tmp, 0o1777);
+      const agentDir = join(outer, "agent");
+      await mkdir(agentDir);
+      await chmod(agentDir, 0o1777);
+      await mkdir(join(outer, "secrets"));
+      const tokenFile = join(outer, "secrets", "envd-token");
+      await writeFile(tokenFile, "token-the-agent-must-not-read\n", { mode: 0o600 });
+      const port = await freePort();
+      const s = await startEntrypoint(
+        {
+          HANGAR_HOST: "127.0.0.1",
+          HANGAR_DISPLAY: "800x600",
+          HANGAR_SECRETS_DIR: join(outer, "secrets"),
+          HANGAR_COMMAND_USER: "nobody",
+          HANGAR_ENVD: String(await freePort()),
+          HANGAR_OSWORLD: "off",
+        },
+        ["--port", String(port)],
+        tmp,
+      );
+      await waitHealthy(s);
+      const url = `http://127.0.0.1:${port}`;
+      const run = async (command: string) =>
+        (await postCmd(url, { command: "run_command", params: { command } })).event as {
+          stdout: string;
+          stderr: string;
+        };
+      expect((await run("id -u")).stdout).toBe("65534\n");
+      const key = await run(`cat '${tokenFile}'`);
+      expect(key.stderr).toMatch(/Permission denied/);
+      expect(key.stdout).not.toContain("token-the-agent");
+      // The agent's X clients still draw on the desktop.
+      expect((await run("xdpyinfo | grep -c dimensions")).stdout).toBe("1\n");
+      const server = s.child.pid as number;
+      // pkill -f hangar ends the agent's own shell too (its command line names hangar): only the server's fate counts.
+      await run(`kill -9 ${server}; killall -9 node; pkill -9 -f hangar`);
+      expect(s.child.exitCode).toBe(null);
+      expect((await healthcheck(tmp)).code).toBe(0);
+      // What the file commands write is the agent's.
+      const made = join(agentDir, "note.txt");
+      expect(
+        (await postCmd(url, { command: "write_text", params: { path: made, content: "hi" } })).event.success,
+      ).toBe(true);
+      expect(statSync(made).uid).toBe(65534);
+      s.child.kill("SIGTERM");
+      await once(s.child, "exit");
+    } finally {
+      await rm(outer, { recursive: true, force: true });
+    }
+  });
 
   it("turns mounted certificate and key files into HTTPS with API keys (cloud mode)", async () => {
     const dir = await mkdtemp(join(tmpdir(), "hangar-container-"));
