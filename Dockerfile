@@ -12,6 +12,8 @@
 # tls/tls.crt + tls/tls.key a self-signed certificate for CONTAINER_NAME is made and its fingerprint
 # logged. The container runs as uid 10001: mounted files must be readable by it, e.g. mode 0640 and
 # the host group added with --group-add "$(id -g)" as above.
+# Started as root (--user 0), the server stays root and the desktop and everything the agent runs
+# are uid 10001's (HANGAR_COMMAND_USER; docs/egress.md): the agent cannot kill the server or read its keys.
 # Arguments after the image name go to `hangar serve` (e.g. --log-level debug, --insecure-http).
 
 # Build: the dependencies (a layer kept while package-lock.json stays), then the TypeScript.
