@@ -207,7 +207,9 @@ describe("the systemd units (deploy/systemd)", () => {
         ...Object.entries(memoryEnv({ LD_PRELOAD: "set" })).map(([k, v]) => `${k}=${v}`),
       ]),
     );
-    expect(unit.get("Service")!.get("User")).toEqual(["hangar"]);
+    // The server is root; everything the agent starts is hangar's.
+    expect(unit.get("Service")!.get("User")).toBeUndefined();
+    expect(flags.get("--command-user")).toBe("hangar");
     expect(unit.get("Install")!.get("WantedBy")).toEqual(["multi-user.target"]);
     // The VM's display size comes first from the script, then /etc/default/hangar may override it.
     expect(unit.get("Service")!.get("ExecStartPre")).toEqual([
