@@ -173,7 +173,8 @@ export async function startComputerServer(
   const browser = new BrowserSession({
     env: () => process.env,
     ...options.browser,
-    profileDir: options.browser?.profileDir ?? (() => browserProfileDir(listeningPort)),
+    profileDir: options.browser?.profileDir ?? (() => browserProfileDir(listeningPort, options.commandUser)),
+    user: options.commandUser,
     log,
   });
   const activity = new ActivityLog({ size: options.activitySize });
