@@ -191,6 +191,12 @@ describe("clipboard (X11)", () => {
 
   it("reads what another program put on the clipboard; the result is the text itself", async () => {
     await desk.run("sh", ["-c", "printf 'from outside ✓ ñ' | xclip -selection clipboard -i >/dev/null 2>&1"]);
+    // xclip's parent returns when it forks; the child may claim the selection a moment later (its
+    // request leaves Xlib's buffer at its first event wait): the program owns it once xclip -o reads it.
+    await eventually(
+      async () =>
+        (await desk.run("xclip", ["-selection", "clipboard", "-o"]).catch(() => "")) === "from outside ✓ ñ",
+    );
     const event = await desk.cmd("copy_to_clipboard");
     expect(event).toMatchObject({ success: true, content: "from outside ✓ ñ" });
   });

@@ -16,6 +16,7 @@ import { copySparse } from "../../src/host/qemu/sparse-copy.js";
 import { type RunningHostService, startHostService } from "../../src/host/server.js";
 import { killQemusUnder } from "../host/support.js";
 import { postCmd } from "../support/server.js";
+import { hostApi, timedInto } from "./host-api.js";
 
 const VM = "snap-guest";
 /** How old the snapshot is when forked: a fork keeping its clock would be this far behind. */
@@ -24,24 +25,9 @@ const timings: Record<string, number> = {};
 let dir: string;
 let host: RunningHostService;
 
-async function svc(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${host.url}${path}`, {
-    method,
-    headers: body === undefined ? {} : { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
+const svc = (method: string, path: string, body?: unknown) => hostApi(host.url, method, path, body);
 
-async function timed<T>(name: string, work: () => Promise<T>): Promise<T> {
-  const started = Date.now();
-  try {
-    return await work();
-  } finally {
-    timings[name] = Date.now() - started;
-  }
-}
+const timed = <T>(name: string, work: () => Promise<T>) => timedInto(timings, name, work);
 
 /** A screenshot (PNG bytes) and the active window's title, from a desktop's computer server. */
 async function look(url: string) {

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { copySparse } from "../../src/host/qemu/sparse-copy.js";
 import { type RunningHostService, startHostService } from "../../src/host/server.js";
 import { postCmd } from "../support/server.js";
+import { hostApi, timedInto } from "./host-api.js";
 
 const VM = "e2e-guest";
 // The VM's display, which the guest's virtual desktop takes (not the image's default 1280x800).
@@ -24,24 +25,9 @@ let dir: string;
 let host: RunningHostService;
 let image: string;
 
-async function svc(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${host.url}${path}`, {
-    method,
-    headers: body === undefined ? {} : { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
+const svc = (method: string, path: string, body?: unknown) => hostApi(host.url, method, path, body);
 
-async function timed<T>(name: string, work: () => Promise<T>): Promise<T> {
-  const started = Date.now();
-  try {
-    return await work();
-  } finally {
-    timings[name] = Date.now() - started;
-  }
-}
+const timed = <T>(name: string, work: () => Promise<T>) => timedInto(timings, name, work);
 
 /** Polls until `check` returns a value, or fails with the last reason after `timeoutMs`. */
 async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined>): Promise<T> {
