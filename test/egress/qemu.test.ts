@@ -105,6 +105,14 @@ describe("a QEMU desktop caged by its policy", () => {
     expect(cmdline).toContain("guestfwd=tcp:10.0.2.100:3128-cmd:");
   });
 
+  it("tells the guest its gate and its CA through fw_cfg (the guest image's resolver and trust)", async () => {
+    const cfg = "/sys/firmware/qemu_fw_cfg/by_name/opt/hangar";
+    expect(await inGuest(`cat ${cfg}/egress-gate/raw`)).toBe("10.0.2.100");
+    const ca = readFileSync(join(host.home, ".egress", "ca", NAME, "ca.crt"), "utf8");
+    expect(ca).toMatch(/^-----BEGIN CERTIFICATE-----/);
+    expect(await inGuest(`cat ${cfg}/egress-ca/raw`)).toBe(ca);
+  });
+
   it("reaches an allowed name through the proxy and by name; others are refused and audited", async () => {
     const proxied = await inGuest(
       "http_proxy=http://10.0.2.100:3128 wget -q -O - http://allowed.example.test/p",

@@ -9,7 +9,7 @@
  * without one keeps the open network of old (`{"egress": "allow"}`, no proxy) and cannot be caged
  * afterwards: its record says so.
  */
-import { mkdir, readFile, rm } from "node:fs/promises";
+import { copyFile, mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../common/atomic-write.js";
 import type { RuntimeKind } from "../desktops/kinds.js";
@@ -170,10 +170,23 @@ export class EgressService {
     await this.save();
   }
 
-  /** A clone is caged as its source is. */
+  /**
+   * A clone is caged as its source is, with its source's CA: a clone of a snapshot (a QEMU fork)
+   * wakes trusting the CA its source installed.
+   */
   async copy(source: string, target: string) {
     const policy = this.policies.get(source);
     if (!policy) return;
+    const from = await this.caDir(source);
+    const to = await this.caDir(target);
+    await rm(to, { recursive: true, force: true });
+    for (const name of ["ca.crt", "ca.key"]) {
+      await mkdir(to, { recursive: true, mode: 0o700 });
+      await copyFile(join(from, name), join(to, name)).catch((err: NodeJS.ErrnoException) => {
+        // A source whose CA was never made: the clone makes its own.
+        if (err.code !== "ENOENT") throw err;
+      });
+    }
     this.policies.set(target, policy);
     await this.save();
   }

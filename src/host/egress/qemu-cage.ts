@@ -17,6 +17,7 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
+import type { FwCfgItem } from "../qemu/args.js";
 import { Cage } from "./cage.js";
 import type { EgressService } from "./egress-service.js";
 import type { NetworkPolicy } from "./policy.js";
@@ -73,6 +74,21 @@ export class QemuCage extends Cage {
       forward(GUEST_PORTS.http, gate.ports.http),
       forward(GUEST_PORTS.tls, gate.ports.tls),
       forward(GUEST_PORTS.dns, gate.ports.dns),
+    ];
+  }
+
+  /**
+   * What the guest learns of its cage through fw_cfg: the gate's address (`opt/hangar/egress-gate`:
+   * the guest image then asks it for names over TCP) and the desktop's CA (`opt/hangar/egress-ca`:
+   * the guest image trusts it, for the domains the gate adds credentials to). Nothing for a VM on
+   * the open network.
+   */
+  async firmwareConfig(desktop: string): Promise<FwCfgItem[]> {
+    if (!this.egress.stored(desktop)) return [];
+    const ca = await this.egress.caOf(desktop);
+    return [
+      { name: "opt/hangar/egress-gate", string: GUEST_GATE_ADDRESS },
+      { name: "opt/hangar/egress-ca", file: ca.cert },
     ];
   }
 

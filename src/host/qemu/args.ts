@@ -42,11 +42,16 @@ export interface QemuLaunch {
   incoming: boolean;
   /** More options of the user-mode network (`restrict=on`, `guestfwd=…`: the egress cage). */
   netdev?: string[];
+  /** More fw_cfg items the guest reads (the egress cage's gate and CA, under opt/hangar/). */
+  fwCfg?: FwCfgItem[];
   /** Where the pid file and the serial log go (default: `dir`). */
   runDir?: string;
   /** Stay paused once a state is loaded (`-S`) and in the foreground (no `-daemonize`). */
   held?: boolean;
 }
+
+/** An fw_cfg item: a short string, or a file's content. */
+export type FwCfgItem = { name: string; string: string } | { name: string; file: string };
 
 export function buildQemuArgs(launch: QemuLaunch): string[] {
   const { config } = launch;
@@ -122,6 +127,10 @@ export function buildQemuArgs(launch: QemuLaunch): string[] {
     "-fw_cfg",
     `name=opt/hangar/clock,string=${launch.clock}`,
   );
+  for (const item of launch.fwCfg ?? []) {
+    const value = "file" in item ? `file=${qemuValue(item.file)}` : `string=${qemuValue(item.string)}`;
+    args.push("-fw_cfg", `name=${item.name},${value}`);
+  }
   if (launch.incoming) args.push("-incoming", "defer");
   const runDir = launch.runDir ?? launch.dir;
   args.push(

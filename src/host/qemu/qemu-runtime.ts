@@ -681,6 +681,7 @@ export class QemuRuntime implements HibernatingRuntime {
         restore,
         keep,
         netdev: await this.cage?.netdevOptions(vm.name, vm.dir),
+        fwCfg: await this.cage?.firmwareConfig(vm.name),
       }),
     );
     this.launchQueue = settled(launched);
@@ -746,6 +747,7 @@ export class QemuRuntime implements HibernatingRuntime {
     const launched = this.launchQueue.then(async () => {
       const takenAddresses = await this.takenAddresses();
       const netdev = await this.cage?.netdevOptions(vm.name, vm.dir);
+      const fwCfg = await this.cage?.firmwareConfig(vm.name);
       return startQemu({
         name: vm.name,
         dir: vm.dir,
@@ -753,6 +755,7 @@ export class QemuRuntime implements HibernatingRuntime {
         takenAddresses,
         loopbackNetwork: this.options.loopbackNetwork,
         netdev,
+        fwCfg,
         ...choice,
       });
     });

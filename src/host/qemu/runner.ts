@@ -12,7 +12,7 @@ import { processRunning } from "../../os/pid.js";
 import { parseDisplay } from "../desktops/limits.js";
 import type { StopOutcome } from "../desktops/runtime.js";
 import { detectAccelerator, qemuBinary } from "./accel.js";
-import { buildQemuArgs, type SharedDirectory } from "./args.js";
+import { buildQemuArgs, type FwCfgItem, type SharedDirectory } from "./args.js";
 import { findFirmware } from "./firmware.js";
 import { pickForwarding, sshCandidates } from "./loopback.js";
 import { loadState } from "./migration.js";
@@ -53,6 +53,8 @@ export interface StartOptions {
   keep?: Pick<Session, "ipAddress" | "forwardedPorts" | "vnc" | "restoredFrom">;
   /** More options of the VM's user-mode network (its egress cage: egress/qemu-cage.ts). */
   netdev?: string[];
+  /** More fw_cfg items for the guest (its egress cage's gate and CA). */
+  fwCfg?: FwCfgItem[];
 }
 
 export interface RestoreFrom {
@@ -146,6 +148,7 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
       clock: Math.floor(Date.now() / 1000),
       incoming: restore !== undefined,
       netdev: options.netdev,
+      fwCfg: options.fwCfg,
     });
     try {
       await launchDaemon(qemuBinary(), args);
