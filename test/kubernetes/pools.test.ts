@@ -5,6 +5,8 @@
  * service killed with -9 while a desktop is being started, its pools kept in a ConfigMap, leaves no
  * orphan Pod once it comes back with no state of its own (another home).
  */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { connectCluster } from "../../src/host/kubernetes/cluster.js";
 import { ConfigMapPoolStore } from "../../src/host/kubernetes/configmap-pool-store.js";
@@ -33,22 +35,36 @@ afterAll(async () => {
 
 type Api = { api: TestHost["api"] };
 const pool = async (name: string, h: Api = host) => (await h.api("GET", `/svc/pools/${name}`)).body;
-/** The starts under way, as the pool's record tells them: where a start that never ends stopped. */
-const startSteps = (p: { desktops: { name: string; startStep: string | null }[] }) =>
-  p.desktops
-    .filter((d) => d.startStep)
-    .map((d) => `; ${d.name}: ${d.startStep}`)
-    .join("");
-const readyCount = (name: string, count: number, h: Api = host, timeout = 120_000) =>
-  vi.waitFor(
-    async () => {
-      const p = await pool(name, h);
-      if (p.ready !== count)
-        throw new Error(`${p.ready} ready of ${count} (${p.lastError ?? "no error"}${startSteps(p)})`);
-      return p;
-    },
-    { timeout, interval: 100 },
-  );
+/** Each member's state, and where a start under way is, as the pool's record tells them. */
+const memberStates = (p: { desktops: { name: string; state: string; startStep: string | null }[] }) =>
+  p.desktops.map((d) => `; ${d.name} ${d.state}${d.startStep ? `: ${d.startStep}` : ""}`).join("");
+/** The host service's log lines about pools (a leader that stepped down, a start that failed). */
+async function poolLog(h: Api): Promise<string> {
+  const home = (h as Partial<TestHost>).home;
+  if (!home) return "";
+  const lines: string[] = [];
+  for (const file of ["info.log", "error.log"]) {
+    const text = await readFile(join(home, ".logs", file), "utf8").catch(() => "");
+    lines.push(...text.split("\n").filter((line) => /[Pp]ool|[Ll]ease|lead/.test(line)));
+  }
+  return lines.slice(-30).join("\n");
+}
+const readyCount = async (name: string, count: number, h: Api = host, timeout = 120_000) => {
+  try {
+    return await vi.waitFor(
+      async () => {
+        const p = await pool(name, h);
+        if (p.ready !== count)
+          throw new Error(`${p.ready} ready of ${count} (${p.lastError ?? "no error"}${memberStates(p)})`);
+        return p;
+      },
+      { timeout, interval: 100 },
+    );
+  } catch (err) {
+    // What the service said meanwhile, to tell a pool that stopped refilling from a slow one.
+    throw new Error(`${(err as Error).message}\nthe host's log about pools:\n${await poolLog(h)}`);
+  }
+};
 const podsOf = async (prefix: string) => (await ns.pods()).filter((p) => p.startsWith(`hangar-${prefix}-`));
 
 describe("a pool on the cluster", () => {
