@@ -164,6 +164,10 @@ install -D -m 0644 deploy/desktop/mimeapps.list "$ROOT/etc/xdg/mimeapps.list"
   [ -z "$DISPLAY_SIZE" ] || echo "HANGAR_DISPLAY=$DISPLAY_SIZE"
 } >"$ROOT/etc/default/hangar"
 in_chroot "$ROOT" systemctl enable hangar-computer.service >/dev/null 2>&1
+# A caged VM (a network policy): names through its egress gate, its egress CA trusted (docs/egress.md).
+install -m 0644 deploy/systemd/hangar-egress-trust.service "$ROOT/etc/systemd/system/"
+install -D -m 0755 deploy/systemd/hangar-egress-trust "$ROOT/usr/local/libexec/hangar-egress-trust"
+in_chroot "$ROOT" systemctl enable hangar-egress-trust.service >/dev/null 2>&1
 # After a restore or fork from a snapshot, the clock from the host's (docs/host.md).
 install -m 0644 deploy/systemd/hangar-snapshot-clock.service "$ROOT/etc/systemd/system/"
 install -D -m 0755 deploy/systemd/hangar-snapshot-clock "$ROOT/usr/local/libexec/hangar-snapshot-clock"

@@ -219,6 +219,7 @@ describe("the systemd units (deploy/systemd)", () => {
     expect(unit.get("Service")!.get("EnvironmentFile")).toEqual([
       "-/run/hangar/display.env",
       "-/etc/default/hangar",
+      "-/run/hangar-egress/env",
     ]);
     // The guest image installs these very files.
     const builder = read("scripts/build-guest-image.sh");
