@@ -241,7 +241,7 @@ export const setWallpaper = defineCommand({
     if (process.platform !== "linux" || !display) {
       throw new CommandError("not_supported", "set_wallpaper is supported on X11 desktops only");
     }
-    const image = await readImageFile(path);
+    const image = await readImageFile(path, ctx.files);
     await setX11Wallpaper(image, { DISPLAY: display });
     return { success: true };
   },

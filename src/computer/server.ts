@@ -180,11 +180,15 @@ export async function startComputerServer(
   const activity = new ActivityLog({ size: options.activitySize });
   // The desktop's sound: recorded into videos and streamed live.
   const audio = options.audio === null ? undefined : (options.audio ?? audioFromEnv(process.env));
+  const commandUser = options.commandUser;
+  // With a command user, the server (root) reaches files only through a worker of that user.
+  const files = commandUser ? new AgentFileSystem(commandUser, { log }) : undefined;
   const recordings = new Recordings({
     desktop: options.desktop ?? noDesktop,
     dir: options.recordings?.dir ?? defaultRecordingsDir(),
     ffmpeg: options.recordings?.ffmpeg,
     audio,
+    files,
     log,
   });
   // The H.264 live streams of the console (`/live.mp4`, the live view) and OSWorld's streaming routes.
@@ -201,9 +205,6 @@ export async function startComputerServer(
     maxBytes: options.trajectories?.maxBytes,
     log,
   });
-  const commandUser = options.commandUser;
-  // With a command user, the server (root) reaches files only through a worker of that user.
-  const files = commandUser ? new AgentFileSystem(commandUser, { log }) : undefined;
   const shells =
     options.warmShells === 0 || commandUser ? undefined : new WarmShells({ max: options.warmShells, log });
   // Who drives the desktop; taking and handing back are in the timeline (and so in trajectories).

@@ -5,10 +5,11 @@
  */
 import { execFile } from "node:child_process";
 import { constants } from "node:fs";
-import { open, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { CommandError, describeOsError } from "../common/errors.js";
+import { type FileSystem, localFileSystem } from "../common/file-system.js";
 import { findProgram } from "../os/launch.js";
 import { makeOwnedTempDir } from "../os/owned-temp-dir.js";
 import { expandPath } from "../os/paths.js";
@@ -17,9 +18,9 @@ import { expandPath } from "../os/paths.js";
 const MAX_BYTES = 64 * 1024 * 1024;
 
 /** The image file of a request: a regular file (not a FIFO that would block), at most MAX_BYTES. */
-export async function readImageFile(path: string): Promise<Buffer> {
+export async function readImageFile(path: string, files: FileSystem = localFileSystem): Promise<Buffer> {
   const full = expandPath(path);
-  const file = await open(full, constants.O_RDONLY | constants.O_NONBLOCK).catch((err) => {
+  const file = await files.open(full, constants.O_RDONLY | constants.O_NONBLOCK).catch((err) => {
     throw describeOsError(err, path);
   });
   try {
@@ -27,7 +28,14 @@ export async function readImageFile(path: string): Promise<Buffer> {
     if (!info.isFile()) throw new CommandError("invalid_params", `Not a regular file: ${path}`);
     if (info.size > MAX_BYTES)
       throw new CommandError("invalid_params", `The image is larger than 64 MiB: ${path}`);
-    return await file.readFile();
+    const data = Buffer.allocUnsafe(info.size);
+    let read = 0;
+    while (read < data.length) {
+      const { bytesRead } = await file.read(data, read, data.length - read, read);
+      if (bytesRead === 0) break;
+      read += bytesRead;
+    }
+    return data.subarray(0, read);
   } finally {
     await file.close();
   }

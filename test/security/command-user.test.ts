@@ -250,6 +250,35 @@ describe("hangar serve --command-user nobody (as root)", () => {
     expect(uidOf(serve.pid)).toBe(0);
   });
 
+  it("a recording to the agent's path and a wallpaper's file are the agent's to write and read", async () => {
+    const refused = await postCmd(serve.url, {
+      command: "start_recording",
+      params: { path: join(dir, "video.mp4") },
+    });
+    expect(refused.event.success).toBe(false);
+    expect(refused.event.error).toMatch(/[Pp]ermission denied/);
+    expect(() => readFileSync(join(dir, "video.mp4"))).toThrow();
+
+    const path = join(agentDir, "video.mp4");
+    const started = await postCmd(serve.url, { command: "start_recording", params: { path } });
+    expect(started.event.success, JSON.stringify(started.event)).toBe(true);
+    expect(started.event.content.path).toBe(path);
+    await eventually(async () => {
+      const status = await postCmd(serve.url, { command: "recording_status", params: {} });
+      return (status.event.content?.recording?.frames ?? 0) > 0;
+    });
+    const stopped = await postCmd(serve.url, { command: "stop_recording", params: {} });
+    expect(stopped.event.success, JSON.stringify(stopped.event)).toBe(true);
+    expect(stopped.event.content.path).toBe(path);
+    expect(stopped.event.content.error).toBeUndefined();
+    expect(statSync(path).uid).toBe(NOBODY);
+    expect(statSync(path).size).toBeGreaterThan(1000);
+
+    const wallpaper = await postCmd(serve.url, { command: "set_wallpaper", params: { path: tokenFile } });
+    expect(wallpaper.event.success).toBe(false);
+    expect(wallpaper.event.error).toMatch(/[Pp]ermission denied/);
+  });
+
   it("the agent's X clients draw on the display, and its apps reach the session bus, AT-SPI and the sound", async () => {
     expect((await run("xsetroot -solid '#ff0000'")).return_code).toBe(0);
     const shot = await postCmd(serve.url, { command: "screenshot", params: { format: "png" } });

@@ -11,12 +11,20 @@
  * const recordings = new Recordings({ desktop, dir: "/var/lib/hangar/recordings", log });
  * await recordings.start({ format: "mp4", fps: 10 });
  * const { path, duration_s, size_bytes, frames } = await recordings.stop();
+ *
+ * With a command user (`files`: its file system), a recording to a path of the agent's is made in
+ * the recordings directory and written to that path through the user's file system once it ends:
+ * the path is the user's to create or replace (checked as the user at start), never the server's
+ * (which runs as root then).
  */
 import { randomBytes } from "node:crypto";
+import { constants, createReadStream } from "node:fs";
 import { appendFile, lstat, open, readFile, unlink } from "node:fs/promises";
 import { dirname, extname, join } from "node:path";
 import { CommandError, describeOsError, fileKind, notRegularFile } from "../../common/errors.js";
+import type { FileSystem } from "../../common/file-system.js";
 import type { Logger } from "../../common/logger.js";
+import { writeStreamed } from "../../os/files.js";
 import { makeDirectory } from "../../os/make-directory.js";
 import { expandPath } from "../../os/paths.js";
 import type { AudioSource } from "../audio.js";
@@ -32,6 +40,11 @@ export interface RecordingsOptions {
   ffmpeg?: string;
   /** The desktop's sound (audio.ts): recordings have it as their audio track. */
   audio?: AudioSource;
+  /**
+   * The command user's file system (`--command-user`): a recording to a given path is written
+   * there through it, as that user. Without: the server writes the path itself.
+   */
+  files?: FileSystem;
   log: Logger;
 }
 
@@ -75,6 +88,8 @@ const VIRTUAL_ROOTS = ["/proc", "/sys", "/dev"];
 interface Running {
   id: string;
   recorder: ScreenRecorder;
+  /** The agent's path the finished video is written to as the command user (the recorder's is the server's). */
+  deliverTo?: string;
 }
 
 export class Recordings {
@@ -102,7 +117,7 @@ export class Recordings {
     this.starting = true;
     try {
       const id = newId();
-      const { path, format } = await this.prepare(request, id);
+      const { path, format, deliverTo } = await this.prepare(request, id);
       const recorder = await ScreenRecorder.start(
         { desktop: this.options.desktop, ffmpeg: this.ffmpeg, log: this.options.log },
         {
@@ -117,9 +132,11 @@ export class Recordings {
       ).catch(async (err) => {
         // The empty file made to check the path goes: nothing was recorded.
         await unlink(path).catch(() => undefined);
+        if (deliverTo && !request.overwrite)
+          await this.options.files?.unlink(deliverTo).catch(() => undefined);
         throw err;
       });
-      const running: Running = { id, recorder };
+      const running: Running = { id, recorder, deliverTo };
       this.current = running;
       this.endedAlone = undefined;
       void recorder.failure.then(() => {
@@ -127,9 +144,16 @@ export class Recordings {
         this.current = undefined;
         this.endedAlone = this.collect(running);
       });
-      await this.note({ id, path, format, started: recorder.startedAt.toISOString(), state: "recording" });
-      this.options.log.info({ id, path, pid: recorder.encoderPid }, "recording started");
-      return { id, ...recorder.progress() };
+      const shown = deliverTo ?? path;
+      await this.note({
+        id,
+        path: shown,
+        format,
+        started: recorder.startedAt.toISOString(),
+        state: "recording",
+      });
+      this.options.log.info({ id, path: shown, pid: recorder.encoderPid }, "recording started");
+      return { id, ...recorder.progress(), path: shown };
     } finally {
       this.starting = false;
     }
@@ -153,7 +177,10 @@ export class Recordings {
 
   /** The running recording's progress, or null. */
   status() {
-    return this.current ? { id: this.current.id, ...this.current.recorder.progress() } : null;
+    const running = this.current;
+    if (!running) return null;
+    const progress = running.recorder.progress();
+    return { id: running.id, ...progress, path: running.deliverTo ?? progress.path };
   }
 
   /** The recording process's encoder, for tests that kill it. */
@@ -196,7 +223,8 @@ export class Recordings {
   }
 
   private async collect(running: Running): Promise<FinishedRecording> {
-    const summary = { id: running.id, ...(await running.recorder.stop()) };
+    const summary: FinishedRecording = { id: running.id, ...(await running.recorder.stop()) };
+    if (running.deliverTo) await this.deliver(summary, running.deliverTo);
     await this.note({ ...summary, state: summary.error ? "failed" : "finished" });
     this.options.log.info({ ...summary }, "recording ended");
     return summary;
@@ -212,8 +240,29 @@ export class Recordings {
     }
   }
 
+  /**
+   * Writes the finished video to the agent's path as the command user (atomically: the empty file
+   * made at start is replaced), then removes the server's copy; where that fails, the video stays in
+   * the recordings directory and the summary says so.
+   */
+  private async deliver(summary: FinishedRecording, to: string) {
+    const files = this.options.files;
+    if (!files) return;
+    try {
+      await writeStreamed(to, createReadStream(summary.path), files);
+      await unlink(summary.path).catch(() => undefined);
+      summary.path = to;
+    } catch (err) {
+      const reason = `the video could not be written to ${to} (${describeOsError(err, to).message}); it is at ${summary.path}`;
+      summary.error = summary.error ? `${summary.error}; ${reason}` : reason;
+    }
+  }
+
   /** The checked path and format of a new recording; its file is created (empty) to prove it can be. */
-  private async prepare(request: StartRecording, id: string) {
+  private async prepare(
+    request: StartRecording,
+    id: string,
+  ): Promise<{ path: string; format: VideoFormat; deliverTo?: string }> {
     const given = request.path !== undefined ? expandPath(request.path) : undefined;
     const format = request.format ?? (given && extname(given).toLowerCase() === ".webm" ? "webm" : "mp4");
     const path = given ?? join(this.dir, `${id}.${format}`);
@@ -223,6 +272,14 @@ export class Recordings {
         "invalid_params",
         `Invalid params: path: ${path} is in ${root}, a file system of the kernel; record to a directory on a disk`,
       );
+    }
+    const files = this.options.files;
+    if (files && given) {
+      // As the command user: the path is proved the user's to write; the video is made in the
+      // server's directory and written there when it ends (deliver).
+      await this.claimAsUser(files, given, request.overwrite === true);
+      await makeDirectory(this.dir);
+      return { path: join(this.dir, `${id}.${format}`), format, deliverTo: given };
     }
     const existing = await lstat(path).catch(() => null);
     if (existing && !existing.isFile()) throw notRegularFile(fileKind(existing), path);
@@ -238,6 +295,24 @@ export class Recordings {
       throw new CommandError(reason.code, `Cannot record: ${reason.message}`);
     }
     return { path, format };
+  }
+
+  /** Creates `path` (empty) as the command user, or checks it may replace it: refused as the user would be. */
+  private async claimAsUser(files: FileSystem, path: string, overwrite: boolean) {
+    try {
+      const existing = await files.lstat(path).catch(() => null);
+      if (existing && !existing.isFile()) throw notRegularFile(fileKind(existing), path);
+      if (existing && !overwrite) {
+        throw new CommandError("failed", `Already exists: ${path} (give overwrite: true to replace it)`);
+      }
+      await makeDirectory(dirname(path), files);
+      const flags = constants.O_WRONLY | constants.O_CREAT | (overwrite ? 0 : constants.O_EXCL);
+      await (await files.open(path, flags, 0o644)).close();
+    } catch (err) {
+      if (err instanceof CommandError) throw err;
+      const reason = describeOsError(err, path);
+      throw new CommandError(reason.code, `Cannot record: ${reason.message}`);
+    }
   }
 }
 

@@ -95,6 +95,7 @@ export function createOsworldApp(options: OsworldAppOptions) {
     bodyLimitBytes: limit,
     env: options.childEnv,
     openFileTimeoutSeconds: options.openFileTimeoutSeconds ?? 1800,
+    files: options.registry.files,
   };
   app.route("/", screenRoutes(desktop));
   app.route("/", windowRoutes(desktop));

@@ -2,9 +2,9 @@
  * The routes about the screen: `/screenshot`, `/screen_size`, `/cursor_position`, `/platform`,
  * `/accessibility`, `/terminal` and the wallpaper.
  */
-import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { Hono } from "hono";
+import type { FileSystem } from "../../../common/file-system.js";
+import { readImageFile } from "../../../desktop/wallpaper.js";
 import type { Bytes } from "../../core/bytes.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { accessibilityXml, MAX_DEPTH, type TreeNode } from "./accessibility-xml.js";
@@ -19,6 +19,8 @@ export interface DesktopDeps {
   env: () => Promise<Record<string, string>>;
   /** Seconds `/setup/open_file` waits for the window (upstream: 1800). */
   openFileTimeoutSeconds: number;
+  /** The desktop user's file system (`--command-user`: its file worker's): the wallpaper is read through it. */
+  files: FileSystem;
 }
 
 /** Elements read for `/accessibility` at most (a browser with a long page has a few thousand). */
@@ -92,8 +94,15 @@ export function screenRoutes(deps: DesktopDeps) {
           .replace(/^'|'$/g, "")
           .replace(/^file:\/\//, "");
     }
-    if (!path || !existsSync(path)) return htmlError(c, 404, "Wallpaper file not found");
-    const data = await readFile(path).catch(() => undefined);
+    if (
+      !path ||
+      !(await deps.files.stat(path).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return htmlError(c, 404, "Wallpaper file not found");
+    const data = await readImageFile(path, deps.files).catch(() => undefined);
     if (!data) return htmlError(c, 500);
     return c.body(new Uint8Array(data), 200, { "content-type": "image/png" });
   });
@@ -102,7 +111,13 @@ export function screenRoutes(deps: DesktopDeps) {
     const given = stringField(await jsonBody(c, deps.bodyLimitBytes), "path");
     if (!given) return text(c, "Path not supplied!", 400);
     const path = expandUserPath(given);
-    if (!existsSync(path)) return text(c, `File not found: ${path}`, 404);
+    if (
+      !(await deps.files.stat(path).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return text(c, `File not found: ${path}`, 404);
     const set = await attempt(() => runAction(commands, "setWallpaper", { path }));
     if (!set.ok) return text(c, `Failed to change wallpaper. Error: ${set.message}`, 500);
     wallpaper = path;
