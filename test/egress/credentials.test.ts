@@ -142,6 +142,25 @@ describe("a desktop whose requests get a credential it never sees", () => {
     );
   });
 
+  it("runs the agent's commands as the desktop user, out of reach of the root server and its secrets", async () => {
+    const run = async (command: string) =>
+      (await desktopCommand(desktop, "run_command", { command })).result as {
+        stdout: string;
+        stderr: string;
+      };
+    expect((await run("id -u")).stdout).toBe("10001\n");
+    // The computer server, PID 1's child, is root's; its secrets (the VNC password, the API key) are too.
+    const nodes = 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = node ] && basename "$p"; done';
+    const owners = (await run(`for p in $(${nodes}); do stat -c %U /proc/$p; done | sort -u`)).stdout;
+    expect(owners).toContain("root");
+    const secrets = await run("cat /run/secrets/hangar/* 2>&1; ls -ld /run/secrets/hangar");
+    expect(secrets.stdout).toMatch(/Permission denied/);
+    const killed = await run(`for p in $(${nodes}); do kill -9 $p; done 2>&1; true`);
+    expect(killed.stdout).toMatch(/Operation not permitted/);
+    const status = await desktopCommand(desktop, "run_command", { command: "echo still here" });
+    expect(status.result.stdout).toBe("still here\n");
+  });
+
   it("leaves no trace of the secret in the desktop, the host's log or the service's answers", async () => {
     const pattern = Buffer.from(Buffer.from(SECRET).toString("base64")).toString("base64");
     const found = await inDesktop(

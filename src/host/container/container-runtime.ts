@@ -678,9 +678,11 @@ export class ContainerRuntime implements HibernatingRuntime {
   /** Makes the container (stopped), with secrets of its own (a new VNC password; a new key when `keyed`). */
   private async makeContainer(spec: DesktopSpec, keyed: boolean) {
     const cname = containerName(spec.name);
-    const secretsDir = await this.secrets.make(cname, keyed);
+    const caged = await this.cageSettings(spec);
+    // Run as root (a caged desktop of Hangar's image), its secrets are root's alone in it.
+    const secretsDir = await this.secrets.make(cname, keyed, caged.User === "0");
     try {
-      await this.createContainer(cname, spec, keyed, secretsDir);
+      await this.createContainer(cname, spec, keyed, secretsDir, caged);
     } catch (err) {
       await this.secrets.remove(cname);
       if (statusOf(err) === 409) throw alreadyExists(spec.name, true);
@@ -688,9 +690,28 @@ export class ContainerRuntime implements HibernatingRuntime {
     }
   }
 
-  private async createContainer(cname: string, spec: DesktopSpec, keyed: boolean, secretsDir: string) {
+  /** What a caged desktop's container is made with (its network, the CA, root for Hangar's image). */
+  private async cageSettings(spec: DesktopSpec) {
+    const image = this.cage?.caged(spec.name)
+      ? await this.engine.docker
+          .getImage(spec.image)
+          .inspect()
+          .then((info) => info.Config)
+          .catch((err) => {
+            throw engineError(err, this.engine, `Reading image ${spec.image}`);
+          })
+      : undefined;
+    return (await this.cage?.containerSettings(spec.name, image)) ?? { Env: [], Binds: [] };
+  }
+
+  private async createContainer(
+    cname: string,
+    spec: DesktopSpec,
+    keyed: boolean,
+    secretsDir: string,
+    caged: Awaited<ReturnType<ContainerCage["containerSettings"]>>,
+  ) {
     const loopback = [{ HostIp: "127.0.0.1", HostPort: "" }];
-    const caged = (await this.cage?.containerSettings(spec.name)) ?? { Env: [], Binds: [] };
     const options: ContainerCreateOptions = {
       name: cname,
       Image: spec.image,
@@ -711,6 +732,7 @@ export class ContainerRuntime implements HibernatingRuntime {
       ],
       // With a key, the computer server asks for it over plain HTTP: its port is published on loopback only.
       Cmd: keyed ? ["--insecure-http"] : [],
+      ...(caged.User && { User: caged.User }),
       ExposedPorts: { [SERVER_PORT]: {}, [NOVNC_PORT]: {}, [OSWORLD_PORT]: {} },
       // Readiness is the host service's own probe; the image's HEALTHCHECK would need systemd timers under podman.
       Healthcheck: { Test: ["NONE"] },
@@ -802,6 +824,7 @@ export class ContainerRuntime implements HibernatingRuntime {
         { ...spec, name },
         info.Config.Labels?.[LABEL.keyed] === "1",
         secretsDir,
+        await this.cageSettings({ ...spec, name }),
       );
     } catch (err) {
       throw engineError(err, this.engine, `Recreating ${name} ${why}`);

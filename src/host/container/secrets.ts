@@ -22,18 +22,23 @@ export interface DesktopSecretValues {
 export class DesktopSecrets {
   constructor(readonly root: string) {}
 
-  /** Makes the desktop's secrets (a new VNC password, a new key when `keyed`); returns the directory. */
-  async make(container: string, keyed: boolean): Promise<string> {
+  /**
+   * Makes the desktop's secrets (a new VNC password, a new key when `keyed`); returns the directory.
+   * With `rootOnly` (a container whose server runs as root, the agent as another user) only root
+   * reads them inside; otherwise everyone does, as the desktop's user is not the service's (uid
+   * 10001 in the image).
+   */
+  async make(container: string, keyed: boolean, rootOnly = false): Promise<string> {
     await makeDirectory(this.root);
     await chmod(this.root, 0o700);
     const dir = join(this.root, container);
     await rm(dir, { recursive: true, force: true });
-    await mkdir(dir, { mode: 0o755 });
-    await chmod(dir, 0o755);
-    // Read-only for everyone inside: the desktop's user is not the service's (uid 10001 in the image).
-    await writeFile(join(dir, VNC_FILE), `${randomBytes(6).toString("base64url")}\n`, { mode: 0o444 });
+    const [dirMode, fileMode] = rootOnly ? [0o700, 0o400] : [0o755, 0o444];
+    await mkdir(dir, { mode: dirMode });
+    await chmod(dir, dirMode);
+    await writeFile(join(dir, VNC_FILE), `${randomBytes(6).toString("base64url")}\n`, { mode: fileMode });
     if (keyed) {
-      await writeFile(join(dir, KEY_FILE), `${randomBytes(24).toString("base64url")}\n`, { mode: 0o444 });
+      await writeFile(join(dir, KEY_FILE), `${randomBytes(24).toString("base64url")}\n`, { mode: fileMode });
     }
     return dir;
   }

@@ -29,6 +29,28 @@ const NETWORK_PREFIX = "hangar-egress-";
 /** Installs the CA in the system's store (as root in the container). */
 const INSTALL_SYSTEM = `cp ${EGRESS_CA_IN_DESKTOP} /usr/local/share/ca-certificates/hangar-egress.crt && update-ca-certificates >/dev/null`;
 const LABEL_DESKTOP = "dev.hangar.egress-desktop";
+/** The desktop user of Hangar's image, who runs the agent's programs when the image starts as root. */
+const DESKTOP_USER = "hangar";
+/** Hangar's entry point (the Dockerfile's ENTRYPOINT), in its image and images made from it. */
+const HANGAR_ENTRYPOINT = "/opt/hangar/dist/cli/container.js";
+
+/** What of an image's or container's configuration says how it starts. */
+export interface ContainerConfig {
+  Entrypoint?: string[] | string | null;
+  Env?: string[] | null;
+}
+
+/**
+ * Whether it starts Hangar's entry point with a desktop of its own: such a container started as root
+ * keeps the server root and gives the agent the desktop user (not with a display another program
+ * starts, E2B's desktop template, whose desktop is the SDK's).
+ */
+export function runsHangarEntrypoint(config: ContainerConfig | undefined): boolean {
+  const entry = config?.Entrypoint;
+  const words = Array.isArray(entry) ? entry : typeof entry === "string" ? [entry] : [];
+  const external = (config?.Env ?? []).some((v) => /^HANGAR_EXTERNAL_DISPLAY=./.test(v));
+  return words.some((w) => w.includes(HANGAR_ENTRYPOINT)) && !external;
+}
 
 interface CageNetwork {
   name: string;
@@ -66,7 +88,13 @@ export class ContainerCage extends Cage {
    */
   async containerSettings(
     desktop: string,
-  ): Promise<{ Env: string[]; Binds: string[]; HostConfig?: ContainerCreateOptions["HostConfig"] }> {
+    image?: ContainerConfig,
+  ): Promise<{
+    Env: string[];
+    Binds: string[];
+    HostConfig?: ContainerCreateOptions["HostConfig"];
+    User?: string;
+  }> {
     if (!this.caged(desktop)) return { Env: [], Binds: [] };
     const network = await this.network(desktop, true);
     const ca = await this.egress.caOf(desktop);
@@ -85,6 +113,10 @@ export class ContainerCage extends Cage {
       ],
       // The CA's certificate alone (its key stays on the host), installed in the trust stores at start.
       Binds: [`${ca.cert}:${EGRESS_CA_IN_DESKTOP}:ro`],
+      // Hangar's own image started as root keeps its computer server root and runs everything the
+      // agent starts as its desktop user (src/container/main.ts): the cage's controller is out of the
+      // agent's reach too. Another image runs as its own user.
+      ...(image && runsHangarEntrypoint(image) && { User: "0" }),
       HostConfig: {
         NetworkMode: network.name,
         Dns: [network.gateway],
@@ -118,7 +150,10 @@ export class ContainerCage extends Cage {
   async afterStart(desktop: string) {
     if (!this.caged(desktop)) return;
     const container = this.engine.docker.getContainer(`hangar-${desktop}`);
-    const user = (await container.inspect()).Config.User || "0";
+    const info = await container.inspect();
+    const configured = info.Config.User || "0";
+    // Hangar's image as root: its desktop user's database is the one Chromium reads.
+    const user = configured === "0" && runsHangarEntrypoint(info.Config) ? DESKTOP_USER : configured;
     for (const [as, script] of [
       ["0", INSTALL_SYSTEM],
       [user, TRUST_IN_NSS],
