@@ -5,23 +5,14 @@
  * one opens what nobody may read and no more. Its wrapper script is the server's, its profile
  * (nobody has no home) a temporary one of nobody's, and both are gone when the server stops.
  */
-import {
-  chmodSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningCli, startCli } from "../support/cli-process.js";
 import { eventually } from "../support/desktop.js";
-import { descendants, isRunning, processesNamed } from "../support/processes.js";
+import { descendants, isRunning, processesNamed, uidOf } from "../support/processes.js";
 import { postCmd } from "../support/server.js";
 
 const NOBODY = 65534;
@@ -90,13 +81,6 @@ async function visit(url: string) {
 async function pageText(): Promise<string> {
   const { event } = await postCmd(serve.url, { command: "browser_get_page_text", params: {} });
   return JSON.stringify(event);
-}
-
-function uidOf(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8")
-    .split("\n")
-    .find((l) => l.startsWith("Uid:"));
-  return Number(line?.split(/\s+/)[1]);
 }
 
 /** The server's descendants that are Chromium (the browser, its zygotes, renderers and helpers). */

@@ -25,6 +25,7 @@ import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningCli, startCli } from "../support/cli-process.js";
 import { eventually, PYTHON } from "../support/desktop.js";
+import { uidOf } from "../support/processes.js";
 import { postCmd } from "../support/server.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -151,13 +152,6 @@ function childNamed(parent: number, name: string): number | undefined {
       return false;
     }
   });
-}
-
-function uidOf(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8")
-    .split("\n")
-    .find((l) => l.startsWith("Uid:"));
-  return Number(line?.split(/\s+/)[1]);
 }
 
 describe("hangar serve --command-user nobody (as root)", () => {

@@ -81,3 +81,11 @@ export function processesNamed(text: string): { pid: number; ppid: number; state
   }
   return found;
 }
+
+/** The real uid of a process (its `/proc/<pid>/status` line `Uid:`). */
+export function uidOf(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("Uid:"));
+  return Number(line?.split(/\s+/)[1]);
+}
