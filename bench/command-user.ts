@@ -2,9 +2,15 @@
  * What `--command-user` costs `run_command`: `echo hi` end to end over HTTP on three servers — warm
  * shells (the default), a shell spawned per command (`--warm-shells 0`), and a shell spawned per
  * command as the command user through setpriv (`--command-user nobody`, which has no warm shells).
- * Rounds of 30 commands back to back, interleaved between the servers. Needs root.
+ * Rounds of 30 commands back to back, interleaved between the servers. Then the file commands
+ * (`write_bytes` and `read_bytes` of 1 MiB) on the default server and the command user's, whose
+ * files go through its file worker (src/os/agent-files.ts). Needs root.
  * Run after `npm run build`: node --import tsx bench/command-user.ts [--rounds 5] [--user nobody]
  */
+import { randomBytes } from "node:crypto";
+import { rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { median, ms, p95, printMarkdown } from "./lib.js";
@@ -45,6 +51,41 @@ try {
     `run_command "echo hi" over HTTP, ${ROUNDS} rounds of ${BURST}`,
     ["server", "median", "p95"],
     sides.map((s) => [s.name, ms(median(s.times)), ms(p95(s.times))]),
+  );
+  // The file commands: this process's own files, or the command user's file worker.
+  const payload = randomBytes(1024 * 1024).toString("base64");
+  const fileSides = [sides[0], sides[2]].map((side) => ({
+    side,
+    path: join(tmpdir(), `hangar-bench-files-${process.pid}-${side.args.length}.bin`),
+    write: [] as number[],
+    read: [] as number[],
+  }));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const f of fileSides) {
+      for (let i = 0; i < 10; i++) {
+        let start = performance.now();
+        const wrote = await cmd(f.side.server!.url, "write_bytes", { path: f.path, content_b64: payload });
+        f.write.push(performance.now() - start);
+        start = performance.now();
+        const read = await cmd(f.side.server!.url, "read_bytes", { path: f.path });
+        f.read.push(performance.now() - start);
+        if (!wrote.success || read.content?.content_b64 !== payload)
+          throw new Error("the file did not come back");
+      }
+      await sleep(PAUSE_MS);
+    }
+  }
+  for (const f of fileSides) await rm(f.path, { force: true });
+  printMarkdown(
+    `write_bytes then read_bytes of 1 MiB over HTTP, ${ROUNDS} rounds of 10`,
+    ["server", "write median", "write p95", "read median", "read p95"],
+    fileSides.map((f) => [
+      f.side.name,
+      ms(median(f.write)),
+      ms(p95(f.write)),
+      ms(median(f.read)),
+      ms(p95(f.read)),
+    ]),
   );
 } finally {
   for (const side of sides) await side.server?.stop();

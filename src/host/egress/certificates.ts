@@ -9,8 +9,9 @@
  */
 import { execFile } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 
@@ -42,29 +43,115 @@ async function openssl(args: string[]) {
   }
 }
 
+/**
+ * How far back a certificate's validity starts: a desktop whose clock is behind the host's (a guest
+ * just booted under emulation, a fork before its clock is set) would refuse one valid from now.
+ */
+const BACKDATE_MS = 2 * 86_400_000;
+
+/** A time as `openssl ca` takes it (GeneralizedTime, UTC). */
+function asn1Time(ms: number): string {
+  return `${new Date(ms).toISOString().replace(/[-:T]/g, "").slice(0, 14)}Z`;
+}
+
+/**
+ * Signs the request `csr` into `out`, valid from two days ago for `days`, with the extensions in the
+ * file `extensions`: by `issuer`, or by the request's own key (`selfSignKey`). `openssl x509` and
+ * `req` start a certificate now and cannot say otherwise here (OpenSSL 3.0); `openssl ca` can, with
+ * a database of its own, made in a temporary directory and removed.
+ */
+async function signBackdated(options: {
+  csr: string;
+  out: string;
+  days: number;
+  extensions: string;
+  issuer?: CertificateFiles;
+  selfSignKey?: string;
+}) {
+  const work = await mkdtemp(join(tmpdir(), "hangar-ca-"));
+  try {
+    await writeFile(join(work, "index.txt"), "");
+    // A random serial, as browsers want each certificate of an issuer to have its own.
+    await writeFile(join(work, "serial"), `${randomBytes(12).toString("hex")}\n`);
+    const config = join(work, "ca.cnf");
+    await writeFile(
+      config,
+      [
+        "[ca]",
+        "default_ca = signer",
+        "[signer]",
+        `database = ${join(work, "index.txt")}`,
+        `new_certs_dir = ${work}`,
+        `serial = ${join(work, "serial")}`,
+        "default_md = sha256",
+        "policy = any",
+        "unique_subject = no",
+        "copy_extensions = none",
+        "email_in_dn = no",
+        "[any]",
+        "commonName = supplied",
+        "",
+      ].join("\n"),
+    );
+    const now = Date.now();
+    await openssl([
+      "ca",
+      "-batch",
+      "-notext",
+      "-config",
+      config,
+      "-in",
+      options.csr,
+      "-out",
+      options.out,
+      "-startdate",
+      asn1Time(now - BACKDATE_MS),
+      "-enddate",
+      asn1Time(now + options.days * 86_400_000),
+      "-extfile",
+      options.extensions,
+      ...(options.issuer
+        ? ["-cert", options.issuer.cert, "-keyfile", options.issuer.key]
+        : ["-selfsign", "-keyfile", options.selfSignKey ?? ""]),
+    ]);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
 /** The CA in `dir` (`ca.crt`, `ca.key`), made when it is not there yet. */
 export async function ensureCa(dir: string, commonName: string): Promise<CertificateFiles> {
   const files = { cert: join(dir, "ca.crt"), key: join(dir, "ca.key") };
   if (await exists(files.cert)) return files;
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await newKey(files.key);
-  await openssl([
-    "req",
-    "-x509",
-    "-new",
-    "-key",
-    files.key,
-    "-out",
-    files.cert,
-    "-days",
-    String(CA_DAYS),
-    "-subj",
-    `/CN=${commonName.replace(/[/=+\\]/g, "_")}`,
-    "-addext",
-    "basicConstraints=critical,CA:TRUE,pathlen:0",
-    "-addext",
-    "keyUsage=critical,keyCertSign,cRLSign",
-  ]);
+  const nonce = randomBytes(6).toString("hex");
+  const request = join(dir, `ca.${nonce}.csr`);
+  const extensions = join(dir, `ca.${nonce}.ext`);
+  try {
+    await writeFile(
+      extensions,
+      "basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\n",
+      { mode: 0o600 },
+    );
+    await openssl([
+      "req",
+      "-new",
+      "-key",
+      files.key,
+      "-out",
+      request,
+      "-subj",
+      `/CN=${commonName.replace(/[/=+\\]/g, "_")}`,
+    ]);
+    // Written beside, then renamed: a CA file is whole or absent.
+    const made = `${files.cert}.${nonce}.tmp`;
+    await signBackdated({ csr: request, out: made, days: CA_DAYS, extensions, selfSignKey: files.key });
+    await rename(made, files.cert);
+  } finally {
+    await rm(request, { force: true });
+    await rm(extensions, { force: true });
+  }
   return files;
 }
 
@@ -87,24 +174,7 @@ export async function ensureLeaf(ca: CertificateFiles, dir: string, name: string
       { mode: 0o600 },
     );
     await openssl(["req", "-new", "-key", files.key, "-out", request, "-subj", `/CN=${name}`]);
-    await openssl([
-      "x509",
-      "-req",
-      "-in",
-      request,
-      "-CA",
-      ca.cert,
-      "-CAkey",
-      ca.key,
-      "-set_serial",
-      `0x${randomBytes(12).toString("hex")}`,
-      "-days",
-      String(LEAF_DAYS),
-      "-extfile",
-      extensions,
-      "-out",
-      files.cert,
-    ]);
+    await signBackdated({ csr: request, out: files.cert, days: LEAF_DAYS, extensions, issuer: ca });
   } finally {
     await rm(request, { force: true });
     await rm(extensions, { force: true });
