@@ -137,7 +137,7 @@ export function errorToWire(err: unknown): WireError {
 
 /** The error the worker met, raised again here with Node's fields (`describeOsError` reads `code`). */
 export function errorFromWire(wire: WireError): Error {
-  const err: NodeJS.ErrnoException = new Error(String(wire.message));
+  const err: NodeJS.ErrnoException = new Error(String(wire?.message ?? "the file worker failed"));
   if (typeof wire.code === "string") err.code = wire.code;
   if (typeof wire.errno === "number") err.errno = wire.errno;
   if (typeof wire.syscall === "string") err.syscall = wire.syscall;

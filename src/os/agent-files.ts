@@ -143,6 +143,8 @@ export class AgentFileSystem implements FileSystem {
         );
       }, START_TIMEOUT_MS);
       child.on("message", (message: FileReply) => {
+        // The worker is the agent's process: what it sends is checked before it is read.
+        if (!message || typeof message !== "object" || typeof message.id !== "number") return;
         if (!started) {
           started = true;
           clearTimeout(timer);
@@ -151,8 +153,8 @@ export class AgentFileSystem implements FileSystem {
           resolve(child);
           return;
         }
-        if (message.ok) this.settle(message.id, undefined, message.value);
-        else this.settle(message.id, errorFromWire(message.error));
+        if (message.ok === true) this.settle(message.id, undefined, message.value);
+        else this.settle(message.id, errorFromWire(message.error ?? { message: "the file worker failed" }));
       });
       child.once("error", (err) => {
         clearTimeout(timer);
