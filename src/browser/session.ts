@@ -29,6 +29,7 @@ import { CommandError } from "../common/errors.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { asUser, type CommandUser, userCwd, userEnv } from "../os/command-user.js";
 import { findProgram } from "../os/launch.js";
+import { makeOwnedTempDir } from "../os/owned-temp-dir.js";
 import { PageLog } from "./page-log.js";
 
 export interface BrowserOptions {
@@ -276,7 +277,7 @@ export class BrowserSession {
     try {
       let program = executablePath;
       if (user) {
-        program = scratch.wrapper(user, executablePath);
+        program = await scratch.wrapper(user, executablePath);
         profile = await scratch.userProfile(user, profile);
       }
       const merged = { ...process.env, ...env };
@@ -354,10 +355,11 @@ class Scratch {
   /**
    * The wrapper Playwright starts instead of `executablePath`: a script that execs `setpriv` (which
    * execs Chromium as the user), with Playwright's arguments. It starts in the user's working
-   * directory (the server's may be one the user cannot enter).
+   * directory (the server's may be one the user cannot enter). Its directory is an owned temporary
+   * one (os/owned-temp-dir.ts): what a server killed with -9 left is removed at the next launch.
    */
-  wrapper(user: CommandUser, executablePath: string): string {
-    const dir = this.add(mkdtempSync(join(tmpdir(), `${SCRATCH_PREFIX}wrapper-${process.pid}-`)));
+  async wrapper(user: CommandUser, executablePath: string): Promise<string> {
+    const dir = this.add(await makeOwnedTempDir(`${SCRATCH_PREFIX}wrapper-`));
     const [file, args] = asUser(user, executablePath, []);
     const cwd = userCwd(user, undefined) ?? "/";
     const script = join(dir, "browser");
