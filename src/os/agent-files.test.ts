@@ -8,7 +8,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { uidOf } from "../../test/support/processes.js";
 import { AgentFileSystem } from "./agent-files.js";
 import { resolveCommandUser } from "./command-user.js";
 import { openRegularFile, readInto, writeStreamed, writeWhole } from "./files.js";
@@ -103,4 +102,11 @@ function workerPid(fs: AgentFileSystem): number {
   const pid = (fs as unknown as { child?: { pid?: number } }).child?.pid;
   if (!pid) throw new Error("no file worker");
   return pid;
+}
+
+function uidOf(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("Uid:"));
+  return Number(line?.split(/\s+/)[1]);
 }
