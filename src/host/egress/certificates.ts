@@ -9,11 +9,11 @@
  */
 import { execFile } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { makeOwnedTempDir } from "../../os/owned-temp-dir.js";
 
 const run = promisify(execFile);
 
@@ -68,7 +68,8 @@ async function signBackdated(options: {
   issuer?: CertificateFiles;
   selfSignKey?: string;
 }) {
-  const work = await mkdtemp(join(tmpdir(), "hangar-ca-"));
+  // An owned temporary directory (os/owned-temp-dir.ts): one a killed service left goes at the next signing.
+  const work = await makeOwnedTempDir("hangar-ca-");
   try {
     await writeFile(join(work, "index.txt"), "");
     // A random serial, as browsers want each certificate of an issuer to have its own.
