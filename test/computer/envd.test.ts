@@ -359,7 +359,10 @@ describe("envd without a token (loopback)", () => {
           ["gone.txt", EventType.REMOVE],
         ]),
       );
-    expect((await fs.getWatcherEvents({ watcherId })).events).toEqual([]);
+    // Polled events are handed out once: a later poll holds nothing new. The short-lived file may
+    // be told removed twice (its creation's event is described once it is already gone, CI saw it).
+    const later = (await fs.getWatcherEvents({ watcherId })).events.map((e) => [e.name, e.type]);
+    expect(later.filter(([name, type]) => !(name === "gone.txt" && type === EventType.REMOVE))).toEqual([]);
     await fs.removeWatcher({ watcherId });
     const gone = await fs.getWatcherEvents({ watcherId }).catch((e) => e);
     expect(ConnectError.from(gone).code).toBe(Code.NotFound);
