@@ -3,7 +3,18 @@
  * it reads and writes what nobody may and nothing else, what it writes belongs to nobody, and a
  * worker that dies is replaced at the next call.
  */
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -95,6 +106,32 @@ describe("the command user's file system", () => {
       info = await files.stat(join(dir, "public")).catch(() => undefined);
     expect(info?.size).toBe(7);
     expect(workerPid(files)).not.toBe(pid);
+  });
+});
+
+describe("a server killed with -9", () => {
+  it("takes its file worker with it", async () => {
+    const module = new URL("./agent-files.ts", import.meta.url).pathname;
+    const script = `const { AgentFileSystem } = await import(${JSON.stringify(module)});
+      const { resolveCommandUser } = await import(${JSON.stringify(new URL("./command-user.ts", import.meta.url).pathname)});
+      const files = new AgentFileSystem(resolveCommandUser("nobody"));
+      await files.stat("/");
+      console.log(files.child.pid);
+      setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const [line] = (await once(child.stdout!, "data")) as [Buffer];
+    const worker = Number(line.toString().trim());
+    expect(uidOf(worker)).toBe(NOBODY);
+    child.kill("SIGKILL");
+    await once(child, "exit");
+    // The worker sees its channel close and exits: nothing of the agent's user outlives the server.
+    const deadline = Date.now() + 10_000;
+    // Not our child, so no exit event to wait for: its /proc entry is polled until it goes.
+    while (existsSync(`/proc/${worker}`) && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(existsSync(`/proc/${worker}`)).toBe(false);
   });
 });
 
