@@ -18,6 +18,7 @@ import { DesktopService } from "./desktops/desktop-service.js";
 import type { DesktopRuntime, RuntimeKind } from "./desktops/runtime.js";
 import type { E2bOptions, RunningE2bService } from "./e2b/service.js";
 import { EgressService } from "./egress/egress-service.js";
+import { EgressTimelineFeed } from "./egress/timeline-feed.js";
 import { LifecycleEvents } from "./events.js";
 import { HostLog } from "./host-log.js";
 import { ImageService } from "./images/image-service.js";
@@ -160,6 +161,8 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
   const events = new LifecycleEvents();
   vms.lifecycle.on((transition) => events.emit(...operatorEvent(transition)));
   vms.addToRecords((record) => ({ network: egress.record(record.name, record.runtime) }));
+  // Each egress decision in its desktop's own timeline, beside the commands (egress/timeline-feed.ts).
+  const egressFeed = new EgressTimelineFeed(egress.audit, (name) => vms.find(name), log);
   const shared = kubernetes && options.kubernetes?.poolsInCluster && !options.poolStore;
   const poolStore =
     options.poolStore ??
@@ -219,6 +222,7 @@ export async function startHostService(options: HostServiceOptions = {}): Promis
     await pools.close();
     webhooks?.close();
     metrics.close();
+    egressFeed.close();
     await vms.close();
     await egress.close();
     await images.settled();

@@ -4,11 +4,15 @@
  * server behind it was replaced by a fresh one. Debian's Chromium, through a TCP relay the test
  * owns, so that it can cut the page's connections.
  */
+import { mkdirSync } from "node:fs";
 import { connect, createServer, type Socket } from "node:net";
+import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchBrowser } from "../support/browser.js";
 import { startTestServer } from "../support/server.js";
+
+const SHOTS = join(import.meta.dirname, "../../.tmp/console");
 
 type TestServer = Awaited<ReturnType<typeof startTestServer>>;
 
@@ -51,6 +55,7 @@ let eventStreams = 0;
 beforeAll(async () => {
   [server, browser] = await Promise.all([startTestServer(), launchBrowser()]);
   relay = await startRelay(() => portOf(replacement ?? server));
+  mkdirSync(SHOTS, { recursive: true });
   page = await browser.newPage();
   page.on("pageerror", (err) => problems.push(err.message));
   page.on("request", (request) => {
@@ -116,6 +121,48 @@ describe("the Activity list", () => {
     await expect.poll(rows).toEqual(["1 run_command", "2 version"]);
     await replacement.cmd("get_screen_size");
     await expect.poll(rows).toEqual(["1 run_command", "2 version", "3 get_screen_size"]);
+    expect(problems).toEqual([]);
+  });
+});
+
+describe("the host's egress decisions", () => {
+  it("are rows of their own between the commands, saying what was refused and why", async () => {
+    const target = replacement ?? server;
+    await target.cmd("run_command", { command: "true" });
+    const res = await fetch(`${target.url}/activity/egress`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        events: [
+          {
+            via: "connect",
+            name: "evil.example.net",
+            address: null,
+            port: 443,
+            allowed: false,
+            rule: "not in the allow list",
+          },
+        ],
+      }),
+    });
+    expect(res.status).toBe(200);
+    await target.cmd("version");
+    const shown = () =>
+      page.$$eval("#timeline li", (items) =>
+        items.slice(-3).map((item) => ({
+          text: item.querySelector(".cmd")?.textContent,
+          note: item.classList.contains("note"),
+          failed: item.classList.contains("failed"),
+        })),
+      );
+    await expect.poll(shown).toEqual([
+      { text: 'run_command {"command":"true"}', note: false, failed: false },
+      { text: "refused evil.example.net:443 (not in the allow list)", note: true, failed: true },
+      { text: "version ", note: false, failed: false },
+    ]);
+    await page.locator("#timeline li.note").last().click();
+    await expect.poll(() => page.textContent("#detail")).toContain("egress: refused evil.example.net:443");
+    await page.screenshot({ path: join(SHOTS, "timeline-egress.png"), fullPage: true });
     expect(problems).toEqual([]);
   });
 });

@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { copySparse } from "../../src/host/qemu/sparse-copy.js";
 import { type RunningHostService, startHostService } from "../../src/host/server.js";
+import { expectRefusalInTimeline } from "../egress/desktop-probe.js";
 import { startWorld, type World } from "../egress/world.js";
 import { killQemusUnder } from "../host/support.js";
 import { postCmd } from "../support/server.js";
@@ -108,6 +109,12 @@ describe("a caged guest desktop", () => {
 
     // A name the policy does not allow has no address in the guest.
     expect((await inGuest("getent hosts other.example.test; echo $?")).stdout.trim()).not.toBe("0");
+    // The guest's own timeline shows the refusal beside that command (the guest keeps its own clock).
+    await expectRefusalInTimeline(
+      { name: VM, computerServerUrl: url },
+      "refused the name other.example.test",
+      false,
+    );
     // The secret is nowhere the agent can read.
     // Given in base64, so that the search's own command line does not hold it.
     const encoded = Buffer.from(SECRET).toString("base64");

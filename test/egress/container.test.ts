@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestEngine } from "../host/podman.js";
 import { eventually, type TestHost } from "../host/support.js";
 import { CONTAINER_DESKTOP, startCagedHost, startDesktop, stopCagedHost } from "./caged-host.js";
-import { expectAllowedNameOnly, inDesktop } from "./desktop-probe.js";
+import { expectAllowedNameOnly, expectRefusalInTimeline, inDesktop } from "./desktop-probe.js";
 import type { World } from "./world.js";
 
 const run = promisify(execFile);
@@ -69,6 +69,10 @@ describe("a container desktop caged by its policy", () => {
         (e) => e.via === "tls" && e.name === "allowed.example.test" && e.allowed && e.bytesIn > 0,
       ),
     );
+  });
+
+  it("shows each decision in the desktop's own timeline, beside the command that tried it", async () => {
+    await expectRefusalInTimeline(desktop, "refused evil.example.net:443 (not in the allow list)");
   });
 
   it("refuses a name pointing at the host's loopback, and raw TCP to any address not listed", async () => {

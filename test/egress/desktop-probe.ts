@@ -76,3 +76,34 @@ export async function expectAllowedNameOnly(desktop: DesktopAddress): Promise<an
   expect(seen.evilProxied.body).toContain("refused evil.example.net:443 (not in the allow list)");
   return seen;
 }
+
+/**
+ * The host told the desktop's own timeline (`GET /activity` of its computer server) of a refusal
+ * whose text starts with `text` ("refused evil.example.net:443"): an entry of its own, next to the
+ * agent's `run_command` that made it. With `sameClock` (a container or Pod: the host's clock), that
+ * command also ran when the proxy refused it (an entry's time is its end); a guest keeps its own clock.
+ */
+export async function expectRefusalInTimeline(desktop: DesktopAddress, text: string, sameClock = true) {
+  const timeline = async () => {
+    const res = await fetch(new URL("/activity", desktop.computerServerUrl as string), {
+      headers: desktop.apiKey ? { "x-api-key": desktop.apiKey, "x-container-name": desktop.name } : {},
+    });
+    return ((await res.json()) as { entries: any[] }).entries;
+  };
+  const found = (list: any[]) => list.find((e) => typeof e.text === "string" && e.text.startsWith(text));
+  await expect.poll(async () => found(await timeline())?.text, { timeout: 20_000 }).toMatch(/^refused /);
+  const list = await timeline();
+  const note = found(list);
+  const shown = JSON.stringify(list.map((e) => [e.id, e.time, e.ms, e.command, e.text]));
+  expect(note).toMatchObject({ transport: "egress", command: "refused", success: false });
+  const commands = list.filter((e) => e.text === undefined);
+  const before = commands.filter((e) => e.id < note.id).at(-1);
+  const after = commands.find((e) => e.id > note.id);
+  const next = [before, after].filter((e) => e?.command === "run_command");
+  expect(next.length, shown).toBeGreaterThan(0);
+  if (sameClock) {
+    const at = Date.parse(note.params.time);
+    const ran = (e: any) => Date.parse(e.time) - e.ms - 5 <= at && at <= Date.parse(e.time) + 5;
+    expect(next.some(ran), shown).toBe(true);
+  }
+}

@@ -12,7 +12,7 @@ import { type AddressInfo, connect, createServer } from "node:net";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { GATE_ANNOTATION } from "../../src/host/egress/kubernetes-cage.js";
-import { expectAllowedNameOnly, inDesktop } from "../egress/desktop-probe.js";
+import { expectAllowedNameOnly, expectRefusalInTimeline, inDesktop } from "../egress/desktop-probe.js";
 import { startWorld, type World } from "../egress/world.js";
 import { desktopCommand } from "../host/desktop-client.js";
 import { eventually, type TestHost } from "../host/support.js";
@@ -137,6 +137,8 @@ describe("a Pod caged by its policy", () => {
     await eventually(async () =>
       (await events()).some((e) => e.via === "tls" && e.name === "allowed.example.test" && e.allowed),
     );
+    // And in the desktop's own timeline, beside the command that tried it.
+    await expectRefusalInTimeline(desktop, "refused evil.example.net:443 (not in the allow list)");
   });
 
   it("refuses a name pointing at the host's loopback and raw TCP anywhere; the gate takes no one else's connection", async () => {

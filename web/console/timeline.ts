@@ -1,7 +1,7 @@
 /**
  * The activity timeline: the entries kept so far, then each new one live from `GET /events`. A
  * click on an entry shows its parameters and the screenshot the agent had just seen, with a marker
- * where it clicked. Entries are keyed by their id: a stream opened again (after a proxy or the
+ * where it clicked. The host's egress decisions come as entries too (`text`), between the commands. Entries are keyed by their id: a stream opened again (after a proxy or the
  * network cut it) asks only for what came after the last one shown, an entry that arrives twice is
  * shown once, and a server started anew (another `X-Activity-Series`) starts the list over.
  */
@@ -49,14 +49,27 @@ export class Timeline {
   }
 
   private add(entry: Entry) {
-    const row = make("li", { className: entry.success ? "" : "failed", title: entry.error ?? "" }, [
+    const cells = [
       make("span", { className: "muted" }, [
         new Date(entry.time).toLocaleTimeString([], { hourCycle: "h23" }),
       ]),
       make("span", { className: "muted" }, [entry.transport]),
-      make("span", { className: "cmd" }, [`${entry.command} ${summary(entry)}`]),
-      make("span", { className: "muted" }, [`${entry.ms} ms`]),
-    ]);
+    ];
+    if (entry.text === undefined) {
+      cells.push(
+        make("span", { className: "cmd" }, [`${entry.command} ${summary(entry)}`]),
+        make("span", { className: "muted" }, [`${entry.ms} ms`]),
+      );
+    } else {
+      // A note of the host's (an egress decision) says itself in words, across the time column.
+      cells.push(make("span", { className: "cmd" }, [entry.text]));
+    }
+    const row = make(
+      "li",
+      { className: entry.success ? "" : "failed", title: entry.error ?? entry.text ?? "" },
+      cells,
+    );
+    if (entry.text !== undefined) row.classList.add("note");
     row.dataset.id = String(entry.id);
     row.dataset.command = entry.command;
     row.onclick = () => void this.show(entry, row);
@@ -72,8 +85,9 @@ export class Timeline {
     row.classList.add("selected");
     const parts: Node[] = [
       make("div", {}, [
-        `${entry.command} via ${entry.transport}, ${entry.ms} ms, `,
-        entry.success ? "ok" : "failed",
+        entry.text === undefined
+          ? `${entry.command} via ${entry.transport}, ${entry.ms} ms, ${entry.success ? "ok" : "failed"}`
+          : `${entry.transport}: ${entry.text}`,
       ]),
     ];
     if (entry.error) parts.push(make("div", { className: "error" }, [entry.error]));

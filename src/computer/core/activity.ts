@@ -41,6 +41,23 @@ export interface ActivityEntry {
   seen?: number;
   /** For a `screenshot`: the id under which its image is kept (`GET /activity/screenshots/{id}`). */
   screenshot?: number;
+  /**
+   * For an entry that is not a command but something the desktop's host saw (`note`): what
+   * happened, in words, e.g. "refused evil.example.net:443 (not in the allow list)".
+   */
+  text?: string;
+}
+
+/** Something the desktop's host saw happen, for the timeline beside the commands (`ActivityLog.note`). */
+export interface ActivityNote {
+  /** Who saw it, shown where a command's transport is (e.g. `egress`). */
+  transport: string;
+  /** What kind of thing it is (e.g. `refused`, `allowed`). */
+  command: string;
+  text: string;
+  /** Its details, shown when the entry is opened (redacted as a command's parameters are). */
+  params: unknown;
+  success: boolean;
 }
 
 export interface StoredScreenshot {
@@ -86,6 +103,8 @@ export class ActivityLog {
   private readonly listeners = new Set<(entry: ActivityEntry) => void>();
   private readonly size: number;
   private readonly screenshotBytes: number;
+  /** How many of the entries are notes: at most half the ring, so a chatty host never pushes the commands out. */
+  private notes = 0;
 
   constructor(options: ActivityOptions = {}) {
     this.size = Math.max(1, options.size ?? 500);
@@ -114,8 +133,37 @@ export class ActivityLog {
     }
     if (this.lastShot !== undefined) entry.seen = this.lastShot;
     if (run.flags.capture && outcome.success) entry.screenshot = this.keep(run.params, outcome.result);
+    this.append(entry);
+  }
+
+  /**
+   * Adds what the desktop's host saw (an egress decision) to the timeline, between the commands:
+   * it is not a command, so it neither counts as the desktop's use (`lastCommandAt`) nor carries a
+   * screenshot. The oldest notes go first once they fill half the ring.
+   */
+  note(note: ActivityNote) {
+    const entry: ActivityEntry = {
+      id: this.nextId++,
+      time: isoNow(),
+      transport: note.transport,
+      command: note.command,
+      params: redact(note.params),
+      ms: 0,
+      success: note.success,
+      text: cut(note.text),
+    };
+    this.notes++;
+    if (this.notes > Math.max(1, Math.floor(this.size / 2))) {
+      const oldest = this.entries.findIndex((kept) => kept.text !== undefined);
+      if (oldest >= 0) this.entries.splice(oldest, 1);
+      this.notes--;
+    }
+    this.append(entry);
+  }
+
+  private append(entry: ActivityEntry) {
     this.entries.push(entry);
-    if (this.entries.length > this.size) this.entries.shift();
+    if (this.entries.length > this.size && this.entries.shift()?.text !== undefined) this.notes--;
     for (const listener of this.listeners) listener(entry);
   }
 

@@ -1,6 +1,7 @@
 /**
  * The web console's data routes (its page is served by common/web-page.ts), behind authentication: the
- * activity timeline (`GET /activity`, `GET /activity/screenshots/{id}`, `GET /events` as SSE), the
+ * activity timeline (`GET /activity`, `GET /activity/screenshots/{id}`, `GET /events` as SSE, the
+ * host's egress decisions in it by `POST /activity/egress`), the
  * status panel's `GET /console/status` and the live view (`WS /live`, see live-view.ts).
  */
 import { type Context, Hono } from "hono";
@@ -15,6 +16,7 @@ import type { CommandRegistry } from "../../core/registry.js";
 import { EVENT_STREAM_HEADERS, replyByHand } from "../../http/by-hand.js";
 import type { ComputerEnv } from "../../http/env.js";
 import { liveMp4, PLAYER_REPEAT_MS } from "../../http/live-mp4.js";
+import { egressNotes } from "./egress-notes.js";
 import { consoleStreamSettings, liveView } from "./live-view.js";
 
 export interface ConsoleOptions {
@@ -66,6 +68,8 @@ export function consoleRoutes(options: ConsoleOptions) {
   });
 
   app.get("/events", (c) => activityEvents(c, activity));
+  // What the desktop's host saw of its connections, beside the commands (egress-notes.ts).
+  app.post("/activity/egress", egressNotes(activity));
 
   // Whether the desktop is in use: what a host asks before putting it to sleep (core/idleness.ts).
   const { idleness } = options;
