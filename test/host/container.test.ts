@@ -10,7 +10,7 @@ import { existsSync, readdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { desktopCommand, pngSize } from "./desktop-client.js";
+import { desktopCommand, expectControllerOutOfReach, pngSize } from "./desktop-client.js";
 import { startPodman, TEST_IMAGE, type TestEngine, testUlimits } from "./podman.js";
 import { LINUX_VM, startTestHost, type TestHost } from "./support.js";
 
@@ -110,6 +110,9 @@ describe("a container desktop", () => {
     expect(cursor.result.content.position).toEqual({ x: 300, y: 200 });
     const written = await desktopCommand(vm, "run_command", { command: "echo kept-across > ~/kept.txt" });
     expect(written.result.success).toBe(true);
+    // Started as root: the server keeps root, the agent is the desktop user and cannot reach it.
+    expect(await engine.podman("inspect", "hangar-desk", "--format", "{{.Config.User}}")).toBe("0");
+    await expectControllerOutOfReach(vm);
 
     // noVNC's page answers on the published port, and the console reads like `docker logs`.
     const viewer = await fetch(vm.vncUrl);

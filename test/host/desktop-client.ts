@@ -1,4 +1,5 @@
 /** Drives a desktop's computer server as an agent would: `POST /cmd`, the SSE reply parsed. */
+import { expect } from "vitest";
 
 export interface DesktopAddress {
   name: string;
@@ -32,4 +33,24 @@ export function pngSize(base64: string): { width: number; height: number } {
   const bytes = Buffer.from(base64, "base64");
   if (bytes.subarray(1, 4).toString("latin1") !== "PNG") throw new Error("not a PNG");
   return { width: bytes.readUInt32BE(16), height: bytes.readUInt32BE(20) };
+}
+
+/**
+ * A desktop of Hangar's image started as root (docs/egress.md#in-the-container-image): the agent's
+ * commands run as the desktop user (10001), the computer server (a root `node`) and its secrets are
+ * out of their reach, and killing every `node` process leaves the server answering.
+ */
+export async function expectControllerOutOfReach(desktop: DesktopAddress) {
+  const run = async (command: string) =>
+    (await desktopCommand(desktop, "run_command", { command })).result as { stdout: string; stderr: string };
+  expect((await run("id -u")).stdout).toBe("10001\n");
+  const nodes = 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = node ] && basename "$p"; done';
+  const owners = (await run(`for p in $(${nodes}); do stat -c %U /proc/$p; done | sort -u`)).stdout;
+  expect(owners).toContain("root");
+  const secrets = await run("cat /run/secrets/hangar/* 2>&1; ls -ld /run/secrets/hangar");
+  expect(secrets.stdout).toMatch(/Permission denied/);
+  const killed = await run(`for p in $(${nodes}); do kill -9 $p; done 2>&1; true`);
+  expect(killed.stdout).toMatch(/Operation not permitted/);
+  const status = await desktopCommand(desktop, "run_command", { command: "echo still here" });
+  expect(status.result.stdout).toBe("still here\n");
 }

@@ -42,7 +42,7 @@ import {
   SERVER_PORT,
 } from "./container-record.js";
 import { clearMark, PausedWatch, readMark, writeMark } from "./container-sleep.js";
-import { DesktopImages } from "./desktop-image.js";
+import { DesktopImages, runsHangarEntrypoint } from "./desktop-image.js";
 import { connectEngine, type Engine, engineError, engineMessage, statusOf } from "./engine.js";
 import { EngineEvents } from "./engine-events.js";
 import {
@@ -678,11 +678,12 @@ export class ContainerRuntime implements HibernatingRuntime {
   /** Makes the container (stopped), with secrets of its own (a new VNC password; a new key when `keyed`). */
   private async makeContainer(spec: DesktopSpec, keyed: boolean) {
     const cname = containerName(spec.name);
-    const caged = await this.cageSettings(spec);
-    // Run as root (a caged desktop of Hangar's image), its secrets are root's alone in it.
-    const secretsDir = await this.secrets.make(cname, keyed, caged.User === "0");
+    const caged = (await this.cage?.containerSettings(spec.name)) ?? { Env: [], Binds: [] };
+    const user = await this.userFor(spec);
+    // Run as root (Hangar's image), its secrets are root's alone in it.
+    const secretsDir = await this.secrets.make(cname, keyed, user === "0");
     try {
-      await this.createContainer(cname, spec, keyed, secretsDir, caged);
+      await this.createContainer(cname, spec, keyed, secretsDir, caged, user);
     } catch (err) {
       await this.secrets.remove(cname);
       if (statusOf(err) === 409) throw alreadyExists(spec.name, true);
@@ -690,18 +691,20 @@ export class ContainerRuntime implements HibernatingRuntime {
     }
   }
 
-  /** What a caged desktop's container is made with (its network, the CA, root for Hangar's image). */
-  private async cageSettings(spec: DesktopSpec) {
-    const image = this.cage?.caged(spec.name)
-      ? await this.engine.docker
-          .getImage(spec.image)
-          .inspect()
-          .then((info) => info.Config)
-          .catch((err) => {
-            throw engineError(err, this.engine, `Reading image ${spec.image}`);
-          })
-      : undefined;
-    return (await this.cage?.containerSettings(spec.name, image)) ?? { Env: [], Binds: [] };
+  /**
+   * Hangar's own image is started as root: its entry point keeps the computer server root and runs
+   * everything the agent starts (processes, files, desktop, browser) as its desktop user, so the
+   * agent cannot signal, trace or read the server or its keys (src/container/main.ts, docs/egress.md).
+   * Another image runs as its own user (undefined).
+   */
+  private async userFor(spec: DesktopSpec): Promise<string | undefined> {
+    const image = await this.engine.docker
+      .getImage(spec.image)
+      .inspect()
+      .catch((err) => {
+        throw engineError(err, this.engine, `Reading image ${spec.image}`);
+      });
+    return runsHangarEntrypoint(image.Config) ? "0" : undefined;
   }
 
   private async createContainer(
@@ -710,6 +713,7 @@ export class ContainerRuntime implements HibernatingRuntime {
     keyed: boolean,
     secretsDir: string,
     caged: Awaited<ReturnType<ContainerCage["containerSettings"]>>,
+    user: string | undefined,
   ) {
     const loopback = [{ HostIp: "127.0.0.1", HostPort: "" }];
     const options: ContainerCreateOptions = {
@@ -732,7 +736,7 @@ export class ContainerRuntime implements HibernatingRuntime {
       ],
       // With a key, the computer server asks for it over plain HTTP: its port is published on loopback only.
       Cmd: keyed ? ["--insecure-http"] : [],
-      ...(caged.User && { User: caged.User }),
+      ...(user && { User: user }),
       ExposedPorts: { [SERVER_PORT]: {}, [NOVNC_PORT]: {}, [OSWORLD_PORT]: {} },
       // Readiness is the host service's own probe; the image's HEALTHCHECK would need systemd timers under podman.
       Healthcheck: { Test: ["NONE"] },
@@ -824,7 +828,9 @@ export class ContainerRuntime implements HibernatingRuntime {
         { ...spec, name },
         info.Config.Labels?.[LABEL.keyed] === "1",
         secretsDir,
-        await this.cageSettings({ ...spec, name }),
+        (await this.cage?.containerSettings(name)) ?? { Env: [], Binds: [] },
+        // As the desktop ran: its secrets' modes are made for that user.
+        info.Config.User || undefined,
       );
     } catch (err) {
       throw engineError(err, this.engine, `Recreating ${name} ${why}`);

@@ -26,6 +26,29 @@ const BUILD_CONTEXT = [
   "deploy",
 ];
 
+/** The desktop user of Hangar's image, who runs the agent's programs when the image starts as root. */
+export const DESKTOP_USER = "hangar";
+/** Hangar's entry point (the Dockerfile's ENTRYPOINT), in its image and images made from it. */
+const HANGAR_ENTRYPOINT = "/opt/hangar/dist/cli/container.js";
+
+/** What of an image's or container's configuration says how it starts. */
+export interface ContainerConfig {
+  Entrypoint?: string[] | string | null;
+  Env?: string[] | null;
+}
+
+/**
+ * Whether it starts Hangar's entry point with a desktop of its own: such a container started as root
+ * keeps the server root and gives the agent the desktop user (not with a display another program
+ * starts, E2B's desktop template, whose desktop is the SDK's).
+ */
+export function runsHangarEntrypoint(config: ContainerConfig | undefined): boolean {
+  const entry = config?.Entrypoint;
+  const words = Array.isArray(entry) ? entry : typeof entry === "string" ? [entry] : [];
+  const external = (config?.Env ?? []).some((v) => /^HANGAR_EXTERNAL_DISPLAY=./.test(v));
+  return words.some((w) => w.includes(HANGAR_ENTRYPOINT)) && !external;
+}
+
 export interface ImagePreparation {
   image: string;
   state: "pulling" | "building" | "failed";

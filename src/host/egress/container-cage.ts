@@ -14,6 +14,7 @@ import { createHash } from "node:crypto";
 import { isIP } from "node:net";
 import type { ContainerCreateOptions } from "dockerode";
 import { EGRESS_CA_IN_DESKTOP, TRUST_IN_NSS } from "../../common/egress-trust.js";
+import { DESKTOP_USER, runsHangarEntrypoint } from "../container/desktop-image.js";
 import { type Engine, engineError, statusOf } from "../container/engine.js";
 import { HostError } from "../errors.js";
 import type { HostLog } from "../host-log.js";
@@ -29,29 +30,6 @@ const NETWORK_PREFIX = "hangar-egress-";
 /** Installs the CA in the system's store (as root in the container). */
 const INSTALL_SYSTEM = `cp ${EGRESS_CA_IN_DESKTOP} /usr/local/share/ca-certificates/hangar-egress.crt && update-ca-certificates >/dev/null`;
 const LABEL_DESKTOP = "dev.hangar.egress-desktop";
-/** The desktop user of Hangar's image, who runs the agent's programs when the image starts as root. */
-const DESKTOP_USER = "hangar";
-/** Hangar's entry point (the Dockerfile's ENTRYPOINT), in its image and images made from it. */
-const HANGAR_ENTRYPOINT = "/opt/hangar/dist/cli/container.js";
-
-/** What of an image's or container's configuration says how it starts. */
-export interface ContainerConfig {
-  Entrypoint?: string[] | string | null;
-  Env?: string[] | null;
-}
-
-/**
- * Whether it starts Hangar's entry point with a desktop of its own: such a container started as root
- * keeps the server root and gives the agent the desktop user (not with a display another program
- * starts, E2B's desktop template, whose desktop is the SDK's).
- */
-export function runsHangarEntrypoint(config: ContainerConfig | undefined): boolean {
-  const entry = config?.Entrypoint;
-  const words = Array.isArray(entry) ? entry : typeof entry === "string" ? [entry] : [];
-  const external = (config?.Env ?? []).some((v) => /^HANGAR_EXTERNAL_DISPLAY=./.test(v));
-  return words.some((w) => w.includes(HANGAR_ENTRYPOINT)) && !external;
-}
-
 interface CageNetwork {
   name: string;
   bridge: string;
@@ -86,14 +64,10 @@ export class ContainerCage extends Cage {
    * What a caged desktop's container is made with (its network made first, kept if there); nothing
    * for a desktop on the open network.
    */
-  async containerSettings(
-    desktop: string,
-    image?: ContainerConfig,
-  ): Promise<{
+  async containerSettings(desktop: string): Promise<{
     Env: string[];
     Binds: string[];
     HostConfig?: ContainerCreateOptions["HostConfig"];
-    User?: string;
   }> {
     if (!this.caged(desktop)) return { Env: [], Binds: [] };
     const network = await this.network(desktop, true);
@@ -113,10 +87,6 @@ export class ContainerCage extends Cage {
       ],
       // The CA's certificate alone (its key stays on the host), installed in the trust stores at start.
       Binds: [`${ca.cert}:${EGRESS_CA_IN_DESKTOP}:ro`],
-      // Hangar's own image started as root keeps its computer server root and runs everything the
-      // agent starts as its desktop user (src/container/main.ts): the cage's controller is out of the
-      // agent's reach too. Another image runs as its own user.
-      ...(image && runsHangarEntrypoint(image) && { User: "0" }),
       HostConfig: {
         NetworkMode: network.name,
         Dns: [network.gateway],
