@@ -29,6 +29,12 @@ function reachMode(value: string) {
   return value;
 }
 
+function podSecurityLevel(value: string) {
+  if (value !== "baseline" && value !== "restricted")
+    throw new InvalidArgumentError("expected baseline or restricted");
+  return value;
+}
+
 function collectWebhook(value: string, previous: string[] = []) {
   try {
     return [...previous, webhookUrl(value)];
@@ -100,6 +106,13 @@ export function registerHost(program: Command) {
       "--kubernetes-reach <mode>",
       "how records address Kubernetes desktops: relay (a loopback port of this service, through the API server) or pod-ip",
       reachMode,
+    )
+    .option(
+      "--kubernetes-pod-security <level>",
+      "Kubernetes desktops of the desktop image: baseline (default; its entry point starts as root with " +
+        "SETUID, SETGID, KILL, CHOWN, DAC_OVERRIDE and FOWNER, and the agent runs as the desktop user, out of " +
+        "the server's reach) or restricted (non-root, no capabilities: one user runs the server and the agent)",
+      podSecurityLevel,
     )
     .option(
       "--pools-in-cluster",
@@ -209,11 +222,16 @@ export function registerHost(program: Command) {
       egressResolvers: opts.egressResolver,
       egressTrust: (opts.egressTrust as string[] | undefined)?.map((file) => readFileSync(file, "utf8")),
       egressGate: opts.egressGate,
-      ...((opts.kubeconfig || opts.namespace || opts.kubernetesReach || opts.poolsInCluster) && {
+      ...((opts.kubeconfig ||
+        opts.namespace ||
+        opts.kubernetesReach ||
+        opts.kubernetesPodSecurity ||
+        opts.poolsInCluster) && {
         kubernetes: {
           kubeconfig: opts.kubeconfig,
           namespace: opts.namespace,
           reach: opts.kubernetesReach,
+          podSecurity: opts.kubernetesPodSecurity,
           poolsInCluster: opts.poolsInCluster,
           leaseDurationSeconds: leaseSeconds,
         },

@@ -19,9 +19,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { existsSync } from "node:fs";
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
-import { userInfo } from "node:os";
+import { constants, existsSync } from "node:fs";
+import { access, chmod, chown, lstat, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { onShutdown } from "../cli/util.js";
@@ -59,7 +59,7 @@ export async function runContainer(
   // As root: the desktop and the agent's processes are this user's, the server stays root.
   const user = settings.commandUser === undefined ? undefined : resolveCommandUser(settings.commandUser);
   // The server's own state (its TLS, trajectories, writes' journal) is root's, not in the agent's home.
-  if (user) env.HOME = homeOfRoot();
+  if (user) env.HOME = await prepareForCommandUser(user);
   const serverSecrets: Record<string, string> = {};
   for (const name of [...SERVER_SECRET_VARS, ...CONTAINER_SECRET_VARS]) {
     if (env[name] && SERVER_SECRET_VARS.includes(name)) serverSecrets[name] = env[name];
@@ -201,6 +201,50 @@ async function trustEgressCa(env: NodeJS.ProcessEnv, user: CommandUser | undefin
     log(
       `the egress CA is not trusted by the desktop's browser: ${result.stderr.trim() || `exit ${result.returnCode}`}`,
     );
+  }
+}
+
+/**
+ * The places a root server and its desktop user share, made safe to share, as volumes mounted for
+ * the container may not be (a Kubernetes `emptyDir` is mode 0777 without the sticky bit, a claim
+ * root's): the shared temporary directories get the sticky bit (the agent may not remove or rename
+ * the server's files there), and the user's home is the user's. Returns the server's own home:
+ * root's (/root), or a private directory under the temporary one where the root file system is
+ * read-only.
+ */
+async function prepareForCommandUser(user: CommandUser): Promise<string> {
+  for (const dir of new Set([tmpdir(), "/tmp", "/tmp/.X11-unix"])) {
+    const info = await stat(dir).catch(() => undefined);
+    if (info?.isDirectory() && info.mode & 0o002 && !(info.mode & 0o1000)) {
+      await chmod(dir, (info.mode & 0o7777) | 0o1000);
+    }
+  }
+  const home = await stat(user.home).catch(() => undefined);
+  if (home?.isDirectory() && home.uid !== user.uid) {
+    await chown(user.home, user.uid, user.gid);
+    await chmod(user.home, 0o755);
+  }
+  const rootHome = homeOfRoot();
+  if (await writable(rootHome)) return rootHome;
+  const own = join(tmpdir(), ".hangar-root");
+  await mkdir(own, { recursive: true, mode: 0o700 });
+  const made = await lstat(own);
+  // Made by root, or taken before: only a directory of root's, private, is used.
+  if (!made.isDirectory() || made.uid !== 0) throw new Error(`${own} is not root's own directory`);
+  await chmod(own, 0o700);
+  return own;
+}
+
+async function writable(dir: string): Promise<boolean> {
+  try {
+    await access(dir, constants.W_OK);
+    // A read-only file system says so only when written to.
+    const probe = join(dir, `.hangar-write-${process.pid}`);
+    await writeFile(probe, "");
+    await rm(probe, { force: true });
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -66,7 +66,7 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
    * Kubernetes desktops (a Pod each): on when the default runtime is `kubernetes` or a kubeconfig
    * or namespace is given (`--kubeconfig`, `--namespace`; else KUBECONFIG, ~/.kube/config, in-cluster).
    */
-  kubernetes?: Pick<KubernetesRuntimeOptions, "kubeconfig" | "namespace" | "reach"> & {
+  kubernetes?: Pick<KubernetesRuntimeOptions, "kubeconfig" | "namespace" | "reach" | "podSecurity"> & {
     /**
      * Keep the pools in a ConfigMap of the namespace instead of a file (`--pools-in-cluster`); the
      * replicas sharing it elect, through a Lease, the one that refills them.

@@ -111,7 +111,7 @@ describe("a container desktop", () => {
     const written = await desktopCommand(vm, "run_command", { command: "echo kept-across > ~/kept.txt" });
     expect(written.result.success).toBe(true);
     // Started as root: the server keeps root, the agent is the desktop user and cannot reach it.
-    expect(await engine.podman("inspect", "hangar-desk", "--format", "{{.Config.User}}")).toBe("0");
+    expect((await engine.podman("inspect", "hangar-desk", "--format", "{{.Config.User}}")).trim()).toBe("0");
     await expectControllerOutOfReach(vm);
 
     // noVNC's page answers on the published port, and the console reads like `docker logs`.

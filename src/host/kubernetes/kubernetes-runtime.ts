@@ -77,6 +77,13 @@ export interface KubernetesRuntimeOptions extends ClusterOptions {
   egress?: EgressService;
   /** Where the Pods reach this service's egress gates (`--egress-gate`): an IPv4 address of this host. */
   egressGate?: string;
+  /**
+   * The Pod Security level desktops of the service's desktop image meet (`--kubernetes-pod-security`):
+   * `baseline` (the default: the entry point starts as root with a few capabilities, the computer
+   * server stays root and the agent's processes are the desktop user's) or `restricted` (one
+   * non-root user runs both, as any other image does).
+   */
+  podSecurity?: "baseline" | "restricted";
 }
 
 interface Relays {
@@ -222,9 +229,10 @@ export class KubernetesRuntime implements HibernatingRuntime {
         `Network mode '${mode}' is not supported for Kubernetes desktops: a Pod is on the cluster's network ('nat')`,
       );
     }
+    const image = containerImageReference(request.image ?? this.defaultImage);
     const spec: DesktopSpec = {
       name,
-      image: containerImageReference(request.image ?? this.defaultImage),
+      image,
       cpu: positiveCpu(request.cpu),
       memory: size(request.memory, "memory", MIN_CONTAINER_MEMORY),
       display: displayOf(request.display),
@@ -232,6 +240,10 @@ export class KubernetesRuntime implements HibernatingRuntime {
       persistent: persistentLocation(request.storage),
       keyed: Boolean(this.options.desktopKeys),
       caged,
+      // The service's desktop image (Hangar's) keeps its server out of the agent's reach, unless
+      // the cluster allows only what Pod Security `restricted` does (then one user runs both).
+      commandUser:
+        this.options.podSecurity !== "restricted" && image === containerImageReference(this.defaultImage),
     };
     this.available();
     await this.locks.run(name, async () => {

@@ -46,6 +46,11 @@ export const ANNOTATION = {
   keyed: "hangar.dev/keyed",
   /** "true": made with a network policy; every Pod of it is caged (egress/kubernetes-cage.ts). */
   caged: "hangar.dev/caged",
+  /**
+   * "true": the service's desktop image, whose entry point starts as root, keeps the computer server
+   * root and runs the agent's processes as the desktop user (Pod Security `baseline`).
+   */
+  commandUser: "hangar.dev/command-user",
   /** The host service that made it (for people reading `kubectl get -o yaml`). */
   createdBy: "hangar.dev/created-by",
 } as const;
@@ -101,6 +106,11 @@ export interface DesktopSpec {
   keyed: boolean;
   /** Made with a network policy: its Pods go through an egress gate. */
   caged: boolean;
+  /**
+   * Its Pods start the image's entry point as root with the capabilities to switch users: the
+   * computer server stays root, the agent's processes are the desktop user's (`desktopPod`).
+   */
+  commandUser: boolean;
 }
 
 export function specOf(secret: V1Secret): DesktopSpec {
@@ -115,6 +125,7 @@ export function specOf(secret: V1Secret): DesktopSpec {
     persistent: a[ANNOTATION.persistent] === "true",
     keyed: a[ANNOTATION.keyed] === "true",
     caged: a[ANNOTATION.caged] === "true",
+    commandUser: a[ANNOTATION.commandUser] === "true",
   };
 }
 
@@ -137,6 +148,7 @@ export function specAnnotations(spec: DesktopSpec, createdBy: string): Record<st
     [ANNOTATION.persistent]: String(spec.persistent),
     [ANNOTATION.keyed]: String(spec.keyed),
     ...(spec.caged && { [ANNOTATION.caged]: "true" }),
+    ...(spec.commandUser && { [ANNOTATION.commandUser]: "true" }),
     [ANNOTATION.createdBy]: createdBy,
   };
 }
@@ -191,8 +203,16 @@ export function homeClaim(secret: V1Secret) {
 }
 
 /**
+ * What the root entry point needs to run the agent as the desktop user (all within Pod Security
+ * `baseline`): switch to that user (`SETUID`, `SETGID`), signal its processes (`KILL`: a command's
+ * timeout ends its group), give it its home (`CHOWN`) and reach its sockets and files as the
+ * server must (`DAC_OVERRIDE`, `FOWNER`).
+ */
+const COMMAND_USER_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"];
+
+/**
  * The desktop's Pod: the image's entry point (the computer server on 8000, noVNC on 6080) as uid
- * 10001, no privilege, no service account token, a read-only root with writable scratch space
+ * 10001 (or, with `commandUser`, as root with the capabilities above, the agent as uid 10001), no privilege, no service account token, a read-only root with writable scratch space
  * (/tmp, the X socket directory, the home, /dev/shm for Chromium), the secrets as read-only files,
  * and a readiness probe on the computer server's `/status`.
  */
@@ -221,13 +241,17 @@ export function desktopPod(secret: V1Secret, graceSeconds: number, cage?: PodCag
         dnsConfig: cage.dnsConfig,
         initContainers: [{ ...cage.initContainer, image: spec.image, imagePullPolicy: "IfNotPresent" }],
       }),
-      securityContext: {
-        runAsNonRoot: true,
-        runAsUser: 10001,
-        runAsGroup: 10001,
-        fsGroup: 10001,
-        seccompProfile: { type: "RuntimeDefault" },
-      },
+      securityContext: spec.commandUser
+        ? // Root without most of its power (the capabilities below), no file-system group: the
+          // secrets and the server's state are root's alone, the agent (uid 10001) reaches neither.
+          { runAsNonRoot: false, runAsUser: 0, runAsGroup: 0, seccompProfile: { type: "RuntimeDefault" } }
+        : {
+            runAsNonRoot: true,
+            runAsUser: 10001,
+            runAsGroup: 10001,
+            fsGroup: 10001,
+            seccompProfile: { type: "RuntimeDefault" },
+          },
       containers: [
         {
           name: CONTAINER,
@@ -266,7 +290,7 @@ export function desktopPod(secret: V1Secret, graceSeconds: number, cage?: PodCag
           securityContext: {
             allowPrivilegeEscalation: false,
             readOnlyRootFilesystem: true,
-            capabilities: { drop: ["ALL"] },
+            capabilities: { drop: ["ALL"], ...(spec.commandUser && { add: COMMAND_USER_CAPABILITIES }) },
           },
           volumeMounts: [
             { name: "tmp", mountPath: "/tmp" },
@@ -289,7 +313,8 @@ export function desktopPod(secret: V1Secret, graceSeconds: number, cage?: PodCag
           name: "secrets",
           secret: {
             secretName: objectName(spec.name),
-            defaultMode: 0o440,
+            // Root's alone with a command user; else the desktop's user reads them (its fsGroup).
+            defaultMode: spec.commandUser ? 0o400 : 0o440,
             items: [
               { key: SECRET_KEYS.vncPassword, path: SECRET_KEYS.vncPassword },
               ...(spec.keyed ? [{ key: SECRET_KEYS.apiKeys, path: SECRET_KEYS.apiKeys }] : []),
