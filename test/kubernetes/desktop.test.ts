@@ -1,12 +1,14 @@
 /**
  * The project's real desktop image on the cluster: pushed into the cluster's registry from the
  * image store scripts/test-image.sh builds (how long that takes is printed), run as a Kubernetes
- * desktop with a key of its own, under the Pod's restrictions (non-root, read-only root, no
- * token), and driven through the record's address as an agent would: a screenshot and a click.
+ * desktop with a key of its own, under the Pod's restrictions (Pod Security baseline: root with
+ * only the capabilities to run the agent as the desktop user, read-only root, no token), and driven
+ * through the record's address as an agent would: a screenshot, a click, commands out of the
+ * server's reach.
  */
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { desktopCommand, pngSize } from "../host/desktop-client.js";
+import { desktopCommand, expectControllerOutOfReach, pngSize } from "../host/desktop-client.js";
 import type { TestHost } from "../host/support.js";
 import { startKubernetesHost, type TestNamespace, tempRoot, testNamespace } from "./cluster.js";
 import { pushDesktopImage } from "./global-setup.js";
@@ -85,6 +87,12 @@ describe("the project's desktop as a Pod", () => {
     expect(await statusWith(desktop.computerServerUrl, { host: "evil.example" })).toBe(403);
     expect(await statusWith(desktop.computerServerUrl, { origin: "http://evil.example" })).toBe(403);
     expect(await statusWith(desktop.computerServerUrl, {})).toBe(200);
+    // The agent's commands run as the desktop user, out of the root server's reach, and write its home.
+    await expectControllerOutOfReach(desktop);
+    const home = await desktopCommand(desktop, "run_command", {
+      command: "echo mine > ~/mine.txt && stat -c '%u %a' ~ ~/mine.txt /tmp && ls -ld /tmp | cut -c10",
+    });
+    expect(home.result.stdout).toBe("10001 755\n10001 644\n0 1777\nt\n");
 
     // The same desktop again, its image now on the node: create → ready.
     expect((await host.api("POST", "/svc/vms/real/stop", {})).status).toBe(200);

@@ -105,20 +105,24 @@ describe("a desktop's life through the lume routes", () => {
     await expect(ns.core.readNamespacedSecret({ name: "hangar-life", namespace: ns.name })).rejects.toThrow();
   }, 120_000);
 
-  it("runs the Pod as a shared cluster wants it: non-root, no token, read-only root, owned by its desktop", async () => {
+  it("runs the Pod as a shared cluster wants it: Pod Security baseline, no token, read-only root, owned by its desktop", async () => {
     expect((await host.api("POST", "/svc/vms", lightDesktop("safe"))).status).toBe(200);
     expect((await host.api("POST", "/svc/vms/safe/run", {})).status).toBe(202);
     await readyRecord("safe");
     const pod = await ns.core.readNamespacedPod({ name: "hangar-safe", namespace: ns.name });
     const secret = await ns.core.readNamespacedSecret({ name: "hangar-safe", namespace: ns.name });
     expect(pod.spec?.automountServiceAccountToken).toBe(false);
-    expect(pod.spec?.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 10001 });
+    // The service's desktop image: its entry point starts as root with what it takes to run the
+    // agent as the desktop user, nothing more; its secrets are root's alone (no file-system group).
+    expect(pod.spec?.securityContext).toMatchObject({ runAsNonRoot: false, runAsUser: 0 });
+    expect(pod.spec?.securityContext?.fsGroup).toBeUndefined();
     const container = pod.spec?.containers[0];
     expect(container?.securityContext).toMatchObject({
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
-      capabilities: { drop: ["ALL"] },
+      capabilities: { drop: ["ALL"], add: ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"] },
     });
+    expect(pod.spec?.volumes?.find((v) => v.name === "secrets")?.secret?.defaultMode).toBe(0o400);
     expect(container?.readinessProbe?.httpGet?.path).toBe("/status");
     expect(container?.env?.map((e) => e.name)).not.toContain("HANGAR_API_KEYS");
     expect(pod.metadata?.ownerReferences).toEqual([
