@@ -15,6 +15,7 @@ import { startComputerServer } from "../../src/computer/server.js";
 import { EgressAudit } from "../../src/host/egress/audit.js";
 import { EgressTimelineFeed } from "../../src/host/egress/timeline-feed.js";
 import { HostLog } from "../../src/host/host-log.js";
+import { REFUSED_EVENT } from "../support/egress-events.js";
 import { startTestServer } from "../support/server.js";
 
 type Server = Awaited<ReturnType<typeof startTestServer>>;
@@ -34,15 +35,7 @@ const post = (url: string, body: unknown, headers: Record<string, string> = {}) 
     body: typeof body === "string" ? body : JSON.stringify(body),
   });
 
-const refused = {
-  time: "2026-12-04T10:00:00.000Z",
-  via: "connect",
-  name: "evil.example.net",
-  address: null,
-  port: 443,
-  allowed: false,
-  rule: "not in the allow list",
-};
+const refused = REFUSED_EVENT;
 const allowed = {
   via: "tls",
   name: "api.example.com",

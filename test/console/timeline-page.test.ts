@@ -10,6 +10,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchBrowser } from "../support/browser.js";
+import { REFUSED_EVENT } from "../support/egress-events.js";
 import { startTestServer } from "../support/server.js";
 
 const SHOTS = join(import.meta.dirname, "../../.tmp/console");
@@ -133,16 +134,7 @@ describe("the host's egress decisions", () => {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({
-        events: [
-          {
-            via: "connect",
-            name: "evil.example.net",
-            address: null,
-            port: 443,
-            allowed: false,
-            rule: "not in the allow list",
-          },
-        ],
+        events: [REFUSED_EVENT],
       }),
     });
     expect(res.status).toBe(200);

@@ -119,7 +119,12 @@ describe("a Pod caged by its policy", () => {
     const pod = await ns.core.readNamespacedPod({ name: `hangar-${NAME}`, namespace: ns.name });
     const [init] = pod.spec?.initContainers ?? [];
     expect(init.securityContext?.capabilities).toEqual({ drop: ["ALL"], add: ["NET_ADMIN"] });
-    expect(pod.spec?.containers[0].securityContext?.capabilities).toEqual({ drop: ["ALL"] });
+    // The desktop's own container cannot change the filter: no NET_ADMIN (its root has only what
+    // running the agent as the desktop user takes, and the agent none).
+    expect(pod.spec?.containers[0].securityContext?.capabilities).toEqual({
+      drop: ["ALL"],
+      add: ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"],
+    });
     expect(pod.spec?.dnsConfig?.nameservers).toEqual([gate]);
     expect(JSON.parse(pod.metadata?.annotations?.[GATE_ANNOTATION] ?? "{}")).toMatchObject({
       proxy: expect.any(Number),
