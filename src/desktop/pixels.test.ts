@@ -1,6 +1,7 @@
 /**
  * The WebAssembly pixel conversions give exactly what the functions they replace give: Node's
- * `Buffer#swap32`, and sharp's `removeAlpha()` of a raw RGBX image; at any offset and for pixel
+ * `Buffer#swap32`, sharp's `removeAlpha()` of a raw RGBX image, and that with each pixel's bytes
+ * reversed (B,G,R); at any offset and for pixel
  * counts that are not whole groups, without touching bytes outside what they were asked to write.
  */
 import { randomBytes } from "node:crypto";
@@ -53,11 +54,32 @@ describe("PixelMemory", () => {
     expect(memory.bytes.subarray(0, pixels * 3)).toEqual(expected);
   });
 
+  it("packs RGBX pixels into BGR, the bytes of each in reverse, at any offset and count", () => {
+    for (const pixels of [1, 15, 16, 17, 37 * 23, 1920 * 2 + 7]) {
+      const rgbx = randomBytes(pixels * 4);
+      const bgrAt = 3 + pixels * 4 + 61;
+      const memory = new PixelMemory(bgrAt + pixels * 3 + 64);
+      memory.bytes.fill(0x55);
+      rgbx.copy(memory.bytes, 3);
+      memory.rgbxToBgr(3, bgrAt, pixels);
+      const expected = Buffer.alloc(pixels * 3);
+      for (let i = 0; i < pixels; i++) {
+        expected[i * 3] = rgbx[i * 4 + 2];
+        expected[i * 3 + 1] = rgbx[i * 4 + 1];
+        expected[i * 3 + 2] = rgbx[i * 4];
+      }
+      expect(memory.bytes.subarray(bgrAt, bgrAt + pixels * 3)).toEqual(expected);
+      expect(memory.bytes.subarray(3, 3 + pixels * 4)).toEqual(rgbx);
+      expect(memory.bytes[bgrAt - 1]).toBe(0x55);
+    }
+  });
+
   it("refuses regions outside the memory, or an output that overtakes its input", () => {
     const memory = new PixelMemory(1024);
     expect(() => memory.swap32(1000, 32)).toThrow(RangeError);
     expect(() => memory.swap32(0, 6)).toThrow(/multiple of 4/);
     expect(() => memory.rgbxToRgb(0, 0, 300)).toThrow(RangeError);
     expect(() => memory.rgbxToRgb(0, 4, 100)).toThrow(/overlapping/);
+    expect(() => memory.rgbxToBgr(0, 4, 100)).toThrow(/overlapping/);
   });
 });

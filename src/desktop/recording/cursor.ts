@@ -29,16 +29,22 @@ const ARROW = [
 const ARROW_HEIGHT = ARROW.length;
 const ARROW_WIDTH = Math.max(...ARROW.map((row) => row.length));
 
-/** An RGBA frame (4 bytes a pixel) the pointer is drawn into and taken out of again. */
+/**
+ * A frame of packed pixels (`bytesPerPixel` a pixel: 3 for the feed's B,G,R, 4 for RGBA; black and
+ * white are the same in either order) the pointer is drawn into and taken out of again.
+ */
 export class CursorLayer {
-  private saved: Buffer = Buffer.alloc(ARROW_WIDTH * ARROW_HEIGHT * 4);
+  private readonly saved: Buffer;
   private drawnAt: { x: number; y: number } | null = null;
 
   constructor(
     private readonly frame: Buffer,
     private readonly width: number,
     private readonly height: number,
-  ) {}
+    private readonly bytesPerPixel = 4,
+  ) {
+    this.saved = Buffer.alloc(ARROW_WIDTH * ARROW_HEIGHT * bytesPerPixel);
+  }
 
   /** Where the pointer is drawn now, if it is. */
   get position(): { x: number; y: number } | null {
@@ -65,7 +71,7 @@ export class CursorLayer {
         const mark = line[col];
         if (mark === " " || px >= this.width || py >= this.height) continue;
         const value = mark === "X" ? 0 : 255;
-        const at = (py * this.width + px) * 4;
+        const at = (py * this.width + px) * this.bytesPerPixel;
         this.frame[at] = value;
         this.frame[at + 1] = value;
         this.frame[at + 2] = value;
@@ -84,9 +90,10 @@ export class CursorLayer {
 
   /** Calls `visit` with the frame offset, the saved copy's offset and the length of each row of the arrow's box. */
   private eachRow(x: number, y: number, visit: (at: number, saved: number, bytes: number) => void) {
-    const bytes = Math.min(ARROW_WIDTH, this.width - x) * 4;
+    const size = this.bytesPerPixel;
+    const bytes = Math.min(ARROW_WIDTH, this.width - x) * size;
     for (let row = 0; row < ARROW_HEIGHT && y + row < this.height; row++) {
-      visit(((y + row) * this.width + x) * 4, row * ARROW_WIDTH * 4, bytes);
+      visit(((y + row) * this.width + x) * size, row * ARROW_WIDTH * size, bytes);
     }
   }
 }

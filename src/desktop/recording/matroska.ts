@@ -1,7 +1,7 @@
 /**
  * The smallest Matroska stream that carries raw frames with their own timestamps, for feeding the
- * encoder through a pipe: a header naming one uncompressed video track (`V_UNCOMPRESSED`, RGBA
- * bytes) and, with sound, a PCM track (`A_PCM/INT/LIT`, 16-bit), then one cluster per frame or block
+ * encoder through a pipe: a header naming one uncompressed video track (`V_UNCOMPRESSED`, packed
+ * B,G,R bytes) and, with sound, a PCM track (`A_PCM/INT/LIT`, 16-bit), then one cluster per frame or block
  * of sound whose timestamp is its time in milliseconds. The raw video formats an encoder reads from
  * a pipe number frames at a constant rate; this lets a screen that stays still for a minute be one
  * frame followed by the next one a minute later, while the sound goes on beside it in the same
@@ -156,7 +156,8 @@ export function matroskaHeader({ width, height, frameMs, audio }: TrackShape): B
         ID.Video,
         uint(ID.PixelWidth, width),
         uint(ID.PixelHeight, height),
-        element(ID.ColourSpace, Buffer.from("RGBA", "ascii")),
+        // Packed B,G,R (ffmpeg's FourCC for bgr24: "BGR" and 24), as the feed makes them.
+        element(ID.ColourSpace, Buffer.from([0x42, 0x47, 0x52, 24])),
       ),
     ),
     ...(sound ? [sound] : []),
