@@ -96,7 +96,8 @@ export async function runContainer(
   let cleanupOnExit = true;
   try {
     await trusted;
-    if (!settings.externalDisplay) await startDesktopApps(desktop, log);
+    // The panel's menu starts programs: with a command user, it is that user's.
+    if (!settings.externalDisplay) await startDesktopApps({ env: desktop.env, user }, log);
     else
       log(
         `the desktop is ${settings.externalDisplay}'s, started by another program; the server drives it once it appears`,

@@ -79,6 +79,10 @@ export async function startVnc(
         "-localhost",
         "-forever",
         "-shared",
+        // No remote control through X properties (any program on the display could send it) and
+        // no external commands: x11vnc runs as the server's user, the agent's programs may not.
+        "-noremote",
+        "-nocmds",
       ].concat(["-passwdfile", `rm:${passwordFile}`, "-quiet", "-nossl", "-noipv6"]),
       { env, stdio: "ignore" },
     );

@@ -64,6 +64,9 @@ export async function startDesktopAudio(user?: CommandUser): Promise<DesktopAudi
         "--use-pid-file=no",
         "--log-target=stderr",
         "--log-level=error",
+        // Its clients (every program on the desktop, the agent's too, as another user) may not load
+        // modules, which would act with the server's rights (a pipe sink writes a file where told).
+        "--disallow-module-loading=yes",
         "-L",
         `module-null-sink sink_name=${SINK} rate=48000 channels=2 sink_properties=device.description=Hangar`,
         "-L",

@@ -4,8 +4,9 @@
  * and switches between them on a wheel turn over the bare desktop, after which every window is gone
  * from screenshots. Kept: clicking to focus, moving and resizing by the frame, the title bar buttons.
  */
-import { rm, writeFile } from "node:fs/promises";
+import { chmod, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import type { CommandUser } from "../os/command-user.js";
 import { makeOwnedTempDir } from "../os/owned-temp-dir.js";
 
 const FRAME_BINDINGS = `
@@ -61,9 +62,13 @@ export const OPENBOX_RC = `<?xml version="1.0" encoding="UTF-8"?>
  * Writes the configuration to a private directory; `remove()` deletes it, and so does the next
  * desktop's start when this process was killed (owned-temp-dir.ts).
  */
-export async function writeOpenboxConfig(): Promise<{ file: string; remove(): Promise<void> }> {
+export async function writeOpenboxConfig(
+  user?: CommandUser,
+): Promise<{ file: string; remove(): Promise<void> }> {
   const dir = await makeOwnedTempDir("hangar-openbox-");
   const file = join(dir, "rc.xml");
-  await writeFile(file, OPENBOX_RC);
+  await writeFile(file, OPENBOX_RC, { mode: 0o644 });
+  // Read by the command user's window manager: it may pass through the directory, not list it.
+  if (user) await chmod(dir, 0o711);
   return { file, remove: () => rm(dir, { recursive: true, force: true }) };
 }

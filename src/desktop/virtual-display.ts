@@ -16,7 +16,7 @@ import { existsSync } from "node:fs";
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { asUser, type CommandUser, userEnv } from "../os/command-user.js";
+import { asUser, type CommandUser, userCwd, userEnv } from "../os/command-user.js";
 import { makeOwnedTempDir } from "../os/owned-temp-dir.js";
 import { withParentDeathSignal } from "../os/parent-death.js";
 import { type DesktopAudio, startDesktopAudio } from "./audio.js";
@@ -116,12 +116,18 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
 
     if (options.windowManager ?? true) {
       // Hangar's own configuration: one desktop, no wheel or key bindings that switch desktops.
-      const config = await writeOpenboxConfig();
+      const config = await writeOpenboxConfig(options.user);
       removeConfig = config.remove;
-      const wm = spawn(...dieWithUs("openbox", ["--sm-disable", "--config-file", config.file]), {
-        stdio: "ignore",
-        env: { ...process.env, ...env },
-      });
+      // Its menu starts programs: with a command user, the window manager is that user's too.
+      const { user } = options;
+      const wm = spawn(
+        ...asUser(user, ...dieWithUs("openbox", ["--sm-disable", "--config-file", config.file])),
+        {
+          stdio: "ignore",
+          env: { ...(user ? userEnv(user, process.env) : process.env), ...env },
+          cwd: user ? userCwd(user, undefined) : undefined,
+        },
+      );
       children.push(wm);
       await waitForWindowManager(env);
     }

@@ -38,7 +38,8 @@ export function pngSize(base64: string): { width: number; height: number } {
 /**
  * A desktop of Hangar's image started as root (docs/egress.md#in-the-container-image): the agent's
  * commands run as the desktop user (10001), the computer server (a root `node`) and its secrets are
- * out of their reach, and killing every `node` process leaves the server answering.
+ * out of their reach, killing every `node` process leaves the server answering, and nothing on the
+ * display that starts programs (window manager, panel) or takes modules (sound) does it as root.
  */
 export async function expectControllerOutOfReach(desktop: DesktopAddress) {
   const run = async (command: string) =>
@@ -53,4 +54,11 @@ export async function expectControllerOutOfReach(desktop: DesktopAddress) {
   expect(killed.stdout).toMatch(/Operation not permitted/);
   const status = await desktopCommand(desktop, "run_command", { command: "echo still here" });
   expect(status.result.stdout).toBe("still here\n");
+  // What the agent can drive on the display and which starts programs (the window manager's and the
+  // panel's menus) is the desktop user's too; the sound server's clients may not load its modules.
+  const desk = await run("ps -o user= -C openbox,lxpanel,menu-cached | sort -u");
+  expect(desk.stdout).toBe("hangar\n");
+  const sound = await run("pactl load-module module-pipe-sink file=/tmp/from-root 2>&1; echo exit $?");
+  expect(sound.stdout).not.toMatch(/exit 0/);
+  expect(sound.stdout).toMatch(/denied|refused|failure/i);
 }

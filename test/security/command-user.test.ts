@@ -162,6 +162,9 @@ describe("hangar serve --command-user nobody (as root)", () => {
     expect(uidOf(serve.pid)).toBe(0);
     const panel = await eventually(() => childNamed(serve.pid, "lxpanel"));
     expect(uidOf(panel)).toBe(NOBODY);
+    // The window manager too: its menu starts programs.
+    const wm = await eventually(() => childNamed(serve.pid, "openbox"));
+    expect(uidOf(wm)).toBe(NOBODY);
 
     expect((await ptyOutput("id -u")).trim()).toBe(String(NOBODY));
     expect((await osworldExecute("id -u")).output).toBe(`${NOBODY}\n`);
@@ -293,6 +296,9 @@ describe("hangar serve --command-user nobody (as root)", () => {
       stdout: expect.stringContaining("hangar"),
       stderr: expect.any(String),
     });
+    // The sound server's modules stay as they are: a pipe sink would write a file as root.
+    const module = await run("pactl load-module module-pipe-sink file=/tmp/from-root 2>&1");
+    expect(module.return_code).not.toBe(0);
 
     // A GTK app started by nobody is in the tree the server (root) reads over AT-SPI.
     await run(`nohup ${PYTHON} '${appScript}' >/dev/null 2>&1 &`);
