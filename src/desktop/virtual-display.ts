@@ -6,7 +6,8 @@
  * with the process that started them, however it ends.
  *
  * With a command user (`--command-user`), the user's programs reach all of it: the X server takes
- * every local client (no cookie), the session bus admits that user beside this process's, the
+ * every local client (no cookie), the session bus admits that user beside this process's (and
+ * starts no services, which would run as this process's user), the
  * AT-SPI bus runs as that user (its configuration admits root too), and the sound's socket
  * directory may be passed through (audio.ts).
  */
@@ -194,13 +195,28 @@ export async function startAccessibilityBus(
   }
 }
 
-/** The session bus's own configuration, with the command user admitted beside this process's user. */
+/**
+ * The session bus's configuration with a command user: the system's session bus (its listening
+ * socket, authentication and policy) with the command user admitted beside this process's user,
+ * and no services to start. The bus runs as this process's user (the agent cannot end it), so a
+ * service it started for a program's request (dconf's, to keep an app's settings) would run with
+ * this process's rights: none is known to it. What the desktop needs on it is started here (the
+ * AT-SPI bus's launcher, as the user).
+ */
 function sessionBusConfig(user: CommandUser): string {
   return `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
-  <include>/usr/share/dbus-1/session.conf</include>
-  <policy context="default"><allow user="${user.uid}"/></policy>
+  <type>session</type>
+  <keep_umask/>
+  <listen>unix:tmpdir=/tmp</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+    <allow user="${user.uid}"/>
+  </policy>
 </busconfig>
 `;
 }

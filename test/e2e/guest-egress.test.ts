@@ -115,6 +115,10 @@ describe("a caged guest desktop", () => {
       "refused the name other.example.test",
       false,
     );
+    // The guest's agent is hangar, and so are the programs on its display that start others (the
+    // window manager's and the panel's menus); the server is root's.
+    expect((await inGuest("id -un")).stdout).toBe("hangar\n");
+    expect((await inGuest("ps -o user= -C openbox,lxpanel | sort -u")).stdout).toBe("hangar\n");
     // The secret is nowhere the agent can read.
     // Given in base64, so that the search's own command line does not hold it.
     const encoded = Buffer.from(SECRET).toString("base64");

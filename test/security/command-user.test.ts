@@ -289,7 +289,17 @@ describe("hangar serve --command-user nobody (as root)", () => {
     const bus = await run(
       "dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames",
     );
-    expect(bus).toMatchObject({ return_code: 0, stdout: expect.stringContaining("org.a11y.Bus") });
+    expect(bus, bus.stderr).toMatchObject({
+      return_code: 0,
+      stdout: expect.stringContaining("org.a11y.Bus"),
+    });
+    // The bus is root's and starts no service for the agent (it would run as root).
+    const started = await run(
+      "dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus " +
+        "org.freedesktop.DBus.StartServiceByName string:ca.desrt.dconf uint32:0 2>&1",
+    );
+    expect(started.return_code).not.toBe(0);
+    expect(started.stdout).toMatch(/ServiceUnknown|not provided by any .service files/);
     const sound = await run("pactl list short sinks");
     expect(sound).toEqual({
       return_code: 0,
