@@ -38,7 +38,8 @@ export function pngSize(base64: string): { width: number; height: number } {
 /**
  * A desktop of Hangar's image started as root (docs/egress.md#in-the-container-image): the agent's
  * commands run as the desktop user (10001), the computer server (a root `node`) and its secrets are
- * out of their reach, killing every `node` process leaves the server answering, and nothing on the
+ * out of their reach, killing every `node` process (or all it may, `kill -9 -1`) leaves the server
+ * answering, and nothing on the
  * display that starts programs (window manager, panel) or takes modules (sound) does it as root.
  */
 export async function expectControllerOutOfReach(desktop: DesktopAddress) {
@@ -61,4 +62,10 @@ export async function expectControllerOutOfReach(desktop: DesktopAddress) {
   const sound = await run("pactl load-module module-pipe-sink file=/tmp/from-root 2>&1; echo exit $?");
   expect(sound.stdout).not.toMatch(/exit 0/);
   expect(sound.stdout).toMatch(/denied|refused|failure/i);
+  // Every signal the agent may send at once (its own programs go, its command too): the server,
+  // root's, answers on.
+  await desktopCommand(desktop, "run_command", { command: "kill -9 -1" });
+  const after = await desktopCommand(desktop, "run_command", { command: "echo still here" });
+  expect(after.result.stdout).toBe("still here\n");
+  expect((await desktopCommand(desktop, "screenshot")).result.success).toBe(true);
 }
