@@ -196,6 +196,38 @@ describe("the host's feed", () => {
     }
   });
 
+  it("asks a server without the route once a start, not for every event", async () => {
+    let asked = 0;
+    const older = createServer((_req, res) => {
+      asked++;
+      res.writeHead(404).end("Not Found");
+    });
+    await new Promise<void>((resolve) => older.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(older.address() as { port: number }).port}`;
+    let startedAt = "2026-12-04T10:00:00.000Z";
+    const feed = new EgressTimelineFeed(
+      audit,
+      async (name) => ({ name, status: "running", startedAt, computerServerUrl: url }),
+      log,
+    );
+    try {
+      decision("older", "one.example.net");
+      await expect.poll(() => asked).toBe(1);
+      await expect.poll(() => feed.waiting).toBe(0);
+      // The next batch is dropped without a request.
+      decision("older", "two.example.net");
+      await expect.poll(() => feed.waiting).toBe(0);
+      expect(asked).toBe(1);
+      // A new start of the desktop (another server, perhaps a newer one) is asked again.
+      startedAt = "2026-12-04T11:00:00.000Z";
+      decision("older", "three.example.net");
+      await expect.poll(() => asked).toBe(2);
+    } finally {
+      feed.close();
+      older.close();
+    }
+  });
+
   it("never knocks on a sleeping desktop's door: the log says the timeline was not told", async () => {
     let knocks = 0;
     const door = createServer((_req, res) => {

@@ -6,8 +6,8 @@
  *
  * Events gather for a moment and go together, one request at a time per desktop. Only a running
  * desktop is told (the address of a hibernated one would wake it); what cannot be delivered (a
- * desktop stopping, a server of an older version) is dropped, said once in the host's log, and
- * stays in the audit (`GET /svc/vms/:name/egress`). A desktop that makes connections faster than
+ * desktop stopping, a server of an older version, which is not asked again until it starts anew)
+ * is dropped, said once in the host's log, and stays in the audit (`GET /svc/vms/:name/egress`). A desktop that makes connections faster than
  * its server takes notes loses the oldest first, never the host's memory.
  */
 import type { HostLog } from "../host-log.js";
@@ -17,6 +17,8 @@ import type { EgressAudit, EgressEvent } from "./audit.js";
 export interface FeedTarget {
   name: string;
   status: string;
+  /** When it last started: a server without the route is not asked again until it starts anew. */
+  startedAt?: string | null;
   computerServerUrl?: string | null;
   apiKey?: string;
 }
@@ -34,12 +36,19 @@ interface Queue {
   events: EgressEvent[];
   timer?: NodeJS.Timeout;
   sending: boolean;
+  /** Events of the request under way. */
+  inFlight: number;
 }
 
 export class EgressTimelineFeed {
   private readonly queues = new Map<string, Queue>();
   /** Desktops whose last delivery failed: said once in the log, until one succeeds again. */
   private readonly failing = new Set<string>();
+  /**
+   * Desktops whose computer server has no such route (another image's, an older version), by the
+   * start it was found in: their events are not sent while that start lasts.
+   */
+  private readonly withoutRoute = new Map<string, string | null | undefined>();
   private readonly stopping = new AbortController();
   private readonly unsubscribe: () => void;
 
@@ -49,6 +58,13 @@ export class EgressTimelineFeed {
     private readonly log: HostLog,
   ) {
     this.unsubscribe = audit.subscribe((event) => this.add(event));
+  }
+
+  /** Events waiting or being sent, of every desktop (0 once all are delivered or dropped). */
+  get waiting(): number {
+    let count = 0;
+    for (const queue of this.queues.values()) count += queue.events.length + queue.inFlight;
+    return count;
   }
 
   close() {
@@ -61,7 +77,7 @@ export class EgressTimelineFeed {
   private add(event: EgressEvent) {
     let queue = this.queues.get(event.desktop);
     if (!queue) {
-      queue = { events: [], sending: false };
+      queue = { events: [], sending: false, inFlight: 0 };
       this.queues.set(event.desktop, queue);
     }
     queue.events.push(event);
@@ -81,6 +97,7 @@ export class EgressTimelineFeed {
   private async send(desktop: string, queue: Queue) {
     queue.sending = true;
     const events = queue.events.splice(0, PER_REQUEST);
+    queue.inFlight = events.length;
     try {
       await this.deliver(desktop, events);
       this.failing.delete(desktop);
@@ -95,6 +112,7 @@ export class EgressTimelineFeed {
       }
     } finally {
       queue.sending = false;
+      queue.inFlight = 0;
       if (queue.events.length > 0) this.schedule(desktop, queue);
       else if (this.queues.get(desktop) === queue) this.queues.delete(desktop);
     }
@@ -105,6 +123,8 @@ export class EgressTimelineFeed {
     // Only a running desktop: the address of a hibernated one wakes it, a stopped one has no server.
     if (target.status !== "running") throw new Error(`it is ${target.status}`);
     if (!target.computerServerUrl) throw new Error("it has no computer server");
+    if (this.withoutRoute.has(desktop) && this.withoutRoute.get(desktop) === target.startedAt) return;
+    this.withoutRoute.delete(desktop);
     const res = await fetch(new URL("/activity/egress", target.computerServerUrl), {
       method: "POST",
       headers: {
@@ -115,6 +135,7 @@ export class EgressTimelineFeed {
       signal: AbortSignal.any([this.stopping.signal, AbortSignal.timeout(SEND_TIMEOUT_MS)]),
     });
     const answer = await res.text();
+    if (res.status === 404 || res.status === 405) this.withoutRoute.set(desktop, target.startedAt);
     if (!res.ok) throw new Error(`its computer server answered ${res.status}: ${answer.slice(0, 200)}`);
   }
 }
