@@ -42,10 +42,14 @@ afterAll(async () => {
 });
 
 const record = async (name: string) => (await host.api("GET", `/svc/vms/${name}`)).body;
-/** Whether the process started at the beginning still runs (pids are reused after a restart). */
+/**
+ * Whether the process started at the beginning still runs. Pids are reused after a restart, by
+ * this very check's shell too (whose command line holds the words looked for): the program's name
+ * is asked, and then its arguments.
+ */
 const sleeper = () =>
   shell(
-    `tr '\\0' ' ' < /proc/${pid}/cmdline 2>/dev/null | grep -q 'sleep 100000' && echo alive || echo gone`,
+    `[ "$(cat /proc/${pid}/comm 2>/dev/null)" = sleep ] && tr '\\0' ' ' < /proc/${pid}/cmdline | grep -q '100000' && echo alive || echo gone`,
   );
 const shell = async (command: string) => {
   const out = await desktopCommand(await record("nap"), "run_command", { command });
