@@ -130,7 +130,15 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
         },
       );
       children.push(wm);
-      await waitForWindowManager(env);
+      // A window manager that cannot start (not installed, its user's switch refused) says so at once.
+      let wmFailed: string | undefined;
+      wm.once("error", (err) => {
+        wmFailed = `could not be started: ${err.message}`;
+      });
+      wm.once("exit", (code, signal) => {
+        wmFailed ??= `exited (${signal ?? `code ${code}`})`;
+      });
+      await waitForWindowManager(env, () => wmFailed);
     }
     await audioStart;
     if (audio) Object.assign(env, audio.env);
@@ -258,9 +266,15 @@ function firstLine(child: ChildProcess, name: string, fd = 1, timeoutMs = 10_000
 }
 
 /** openbox is ready when it has set `_NET_SUPPORTING_WM_CHECK` on the root window. */
-async function waitForWindowManager(env: Record<string, string>, timeoutMs = 10_000) {
+async function waitForWindowManager(
+  env: Record<string, string>,
+  failed: () => string | undefined,
+  timeoutMs = 10_000,
+) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
+    const why = failed();
+    if (why) throw new Error(`the window manager (openbox) ${why}`);
     const probe = spawn("xprop", ["-root", "_NET_SUPPORTING_WM_CHECK"], {
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "ignore"],

@@ -1,7 +1,18 @@
 import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { startVirtualDisplay } from "../../src/desktop/virtual-display.js";
 import { descendants, waitUntilGone } from "../support/processes.js";
+
+const commOf = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+  } catch {
+    return "";
+  }
+};
 
 describe("startVirtualDisplay", () => {
   it("starts Xvfb at the asked size with an EWMH window manager, and stops everything", async () => {
@@ -38,6 +49,34 @@ describe("startVirtualDisplay", () => {
       await desktop.stop();
     }
     for (const pid of pulse) expect(await waitUntilGone(pid)).toBe(true);
+  });
+
+  it("says at once that the window manager cannot start, and leaves no X server behind", async () => {
+    // A PATH with the X server and its probe but no openbox.
+    const bin = mkdtempSync(join(tmpdir(), "hangar-no-openbox-"));
+    for (const program of ["Xvfb", "xprop", "setpriv"]) {
+      symlinkSync(
+        execFileSync("sh", ["-c", `command -v ${program}`])
+          .toString()
+          .trim(),
+        join(bin, program),
+      );
+    }
+    const path = process.env.PATH;
+    process.env.PATH = bin;
+    const started = performance.now();
+    try {
+      await expect(startVirtualDisplay({ width: 320, height: 240 })).rejects.toThrow(
+        /the window manager \(openbox\) could not be started: spawn openbox ENOENT/,
+      );
+    } finally {
+      process.env.PATH = path;
+      rmSync(bin, { recursive: true, force: true });
+    }
+    // Not the 10 s a window manager that never answers is given.
+    expect(performance.now() - started).toBeLessThan(5000);
+    const xservers = () => descendants(process.pid).filter((entry) => commOf(entry.pid) === "Xvfb");
+    await expect.poll(xservers).toEqual([]);
   });
 
   it("starts two desktops side by side on different displays", async () => {
