@@ -5,7 +5,7 @@
  * to a running desktop only.
  */
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { createServer } from "node:http";
+import { createServer, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -87,10 +87,30 @@ describe("POST /activity/egress", () => {
     expect((await entries(server.url)).at(-1).id).toBe(before);
   });
 
-  it("refuses a page of another site, as every route", async () => {
+  it("refuses a page of another site and a foreign Host (DNS rebinding), as every route", async () => {
     const before = (await entries(server.url)).at(-1).id;
     const res = await post(server.url, { events: [refused] }, { origin: "https://evil.example.net" });
     expect(res.status).toBe(403);
+    // fetch will not send another Host: node:http does.
+    const { port } = new URL(server.url);
+    const foreignHost = await new Promise<number | undefined>((resolve, reject) => {
+      const req = request(
+        {
+          host: "127.0.0.1",
+          port,
+          path: "/activity/egress",
+          method: "POST",
+          headers: { host: `evil.example.net:${port}`, "content-type": "application/json" },
+        },
+        (reply) => {
+          reply.resume();
+          resolve(reply.statusCode);
+        },
+      );
+      req.on("error", reject);
+      req.end(JSON.stringify({ events: [refused] }));
+    });
+    expect(foreignHost).toBe(403);
     expect((await entries(server.url)).at(-1).id).toBe(before);
   });
 

@@ -143,6 +143,13 @@ describe("a container desktop", () => {
       expect(copy).toMatchObject({ ready: true, cpuCount: 2, memorySize: 1536 * 1024 ** 2 });
       const read = await desktopCommand(copy, "run_command", { command: "cat ~/kept.txt" });
       expect(read.result.content.stdout.trim()).toBe("kept-across");
+      // Made again (new limits) or copied, it keeps the split: the server root, the agent 10001.
+      expect((await engine.podman("inspect", `hangar-${name}`, "--format", "{{.Config.User}}")).trim()).toBe(
+        "0",
+      );
+      expect((await desktopCommand(copy, "run_command", { command: "id -u" })).result.content.stdout).toBe(
+        "10001\n",
+      );
     }
     for (const name of ["desk", "desk2"])
       expect((await host.api("DELETE", `/svc/vms/${name}`)).status).toBe(200);

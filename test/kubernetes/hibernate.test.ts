@@ -66,6 +66,11 @@ describe("a persistent desktop asleep", () => {
     expect(await res.json()).toEqual({ status: "ok", light: true });
     expect((await record("nap")).status).toBe("running");
     expect((await sh("hangar-nap", "cat /home/hangar/note")).trim()).toBe("kept-42");
+    // The new Pod is made as the first was (the choice is in the desktop's Secret): the desktop
+    // image's entry point as root, to run the agent as the desktop user.
+    expect(secret.metadata?.annotations?.["hangar.dev/command-user"]).toBe("true");
+    const woken = await ns.core.readNamespacedPod({ name: "hangar-nap", namespace: ns.name });
+    expect(woken.spec?.securityContext).toMatchObject({ runAsUser: 0, runAsNonRoot: false });
 
     const again = await host.api("POST", "/svc/vms/nap/resume", {});
     expect(again.status).toBe(409);

@@ -35,8 +35,7 @@ const SEND_TIMEOUT_MS = 5000;
 interface Queue {
   events: EgressEvent[];
   timer?: NodeJS.Timeout;
-  sending: boolean;
-  /** Events of the request under way. */
+  /** Events of the request under way (none: no request is). */
   inFlight: number;
 }
 
@@ -77,7 +76,7 @@ export class EgressTimelineFeed {
   private add(event: EgressEvent) {
     let queue = this.queues.get(event.desktop);
     if (!queue) {
-      queue = { events: [], sending: false, inFlight: 0 };
+      queue = { events: [], inFlight: 0 };
       this.queues.set(event.desktop, queue);
     }
     queue.events.push(event);
@@ -86,7 +85,7 @@ export class EgressTimelineFeed {
   }
 
   private schedule(desktop: string, queue: Queue) {
-    if (queue.timer || queue.sending || this.stopping.signal.aborted) return;
+    if (queue.timer || queue.inFlight > 0 || this.stopping.signal.aborted) return;
     queue.timer = setTimeout(() => {
       queue.timer = undefined;
       void this.send(desktop, queue);
@@ -95,7 +94,6 @@ export class EgressTimelineFeed {
   }
 
   private async send(desktop: string, queue: Queue) {
-    queue.sending = true;
     const events = queue.events.splice(0, PER_REQUEST);
     queue.inFlight = events.length;
     try {
@@ -111,7 +109,6 @@ export class EgressTimelineFeed {
         });
       }
     } finally {
-      queue.sending = false;
       queue.inFlight = 0;
       if (queue.events.length > 0) this.schedule(desktop, queue);
       else if (this.queues.get(desktop) === queue) this.queues.delete(desktop);
