@@ -42,7 +42,7 @@ import {
   SERVER_PORT,
 } from "./container-record.js";
 import { clearMark, PausedWatch, readMark, writeMark } from "./container-sleep.js";
-import { DesktopImages, runsHangarEntrypoint } from "./desktop-image.js";
+import { type ContainerConfig, DesktopImages, runsHangarEntrypoint } from "./desktop-image.js";
 import { connectEngine, type Engine, engineError, engineMessage, statusOf } from "./engine.js";
 import { EngineEvents } from "./engine-events.js";
 import {
@@ -262,11 +262,11 @@ export class ContainerRuntime implements HibernatingRuntime {
       display: displayOf(request.display),
       diskSize: size(request.diskSize, "diskSize", MIN_CONTAINER_MEMORY),
     };
-    await this.images.ensure(spec.image);
+    const image = await this.images.ensure(spec.image);
     await this.locks.run(name, async () => {
       if (policy) await this.cage?.remember(name, policy);
       try {
-        await this.makeContainer(spec, Boolean(this.options.desktopKeys));
+        await this.makeContainer(spec, Boolean(this.options.desktopKeys), userFor(image));
       } catch (err) {
         if (policy) await this.cage?.remove(name).catch(() => undefined);
         throw err;
@@ -310,6 +310,8 @@ export class ContainerRuntime implements HibernatingRuntime {
       await this.makeContainer(
         { ...specOf(source, sourceName), name: newName, image, stateImage: image },
         source.Config.Labels?.[LABEL.keyed] === "1",
+        // As its source runs.
+        source.Config.User || undefined,
       );
     });
     this.changed(newName);
@@ -675,11 +677,13 @@ export class ContainerRuntime implements HibernatingRuntime {
     }
   }
 
-  /** Makes the container (stopped), with secrets of its own (a new VNC password; a new key when `keyed`). */
-  private async makeContainer(spec: DesktopSpec, keyed: boolean) {
+  /**
+   * Makes the container (stopped), with secrets of its own (a new VNC password; a new key when
+   * `keyed`), run as `user` (the image's own when undefined).
+   */
+  private async makeContainer(spec: DesktopSpec, keyed: boolean, user: string | undefined) {
     const cname = containerName(spec.name);
     const caged = (await this.cage?.containerSettings(spec.name)) ?? { Env: [], Binds: [] };
-    const user = await this.userFor(spec);
     // Run as root (Hangar's image), its secrets are root's alone in it.
     const secretsDir = await this.secrets.make(cname, keyed, user === "0");
     try {
@@ -689,22 +693,6 @@ export class ContainerRuntime implements HibernatingRuntime {
       if (statusOf(err) === 409) throw alreadyExists(spec.name, true);
       throw engineError(err, this.engine, `Creating container desktop ${spec.name}`);
     }
-  }
-
-  /**
-   * Hangar's own image is started as root: its entry point keeps the computer server root and runs
-   * everything the agent starts (processes, files, desktop, browser) as its desktop user, so the
-   * agent cannot signal, trace or read the server or its keys (src/container/main.ts, docs/egress.md).
-   * Another image runs as its own user (undefined).
-   */
-  private async userFor(spec: DesktopSpec): Promise<string | undefined> {
-    const image = await this.engine.docker
-      .getImage(spec.image)
-      .inspect()
-      .catch((err) => {
-        throw engineError(err, this.engine, `Reading image ${spec.image}`);
-      });
-    return runsHangarEntrypoint(image.Config) ? "0" : undefined;
   }
 
   private async createContainer(
@@ -906,4 +894,14 @@ function alreadyExists(name: string, engine = false) {
       ? `Virtual machine already exists with name: ${name} (the engine has a container named ${containerName(name)})`
       : `Virtual machine already exists with name: ${name}`,
   );
+}
+
+/**
+ * Hangar's own image is started as root: its entry point keeps the computer server root and runs
+ * everything the agent starts (processes, files, desktop, browser) as its desktop user, so the
+ * agent cannot signal, trace or read the server or its keys (src/container/main.ts, docs/egress.md).
+ * Another image runs as its own user (undefined).
+ */
+function userFor(image: ContainerConfig): string | undefined {
+  return runsHangarEntrypoint(image) ? "0" : undefined;
 }

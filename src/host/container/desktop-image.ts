@@ -91,8 +91,31 @@ export class DesktopImages {
     }
   }
 
-  /** Makes sure the engine has the image: built or pulled once when missing (concurrent callers wait together). */
-  ensure(image: string): Promise<void> {
+  /**
+   * Makes sure the engine has the image: built or pulled once when missing (concurrent callers wait
+   * together). Resolves with how it starts (its configuration), read once it is there.
+   */
+  async ensure(image: string): Promise<ContainerConfig> {
+    const present = await this.configOf(image);
+    if (present) return present;
+    await this.prepared(image);
+    const made = await this.configOf(image);
+    if (!made) throw new HostError("failed", `Image ${image} is not on the engine after it was prepared`);
+    return made;
+  }
+
+  /** The image's configuration, or undefined when the engine does not have it. */
+  private async configOf(image: string): Promise<ContainerConfig | undefined> {
+    try {
+      return (await this.engine.docker.getImage(image).inspect()).Config;
+    } catch (err) {
+      if (statusOf(err) === 404) return undefined;
+      throw engineError(err, this.engine, `looking for image ${image}`);
+    }
+  }
+
+  /** Builds or pulls the image once (concurrent callers wait together). */
+  private prepared(image: string): Promise<void> {
     let work = this.preparing.get(image);
     if (!work) {
       work = this.prepare(image).finally(() => this.preparing.delete(image));
