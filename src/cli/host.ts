@@ -4,6 +4,7 @@ import { isIP } from "node:net";
 import { type Command, InvalidArgumentError } from "commander";
 import { createLogger } from "../common/logger.js";
 import type { Ulimit } from "../host/container/container-runtime.js";
+import { parsePortRange } from "../host/container/published-ports.js";
 import { parseUlimit } from "../host/container/ulimits.js";
 import { E2B_API_KEYS_ENV } from "../host/e2b/api-keys.js";
 import { DEFAULT_HOST_PORT } from "../host/port.js";
@@ -54,6 +55,12 @@ function collect(value: string, previous: string[] = []) {
   return [...previous, value];
 }
 
+function portRange(value: string) {
+  const range = parsePortRange(value);
+  if (typeof range === "string") throw new InvalidArgumentError(range);
+  return range;
+}
+
 function collectUlimit(value: string, previous: Ulimit[] = []) {
   try {
     return [...previous, parseUlimit(value)];
@@ -96,6 +103,12 @@ export function registerHost(program: Command) {
       "--container-ulimit <name=soft:hard>",
       "a limit for container desktops' processes, e.g. nofile=10000:10000 (repeat it; needed where the host forbids raising limits)",
       collectUlimit,
+    )
+    .option(
+      "--container-ports <first-last>",
+      "the loopback ports container desktops are published on (default 20000-29999): outside the " +
+        "kernel's ephemeral ports, which other programs' connections and listeners take",
+      portRange,
     )
     .option(
       "--kubeconfig <file>",
@@ -207,6 +220,7 @@ export function registerHost(program: Command) {
       containerEngine: opts.containerEngine,
       desktopImage: opts.desktopImage,
       containerUlimits: opts.containerUlimit,
+      containerPorts: opts.containerPorts,
       desktopKeys: opts.desktopKeys,
       ...(opts.e2bPort !== undefined && {
         e2b: {

@@ -5,7 +5,7 @@
  * connections kept alive, which `close()` alone would wait for.
  */
 import type { Server as HttpServer } from "node:http";
-import type { AddressInfo, Server } from "node:net";
+import { type AddressInfo, createServer, type Server } from "node:net";
 
 export interface Listening {
   port: number;
@@ -32,4 +32,13 @@ export function closeServer(server: Server): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   if ("closeAllConnections" in server) (server as HttpServer).closeAllConnections();
   return closed;
+}
+
+/** Whether this process could listen on `address:port` now (tried, and closed again at once). */
+export function canListen(address: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen({ host: address, port, exclusive: true }, () => server.close(() => resolve(true)));
+  });
 }

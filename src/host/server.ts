@@ -13,6 +13,7 @@ import { LazyWebSocketServer } from "../common/ws-server.js";
 import { createHostApp } from "./app.js";
 import { ContainerRuntime, type Ulimit } from "./container/container-runtime.js";
 import { DOCKER_SOCKET, PODMAN_SOCKET } from "./container/engine.js";
+import type { PortRange } from "./container/published-ports.js";
 import { parseUlimit } from "./container/ulimits.js";
 import { DesktopService } from "./desktops/desktop-service.js";
 import type { DesktopRuntime, RuntimeKind } from "./desktops/runtime.js";
@@ -61,6 +62,8 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   containerEngine?: string | false;
   desktopImage?: string;
   containerUlimits?: Ulimit[];
+  /** The loopback ports container desktops are published on (default 20000–29999). */
+  containerPorts?: PortRange;
   desktopKeys?: boolean;
   /**
    * Kubernetes desktops (a Pod each): on when the default runtime is `kubernetes` or a kubeconfig
@@ -298,6 +301,7 @@ async function containerRuntime(
       engine,
       desktopImage: options.desktopImage ?? configured?.desktopImage,
       ulimits: options.containerUlimits ?? configured?.ulimits?.map(parseUlimit),
+      publishedPorts: options.containerPorts,
       desktopKeys: options.desktopKeys,
       stopGraceMs: options.stopGraceMs,
       secretsDir: join(await settings.homeDirectory(), ".containers"),

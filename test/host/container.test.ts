@@ -10,6 +10,7 @@ import { existsSync, readdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ephemeralRange } from "../../src/host/container/published-ports.js";
 import { desktopCommand, expectControllerOutOfReach, pngSize } from "./desktop-client.js";
 import { startPodman, TEST_IMAGE, type TestEngine, testUlimits } from "./podman.js";
 import { LINUX_VM, startTestHost, type TestHost } from "./support.js";
@@ -157,15 +158,23 @@ describe("a container desktop", () => {
     expect(readdirSync(join(host.home, ".containers"))).toEqual([]);
   }, 240_000);
 
-  it("starts on new ports when one the engine chose was taken before the run", async () => {
+  it("publishes on ports outside the kernel's ephemeral ones, and starts on new ports when one chosen was taken before the run", async () => {
     const body = { name: "taken", os: "linux", cpu: 1, memory: "1GB", diskSize: "4GB", display: "1024x768" };
     expect((await host.api("POST", "/svc/vms", { ...body, runtime: "container" })).status).toBe(200);
-    // The engine chose the ports when it made the container; another program takes the server's.
+    // The service chose the ports when it made the container, from 20000–29999: no port the
+    // kernel hands out to other programs. Another program takes the server's all the same.
     const bindings = JSON.parse(
       await engine.podman("inspect", "hangar-taken", "--format", "{{json .HostConfig.PortBindings}}"),
-    ) as Record<string, { HostPort: string }[]>;
+    ) as Record<string, { HostIp: string; HostPort: string }[]>;
+    const ephemeral = await ephemeralRange();
+    for (const port of ["8000/tcp", "6080/tcp", "5000/tcp"]) {
+      const published = Number(bindings[port]?.[0]?.HostPort);
+      expect(bindings[port]?.[0]?.HostIp).toBe("127.0.0.1");
+      expect(published).toBeGreaterThanOrEqual(20000);
+      expect(published).toBeLessThanOrEqual(29999);
+      expect(published < ephemeral.first || published > ephemeral.last).toBe(true);
+    }
     const chosen = Number(bindings["8000/tcp"]?.[0]?.HostPort);
-    expect(chosen).toBeGreaterThan(0);
     const squatter = createServer();
     await new Promise<void>((resolve) => squatter.listen(chosen, "127.0.0.1", resolve));
     try {

@@ -53,6 +53,7 @@ import {
   REPLACEMENT_SUFFIX,
   STATE_REPOSITORY,
 } from "./labels.js";
+import { DEFAULT_PUBLISHED_PORTS, type PortRange, PublishedPorts } from "./published-ports.js";
 import { DesktopSecrets, SECRETS_MOUNT } from "./secrets.js";
 
 /** A resource limit for the container's processes (`--ulimit nofile=10000:10000`). */
@@ -79,6 +80,8 @@ export interface ContainerRuntimeOptions {
   buildContext?: string;
   /** Cages desktops made with a network policy (egress/container-cage.ts); without: a policy is a 400. */
   egress?: EgressService;
+  /** The loopback ports desktops' ports are published on (default 20000–29999), outside the ephemeral ones. */
+  publishedPorts?: PortRange;
 }
 
 export const DEFAULT_DESKTOP_IMAGE = "hangar:latest";
@@ -106,6 +109,7 @@ export class ContainerRuntime implements HibernatingRuntime {
   readonly images: DesktopImages;
   private readonly secrets: DesktopSecrets;
   private readonly cage?: ContainerCage;
+  private readonly ports: PublishedPorts;
   private readonly locks = new KeyedLock();
   private readonly starting = new Map<string, Promise<void>>();
   private readonly startErrors = new Map<string, string>();
@@ -131,6 +135,9 @@ export class ContainerRuntime implements HibernatingRuntime {
       options.buildContext,
     );
     this.secrets = new DesktopSecrets(options.secretsDir);
+    this.ports = new PublishedPorts(options.publishedPorts ?? DEFAULT_PUBLISHED_PORTS, () =>
+      this.heldPorts(),
+    );
     if (options.egress) this.cage = new ContainerCage(this.engine, options.egress, log);
     this.events = new EngineEvents(
       this.engine,
@@ -655,8 +662,8 @@ export class ContainerRuntime implements HibernatingRuntime {
   }
 
   /**
-   * Starts the container. The engine picks its loopback ports when it makes the container and binds
-   * them only when it starts: one taken meanwhile by another program is a failure to start, so the
+   * Starts the container. Its loopback ports are chosen when it is made (published-ports.ts) and the
+   * engine binds them only when it starts: one taken meanwhile by another program is a failure to start, so the
    * container is made again (its writable layer kept) with new ports, up to PORT_ATTEMPTS times.
    */
   private async startContainer(name: string, info: ContainerInspectInfo) {
@@ -703,7 +710,8 @@ export class ContainerRuntime implements HibernatingRuntime {
     caged: Awaited<ReturnType<ContainerCage["containerSettings"]>>,
     user: string | undefined,
   ) {
-    const loopback = [{ HostIp: "127.0.0.1", HostPort: "" }];
+    const [server, novnc, osworld] = await this.ports.pick(3);
+    const loopback = (port: number) => [{ HostIp: "127.0.0.1", HostPort: String(port) }];
     const options: ContainerCreateOptions = {
       name: cname,
       Image: spec.image,
@@ -731,7 +739,11 @@ export class ContainerRuntime implements HibernatingRuntime {
       HostConfig: {
         Memory: spec.memory,
         NanoCpus: Math.round(spec.cpu * 1e9),
-        PortBindings: { [SERVER_PORT]: loopback, [NOVNC_PORT]: loopback, [OSWORLD_PORT]: loopback },
+        PortBindings: {
+          [SERVER_PORT]: loopback(server),
+          [NOVNC_PORT]: loopback(novnc),
+          [OSWORLD_PORT]: loopback(osworld),
+        },
         Binds: [`${secretsDir}:${SECRETS_MOUNT}:ro`, ...caged.Binds],
         Ulimits: (this.options.ulimits ?? []).map((u) => ({ Name: u.name, Soft: u.soft, Hard: u.hard })),
         ...(this.diskQuota && { StorageOpt: { size: String(spec.diskSize) } }),
@@ -757,6 +769,12 @@ export class ContainerRuntime implements HibernatingRuntime {
       delete options.HostConfig?.StorageOpt;
       await this.engine.docker.createContainer(options);
     }
+  }
+
+  /** The host ports every container of the engine publishes, running or not. */
+  private async heldPorts(): Promise<Set<number>> {
+    const containers = await this.engine.docker.listContainers({ all: true });
+    return new Set(containers.flatMap((c) => (c.Ports ?? []).map((p) => p.PublicPort).filter((p) => p > 0)));
   }
 
   private async removeContainer(info: ContainerInspectInfo) {

@@ -6,7 +6,7 @@
  * Another `127.A.B` can be given (a second host service on the machine, each test's service).
  */
 import { readFile } from "node:fs/promises";
-import { createServer } from "node:net";
+import { canListen } from "../../common/listen.js";
 
 const FIRST = 2; // 127.0.1.1 is the host name's address on Debian
 const LAST = 254;
@@ -65,14 +65,6 @@ export async function pickForwarding(
 async function allFree(address: string, ports: number[]) {
   for (const port of ports) if (!(await canListen(address, port))) return false;
   return true;
-}
-
-function canListen(address: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once("error", () => resolve(false));
-    server.listen({ host: address, port, exclusive: true }, () => server.close(() => resolve(true)));
-  });
 }
 
 /** The host ports tried for the guest's SSH: 22 when this process may bind it, then 2222, 10022. */
