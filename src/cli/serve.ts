@@ -64,6 +64,11 @@ export function registerServe(program: Command) {
       "run every process agents start (run_command, launch, PTYs, OSWorld's /execute, envd) as this unprivileged user, so that they cannot signal or read the server; the server must run as root; no warm shells then",
     )
     .option("--no-virtual-display", "never start a virtual display")
+    .option(
+      "--warm-up",
+      "connect to the desktop and capture it once as soon as the server listens, so that the first " +
+        "screenshot costs what later ones do (the container image does; a few MB more at idle)",
+    )
     .option("--panel", "on the virtual display, also a panel (lxpanel: task list, clock) and a wallpaper")
     // Cloud mode and TLS (see serve-cloud.ts).
     .option(
@@ -202,6 +207,7 @@ export function registerServe(program: Command) {
     process.stdout.write(`${listeningLine(server.url, Boolean(cloud.cloud), desktop, opts.backend)}\n`);
     if (server.osworldUrl) process.stdout.write(`OSWorld controller API on ${server.osworldUrl}\n`);
     if (server.envdUrl) process.stdout.write(`E2B envd on ${server.envdUrl}\n`);
+    if (opts.warmUp) void desktop.manager.warm();
     onShutdown(async () => {
       log.info("shutting down");
       await server.close();

@@ -2,7 +2,7 @@
  * Starts the computer server: builds the registry from every command definition, the HTTP app,
  * and listens. Used by `hangar serve` and by the tests (on port 0).
  */
-import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import type { Server as HttpServer, IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { allCommands } from "../../commands/index.js";
@@ -440,13 +440,10 @@ async function startOsworld(
     log: Logger;
   },
 ) {
-  // Loaded only with --osworld: a dozen modules that no other server needs.
-  const [{ serve }, { osworldCommands }, { createOsworldApp }, { preparePythonEnv }] = await Promise.all([
-    import("@hono/node-server"),
-    import("../../commands/osworld.js"),
-    import("./transports/osworld/osworld-app.js"),
-    import("./transports/osworld/python-env.js"),
-  ]);
+  // The controller's routes are loaded only with --osworld, and only at its first request: a dozen
+  // modules that no other server needs, which a desktop's first screenshot should not wait behind.
+  // The way back for OSWorld's Python (a small module; it also removes what a killed server left).
+  const { preparePythonEnv } = await import("./transports/osworld/python-env.js");
   const authenticator = server.authenticator;
   const python = preparePythonEnv({
     url: server.url,
@@ -457,27 +454,44 @@ async function startOsworld(
       addLocalKey: (key) => authenticator.addLocalKey(key),
     },
   });
-  const app = createOsworldApp({
-    registry: server.registry,
-    commands: osworldCommands,
-    originPolicy: server.originPolicy,
-    auth: authenticator && cloudAuth(authenticator),
-    bodyLimitBytes: server.bodyLimitBytes,
-    childEnv: async () => ({ ...(await desktopEnv(server.desktop)), ...python.env }),
-    streams: server.streams,
-    openFileTimeoutSeconds: options.openFileTimeoutSeconds,
-    log: server.log,
-  });
+  const load = async () => {
+    const [{ osworldCommands }, { createOsworldApp }] = await Promise.all([
+      import("../../commands/osworld.js"),
+      import("./transports/osworld/osworld-app.js"),
+    ]);
+    return createOsworldApp({
+      registry: server.registry,
+      commands: osworldCommands,
+      originPolicy: server.originPolicy,
+      auth: authenticator && cloudAuth(authenticator),
+      bodyLimitBytes: server.bodyLimitBytes,
+      childEnv: async () => ({ ...(await desktopEnv(server.desktop)), ...python.env }),
+      streams: server.streams,
+      openFileTimeoutSeconds: options.openFileTimeoutSeconds,
+      log: server.log,
+    });
+  };
+  let app: ReturnType<typeof load> | undefined;
   // The streaming routes' sockets (`/ws/h264`, `/ws/control`).
   const sockets = new LazyWebSocketServer(server.bodyLimitBytes);
-  const listener = serve({
-    fetch: app.fetch,
+  const listener = createLazyAdaptorServer({
+    fetch: async (request, env) => {
+      // A load that failed is tried again at the next request.
+      app ??= load().catch((err) => {
+        app = undefined;
+        throw err;
+      });
+      return (await app).fetch(request, env as Parameters<Awaited<typeof app>["fetch"]>[1]);
+    },
     hostname: server.host,
-    port: options.port ?? DEFAULT_OSWORLD_PORT,
     websocket: { server: sockets },
     ...(server.tls as object),
   });
-  const { url } = await listening(listener, { host: server.host, tls: Boolean(server.tls) }).catch((err) => {
+  const { url } = await listening(listener, {
+    host: server.host,
+    tls: Boolean(server.tls),
+    listen: () => listener.listen(options.port ?? DEFAULT_OSWORLD_PORT, server.host),
+  }).catch((err) => {
     python.close();
     throw err;
   });
@@ -495,10 +509,46 @@ async function startOsworld(
 /** envd's listener; its modules are loaded only when it is served. */
 async function startEnvdListener(
   options: NonNullable<ComputerServerOptions["envd"]>,
-  server: Omit<import("./transports/envd/envd-server.js").EnvdOptions, "port" | "token">,
+  server: Omit<import("./transports/envd/envd-server.js").EnvdListenerOptions, "token"> & {
+    host: string;
+    tls?: { createServer: unknown; serverOptions: object };
+  },
 ) {
-  const { startEnvd } = await import("./transports/envd/envd-server.js");
-  return startEnvd({ ...server, port: options.port, token: options.token });
+  // envd's modules (Connect, protobuf, its services) are loaded at its first request: a desktop's
+  // first screenshot should not wait behind them.
+  type Loaded = ReturnType<typeof import("./transports/envd/envd-server.js").envdListener>;
+  let loaded: Promise<Loaded> | undefined;
+  const load = () =>
+    import("./transports/envd/envd-server.js").then(({ envdListener }) =>
+      envdListener({ ...server, token: options.token }),
+    );
+  const createServer = (server.tls?.createServer ?? (await import("node:http")).createServer) as (
+    serverOptions: object,
+    listener: RequestListener,
+  ) => HttpServer;
+  const listener = createServer({ ...(server.tls?.serverOptions ?? {}) }, (req, res) => {
+    // A load that failed is tried again at the next request.
+    loaded ??= load().catch((err) => {
+      loaded = undefined;
+      throw err;
+    });
+    loaded.then(
+      (envd) => envd.listener(req, res),
+      (err: Error) => res.destroy(err),
+    );
+  });
+  const { url } = await listening(listener, {
+    host: server.host,
+    tls: Boolean(server.tls),
+    listen: () => listener.listen(options.port, server.host),
+  });
+  return {
+    url,
+    close: async () => {
+      await closeServer(listener);
+      (await loaded?.catch(() => undefined))?.close();
+    },
+  };
 }
 
 /** The desktop's variables (DISPLAY, its session bus), or none when there is no desktop. */

@@ -39,6 +39,8 @@ import { healthOriginFile } from "./health-origin.js";
 import { CONTAINER_SECRET_VARS, containerSettings, SERVER_SECRET_VARS } from "./settings.js";
 import { startVnc, type VncServers } from "./vnc.js";
 
+/** Milliseconds since this process began (Node's own start included). */
+const elapsed = () => Math.round(performance.now());
 const log = (message: string) => process.stdout.write(`hangar container: ${message}\n`);
 /** The command line, where the package is (this module runs from the bundle, dist/cli/container.js). */
 const HANGAR_BIN = join(PACKAGE_ROOT, "bin", "hangar.js");
@@ -90,29 +92,41 @@ export async function runContainer(
         user,
       });
   if (desktop.audioError) log(`the desktop has no sound: ${desktop.audioError}`);
+  const marks: string[] = [`display ${elapsed()}`];
   let vnc: VncServers | undefined;
   let server: ChildProcess | undefined;
   /** False once the server in this process listens: its shutdown stops the desktop then. */
   let cleanupOnExit = true;
+  /** The panel and VNC, started beside the server. */
+  let furniture: Promise<void> = Promise.resolve();
   try {
     await trusted;
-    // The panel's menu starts programs: with a command user, it is that user's.
-    if (!settings.externalDisplay) await startDesktopApps({ env: desktop.env, user }, log);
-    else
-      log(
-        `the desktop is ${settings.externalDisplay}'s, started by another program; the server drives it once it appears`,
-      );
-    if (settings.vnc) {
-      // Keys over plain HTTP: the viewer stays on loopback. With TLS it serves over TLS too.
-      const tls = settings.tlsFiles && {
-        cert: await readFile(settings.tlsFiles.cert),
-        key: await readFile(settings.tlsFiles.key),
-      };
-      vnc = await startVnc(settings.vnc, desktop.env, {
-        host: settings.insecureHttp ? "127.0.0.1" : settings.host,
-        tls,
-      });
-    }
+    // The panel and VNC start beside the server: its first answer needs neither. A failure of
+    // either still takes the container down, once the server has started.
+    furniture = (async () => {
+      // The panel's menu starts programs: with a command user, it is that user's.
+      if (!settings.externalDisplay) {
+        await startDesktopApps({ env: desktop.env, user }, log);
+        marks.push(`panel ${elapsed()}`);
+      } else {
+        log(
+          `the desktop is ${settings.externalDisplay}'s, started by another program; the server drives it once it appears`,
+        );
+      }
+      if (settings.vnc) {
+        // Keys over plain HTTP: the viewer stays on loopback. With TLS it serves over TLS too.
+        const tls = settings.tlsFiles && {
+          cert: await readFile(settings.tlsFiles.cert),
+          key: await readFile(settings.tlsFiles.key),
+        };
+        vnc = await startVnc(settings.vnc, desktop.env, {
+          host: settings.insecureHttp ? "127.0.0.1" : settings.host,
+          tls,
+        });
+        marks.push(`VNC ${elapsed()}`);
+      }
+    })();
+    furniture.catch(() => undefined);
     for (const file of settings.privateFiles) {
       await mkdir(dirname(file.path), { recursive: true, mode: 0o700 });
       await writeFile(file.path, file.content, { mode: 0o600 });
@@ -127,6 +141,7 @@ export async function runContainer(
       // The server in this process: it listens until SIGTERM, when it stops first, then this.
       Object.assign(process.env, env, desktop.env, rest);
       const cleanup = async () => {
+        await furniture.catch(() => undefined);
         await vnc?.stop();
         await desktop.stop();
         await removeFiles(env, settings.privateFiles);
@@ -136,9 +151,12 @@ export async function runContainer(
       const { buildProgram } = await (cli ?? import("../cli/main.js"));
       await buildProgram().parseAsync([process.execPath, HANGAR_BIN, ...settings.serveArgs]);
       releaseYoungGeneration();
+      await furniture;
+      log(`ready, ms since the process began: ${marks.join(", ")}, server ${elapsed()}`);
       cleanupOnExit = false;
       return undefined;
     }
+    await furniture;
     const serverEnv = {
       ...memoryEnv(env),
       ...env,
@@ -164,6 +182,7 @@ export async function runContainer(
     return 0;
   } finally {
     if (cleanupOnExit) {
+      await furniture.catch(() => undefined);
       await vnc?.stop();
       await desktop.stop();
       await removeFiles(env, settings.privateFiles);

@@ -22,13 +22,21 @@ describe("containerSettings", () => {
       { HANGAR_SECRETS_DIR: empty, CONTAINER_NAME: "box", HANGAR_API_KEYS: "k" },
       [],
     );
-    expect(s.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8443", "--cloud"]);
+    expect(s.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8443", "--cloud", "--warm-up"]);
     expect(s.selfSignedFor).toBe("box");
     expect(s.healthOrigin).toBe("https://127.0.0.1:8443");
     const insecure = containerSettings({ HANGAR_SECRETS_DIR: empty, HANGAR_API_KEYS: "k" }, [
       "--insecure-http",
     ]);
-    expect(insecure.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000", "--insecure-http"]);
+    expect(insecure.serveArgs).toEqual([
+      "serve",
+      "--host",
+      "0.0.0.0",
+      "--port",
+      "8000",
+      "--insecure-http",
+      "--warm-up",
+    ]);
     expect(insecure.insecureHttp).toBe(true);
   });
 
@@ -52,6 +60,8 @@ describe("containerSettings", () => {
     );
     expect(s.externalDisplay).toBe(":0");
     expect(s.vnc).toBeUndefined();
+    // That display comes and goes with its program: nothing to warm up at the server's start.
+    expect(s.serveArgs).not.toContain("--warm-up");
     expect(() =>
       containerSettings({ HANGAR_SECRETS_DIR: empty, HANGAR_EXTERNAL_DISPLAY: "remote:0" }, []),
     ).toThrow(/HANGAR_EXTERNAL_DISPLAY must be a local display such as :0/);
@@ -59,7 +69,7 @@ describe("containerSettings", () => {
 
   it("serves plain HTTP on 8000 on every interface by default", () => {
     const s = containerSettings({ HANGAR_SECRETS_DIR: empty }, []);
-    expect(s.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000"]);
+    expect(s.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000", "--warm-up"]);
     expect(s.healthOrigin).toBe("http://127.0.0.1:8000");
     expect(s.privateFiles).toEqual([]);
     expect([s.width, s.height]).toEqual([1280, 800]);
@@ -83,6 +93,7 @@ describe("containerSettings", () => {
       "--api-key-file",
       join(secrets, "api-keys", "keys"),
       "--cloud",
+      "--warm-up",
     ]);
     expect(s.healthOrigin).toBe("https://127.0.0.1:8443");
   });
@@ -105,6 +116,7 @@ describe("containerSettings", () => {
       "/keys",
       "--port=9443",
       "--cloud",
+      "--warm-up",
     ]);
     expect(s.healthOrigin).toBe("https://127.0.0.1:9443");
   });
@@ -136,6 +148,7 @@ describe("containerSettings", () => {
       "--api-key-file",
       join(secrets, "api-keys", "keys"),
       "--cloud",
+      "--warm-up",
     ]);
     expect(() => containerSettings({ HANGAR_TLS_CERT: "CERT PEM" }, [])).toThrow(
       /HANGAR_TLS_CERT and HANGAR_TLS_KEY go together/,
@@ -192,7 +205,16 @@ describe("containerSettings", () => {
 describe("OSWorld's controller", () => {
   it("is served on HANGAR_OSWORLD's port (the image sets 5000) unless off or given as a flag", () => {
     const on = containerSettings({ HANGAR_OSWORLD: "5000" }, []);
-    expect(on.serveArgs).toEqual(["serve", "--host", "0.0.0.0", "--port", "8000", "--osworld", "5000"]);
+    expect(on.serveArgs).toEqual([
+      "serve",
+      "--host",
+      "0.0.0.0",
+      "--port",
+      "8000",
+      "--warm-up",
+      "--osworld",
+      "5000",
+    ]);
     expect(containerSettings({ HANGAR_OSWORLD: "off" }, []).serveArgs).not.toContain("--osworld");
     expect(containerSettings({}, []).serveArgs).not.toContain("--osworld");
     const flag = containerSettings({ HANGAR_OSWORLD: "5000" }, ["--osworld", "6000"]);

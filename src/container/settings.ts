@@ -131,6 +131,8 @@ export function containerSettings(env: NodeJS.ProcessEnv, args: string[], uid?: 
   }
   const serveArgs = ["serve", ...(given.has("--host") ? [] : ["--host", host])];
   serveArgs.push(...(given.has("--port") ? [] : ["--port", String(port)]), ...all);
+  // The container's own desktop is there once the server listens: its first screenshot is made warm.
+  if (!env.HANGAR_EXTERNAL_DISPLAY && !given.has("--warm-up")) serveArgs.push("--warm-up");
   // A listener the image may add, on the port its variable names (or `off`), unless a flag gives it.
   for (const [variable, flag] of [
     ["HANGAR_OSWORLD", "--osworld"],

@@ -5,6 +5,7 @@
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
+import pino from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { silentLogger } from "../../src/common/logger.js";
 import { DesktopManager } from "../../src/desktop/manager.js";
@@ -54,6 +55,38 @@ describe("desktop availability", () => {
     });
     return { x, server, manager };
   }
+
+  it("warms up before the first command (--warm-up): connected, one screenshot taken; without a display it only says so", async () => {
+    const n = freeDisplayNumber();
+    const xvfb = await startXvfb(n);
+    const lines: { msg: string; ms?: number }[] = [];
+    const log = pino({ level: "debug" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const connects: string[] = [];
+    const manager = new DesktopManager({
+      display: `:${n}`,
+      log,
+      connect: async (display) => {
+        connects.push(display);
+        return (await import("../../src/desktop/x11/backend.js")).X11Backend.connect(display);
+      },
+    });
+    cleanups.push(async () => {
+      await manager.close();
+      await killXvfb(xvfb, n);
+    });
+    await manager.warm();
+    expect(lines.find((l) => l.msg === "desktop warmed up")?.ms).toBeGreaterThanOrEqual(0);
+    // The first command finds the desktop connected: no second connection.
+    const server = await startTestServer({ desktop: manager.provider });
+    cleanups.push(() => server.close());
+    expect((await server.cmd("screenshot")).event.success).toBe(true);
+    expect(connects).toEqual([`:${n}`]);
+
+    const absent = new DesktopManager({ display: `:${freeDisplayNumber()}`, log });
+    cleanups.push(() => absent.close());
+    await expect(absent.warm()).resolves.toBeUndefined();
+    expect(lines.some((l) => l.msg === "desktop warm-up failed; the first command connects")).toBe(true);
+  });
 
   it("survives the X server dying and reconnects when it is back", async () => {
     const { x, server } = await serverOnOwnXvfb();

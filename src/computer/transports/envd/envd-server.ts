@@ -9,8 +9,7 @@
  * also takes a signed URL): without it, a 401 in envd's JSON. Docs: docs/e2b.md.
  */
 
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { type FileSystem, localFileSystem } from "../../../common/file-system.js";
 import { type Logger, silentLogger } from "../../../common/logger.js";
@@ -31,9 +30,7 @@ import { EnvdProcesses } from "./processes.js";
 /** Largest `/init` body. */
 const INIT_LIMIT = 1024 * 1024;
 
-export interface EnvdOptions {
-  host: string;
-  port: number;
+export interface EnvdListenerOptions {
   originPolicy: OriginPolicy;
   /** The access token from `--envd-token-file`; without it, the first `/init` may set one. */
   token?: string;
@@ -47,18 +44,17 @@ export interface EnvdOptions {
   user?: CommandUser;
   /** The file system of envd's user (`--command-user`: its file worker's); default this process's. */
   files?: FileSystem;
-  /** `node:https`' createServer and the server's certificate, when the server has TLS. */
-  tls?: { createServer: unknown; serverOptions: object };
   log?: Logger;
 }
 
-export interface RunningEnvd {
-  readonly url: string;
-  readonly port: number;
-  close(): Promise<void>;
-}
-
-export async function startEnvd(options: EnvdOptions): Promise<RunningEnvd> {
+/**
+ * envd's request listener, with its state (the token, the processes it started); `close` ends
+ * those. The listening server is the caller's (server.ts loads this module at envd's first request).
+ */
+export function envdListener(options: EnvdListenerOptions): {
+  listener: (req: IncomingMessage, res: ServerResponse) => void;
+  close(): void;
+} {
   const log = options.log ?? silentLogger;
   const state = new EnvdState(options.token, options.user);
   const processes = new EnvdProcesses({ shells: options.shells, pty: options.pty, user: options.user, log });
@@ -129,33 +125,11 @@ export async function startEnvd(options: EnvdOptions): Promise<RunningEnvd> {
     }
   };
 
-  const createServer = (options.tls?.createServer ?? (await import("node:http")).createServer) as (
-    serverOptions: object,
-    listener: (req: IncomingMessage, res: ServerResponse) => void,
-  ) => Server;
-  const server = createServer({ ...(options.tls?.serverOptions ?? {}) }, listener);
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once("listening", resolve);
-      server.once("error", reject);
-      server.listen(options.port, options.host);
-    });
-  } catch (err) {
-    processes.close();
-    files.close();
-    throw err;
-  }
-  const { port } = server.address() as AddressInfo;
-  const shownHost = options.host.includes(":") ? `[${options.host}]` : options.host;
   return {
-    url: `${options.tls ? "https" : "http"}://${shownHost}:${port}`,
-    port,
-    close: async () => {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
+    listener,
+    close: () => {
       processes.close();
       files.close();
-      await closed;
     },
   };
 }
