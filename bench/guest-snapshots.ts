@@ -165,20 +165,37 @@ try {
     target: "≤ 1 s median",
   });
 
+  // Where the fork's time goes: the call (QEMUs launched one at a time, each loading the
+  // snapshot's state), then each fork's first /status, then its first screenshot.
   started = performance.now();
-  const forked = await svc("POST", `/svc/vms/${VM}/fork?wait=ready&timeout=900`, {
+  const forked = await svc("POST", `/svc/vms/${VM}/fork`, {
     snapshot: "app",
     count: FORKS,
     prefix: "bench-fork",
   });
-  await Promise.all(
-    forked.forks.map((fork: { computerServerUrl: string }) => screenshot(fork.computerServerUrl)),
+  const called = performance.now() - started;
+  const names: string[] = forked.forks.map((fork: { name: string }) => fork.name);
+  const phases = await Promise.all(
+    names.map(async (name) => {
+      const up = await svc("GET", `/svc/vms/${name}?wait=ready&timeout=900`);
+      const answered = performance.now() - started;
+      await screenshot(up.computerServerUrl);
+      return { answered, shot: performance.now() - started };
+    }),
   );
+  const sorted = (values: number[]) => [...values].sort((a, b) => a - b);
+  const answered = sorted(phases.map((p) => p.answered));
+  const shots = sorted(phases.map((p) => p.shot));
+  const s1 = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
   rows.push({
     name: `fork of ${FORKS} → all ${FORKS} answer a screenshot`,
-    median: `${((performance.now() - started) / 1000).toFixed(1)} s`,
+    median: s1(shots[shots.length - 1] ?? 0),
     p95: "",
     target: "≤ 8 s",
+    note:
+      `the call (launched, states loaded) ${s1(called)}; ready (first, median, last) ` +
+      `${s1(answered[0] ?? 0)}, ${s1(median(answered))}, ${s1(answered[answered.length - 1] ?? 0)}; ` +
+      `screenshots ${s1(shots[0] ?? 0)}, ${s1(median(shots))}`,
   });
   // Idle a moment: the PSS of desktops at rest, not mid-start.
   await sleep(5000);
