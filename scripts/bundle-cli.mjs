@@ -15,7 +15,6 @@
 //   its own), the run_command shells' launcher, the panel's wallpaper.
 import { copyFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { build } from "esbuild";
 
 const root = join(import.meta.dirname, "..");
 const out = join(root, "dist", "cli");
@@ -23,6 +22,24 @@ const out = join(root, "dist", "cli");
 const BUNDLED =
   /^(zod|@modelcontextprotocol\/sdk|zod-to-json-schema|ajv|ajv-formats|fast-uri|json-schema-traverse|fast-deep-equal|hono|@hono\/node-server|commander|pino|pino-std-serializers|@pinojs\/redact|sonic-boom|thread-stream|on-exit-leak-free|atomic-sleep|quick-format-unescaped|safe-stable-stringify|process-warning|real-require)(\/|$)/;
 
+// `--prune-bundled` (the desktop image's build stage, after `npm prune`): removes the bundled
+// packages from node_modules, where nothing in the image reads them (its programs are dist/cli's;
+// every package that needs one of them is bundled too). It builds nothing.
+if (process.argv.includes("--prune-bundled")) {
+  const modules = join(root, "node_modules");
+  const names = readdirSync(modules).flatMap((name) =>
+    name.startsWith("@") ? readdirSync(join(modules, name)).map((inner) => `${name}/${inner}`) : [name],
+  );
+  const pruned = names.filter((name) => BUNDLED.test(name));
+  for (const name of pruned) rmSync(join(modules, name), { recursive: true, force: true });
+  console.log(
+    `bundle-cli: removed ${pruned.length} bundled packages from node_modules: ${pruned.join(", ")}`,
+  );
+  process.exit(0);
+}
+
+// A development dependency, gone once the image's build stage has pruned them.
+const { build } = await import("esbuild");
 // Chunks are named by their content: those of an earlier build would stay beside the new ones.
 rmSync(out, { recursive: true, force: true });
 await build({

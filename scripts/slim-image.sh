@@ -24,11 +24,21 @@ UNUSED=(
   # and aom stay: ffmpeg, the video encoder of start_recording, loads them)
   libspectre1 libgs10 libgs10-common poppler-data fonts-urw-base35 libheif1 libde265-0
 )
-# Single files of packages that stay.
+# Files of packages that stay.
 UNUSED_PATHS=(
   # Chromium's Vulkan validation layer, a debugging aid
   /usr/lib/chromium/libVkLayer_khronos_validation.so
+  # Intel Media SDK's hardware runtime, its plugins and tracer (about 27 MB): libmfx, which ffmpeg
+  # links, loads them only to encode on an Intel GPU (QSV), which the container never has
+  /usr/lib/x86_64-linux-gnu/libmfxhw64.so.*
+  /usr/lib/x86_64-linux-gnu/libmfx-tracer.so.*
+  /usr/lib/x86_64-linux-gnu/mfx
 )
+# Translations of the desktop's programs (about 32 MB): the desktop speaks English, and a program
+# without its translation shows its English text.
+unused_files() {
+  find /usr/share/locale -mindepth 1 -maxdepth 1 ! -name 'en*' ! -name locale.alias -print0
+}
 
 installed=()
 for p in "${UNUSED[@]}"; do
@@ -38,6 +48,8 @@ done
 if [ "${1:-}" = "--list" ]; then
   for p in "${installed[@]}"; do dpkg-query -W -f='${Installed-Size}\t${Package}\n' "$p"; done |
     awk '{ printf "%8.1f MB  %s\n", $1 / 1024, $2; total += $1 } END { printf "%8.1f MB  in all\n", total / 1024 }'
+  { printf '%s\0' "${UNUSED_PATHS[@]}"; unused_files; } | du -cm --files0-from=- 2>/dev/null | tail -1 |
+    awk '{ printf "%8.1f MB  in files of packages that stay\n", $1 }'
   exit 0
 fi
 
@@ -50,6 +62,7 @@ for p in "${installed[@]}"; do
   done
 done
 rm -rf "${UNUSED_PATHS[@]}"
+unused_files | xargs -0 -r rm -rf
 # Fonts were removed: the font cache is made again, so that no application looks for them.
 ! command -v fc-cache >/dev/null || fc-cache -s -f
 after=$(du -sx --block-size=1M / 2>/dev/null | cut -f1)
