@@ -183,6 +183,14 @@ try {
       return { answered, shot: performance.now() - started };
     }),
   );
+  // The host's own account of each fork's start (its log: waiting for the launches before it,
+  // QEMU's launch, loading the state).
+  const logFile = readdirSync(dir, { recursive: true, encoding: "utf8" }).find((f) => f.endsWith("info.log"));
+  if (logFile) {
+    const lines = readFileSync(join(dir, logFile), "utf8").split("\n");
+    for (const line of lines.filter((l) => /started from a snapshot|VM forked/.test(l)).slice(-FORKS - 1))
+      process.stderr.write(`${line}\n`);
+  }
   const sorted = (values: number[]) => [...values].sort((a, b) => a - b);
   const answered = sorted(phases.map((p) => p.answered));
   const shots = sorted(phases.map((p) => p.shot));
