@@ -52,7 +52,6 @@ import { QmpClient } from "./qmp.js";
 import { writeRamFile } from "./ram-file.js";
 import {
   completeSession,
-  continueQemu,
   isIncomplete,
   type RestoreFrom,
   resumeFrom,
@@ -606,17 +605,15 @@ export class QemuRuntime implements HibernatingRuntime {
         }
         if (found.memory) {
           const config = await readVmConfig(made[0]?.dir ?? "");
-          // Every fork is launched and loaded before any runs: launches made while the first forks
-          // ran shared the CPU with them (under TCG, 0.1 s a launch became 1 s). Then all run.
-          // The journals stay until they run: a service killed before leaves them stopped.
-          try {
-            await Promise.all(
-              made.map((ref) => this.startFrom(ref, config, fromSnapshot(found), undefined, false)),
-            );
-            await Promise.all(made.map((ref) => this.letRun(ref)));
-          } finally {
-            await Promise.all(made.map((ref) => rm(join(ref.dir, RESTORE_JOURNAL_FILE), { force: true })));
-          }
+          await Promise.all(
+            made.map(async (ref) => {
+              try {
+                await this.startFrom(ref, config, fromSnapshot(found));
+              } finally {
+                await rm(join(ref.dir, RESTORE_JOURNAL_FILE), { force: true });
+              }
+            }),
+          );
         }
       } catch (err) {
         for (const ref of made) {
@@ -671,11 +668,7 @@ export class QemuRuntime implements HibernatingRuntime {
    * Starts the VM's QEMU from a saved state (a snapshot's, or its own hibernation's with `keep`:
    * its address, ports and VNC) and waits until it runs; a failure is the VM's lastError.
    */
-  /**
-   * Starts the VM from a snapshot or a hibernation: launched (one launch at a time), the state
-   * loaded, then run; with `run` false it is left paused (and not yet announced) for `letRun`.
-   */
-  private async startFrom(vm: VmRef, config: VmConfig, restore: RestoreFrom, keep?: Hibernation, run = true) {
+  private async startFrom(vm: VmRef, config: VmConfig, restore: RestoreFrom, keep?: Hibernation) {
     const asked = performance.now();
     let launching = 0;
     let loading = 0;
@@ -698,10 +691,9 @@ export class QemuRuntime implements HibernatingRuntime {
     this.launchQueue = settled(launched);
     const running = launched.then((session) => {
       loading = performance.now();
-      return resumeFrom(vm.dir, session, restore, run);
+      return resumeFrom(vm.dir, session, restore);
     });
     this.starting.set(vm.dir, settled(running));
-    let failed = false;
     try {
       await running;
       await rm(join(vm.dir, LAST_ERROR_FILE), { force: true });
@@ -719,22 +711,9 @@ export class QemuRuntime implements HibernatingRuntime {
       await writeFileAtomic(join(vm.dir, LAST_ERROR_FILE), `${new Date().toISOString()} ${message}\n`).catch(
         () => undefined,
       );
-      failed = true;
       throw new HostError("failed", message);
     } finally {
       this.starting.delete(vm.dir);
-      // A paused one is announced once it runs: a probe of its server would wait for nothing.
-      if (run || failed) this.changed(vm.name);
-    }
-  }
-
-  /** Lets a VM that `startFrom` left paused run, and announces it. */
-  private async letRun(vm: VmRef) {
-    try {
-      const session = await liveSession(vm.dir);
-      if (!session) throw new Error(`QEMU of ${vm.name} is gone`);
-      await continueQemu(vm.dir, session);
-    } finally {
       this.changed(vm.name);
     }
   }

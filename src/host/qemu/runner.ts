@@ -165,36 +165,15 @@ export async function startQemu(options: StartOptions): Promise<Session & { pid:
 }
 
 /**
- * Loads the snapshot's state into a QEMU that startQemu started with `restore`, and lets it run
- * (or, with `run` false, leaves it paused for `continueQemu`). Apart from startQemu so that several
- * forks load at once (their launches are one at a time). A QEMU that cannot load it is quit.
+ * Loads the snapshot's state into a QEMU that startQemu started with `restore`, and lets it run.
+ * Apart from startQemu so that several forks load at once (their launches are one at a time).
+ * A QEMU that cannot load it is quit.
  */
-export async function resumeFrom(
-  dir: string,
-  session: Session & { pid: number },
-  restore: RestoreFrom,
-  run = true,
-) {
+export async function resumeFrom(dir: string, session: Session & { pid: number }, restore: RestoreFrom) {
   let qmp: QmpClient | undefined;
   try {
     qmp = await QmpClient.connect(session.qmpSocket);
     await loadState(qmp, restore.stateFile, LOAD_TIMEOUT_MS, restore.ignoreShared ?? true);
-    if (run) await qmp.execute("cont");
-  } catch (err) {
-    qmp?.close();
-    qmp = undefined;
-    await stopQemu(dir, session, 0);
-    throw err;
-  } finally {
-    qmp?.close();
-  }
-}
-
-/** Lets a QEMU that `resumeFrom` left paused run; a QEMU that cannot is quit. */
-export async function continueQemu(dir: string, session: Session & { pid: number }) {
-  let qmp: QmpClient | undefined;
-  try {
-    qmp = await QmpClient.connect(session.qmpSocket);
     await qmp.execute("cont");
   } catch (err) {
     qmp?.close();
