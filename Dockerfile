@@ -29,11 +29,9 @@ COPY web ./web
 # The command line is bundled by `npm run build` (dist/cli).
 COPY scripts/build.mjs scripts/bundle-cli.mjs ./scripts/
 # The nut-js backend (macOS, Windows; `--backend nut` elsewhere) is left out: on Linux the X11 one serves.
-# So are the host service's clients of container engines and Kubernetes and its E2B proxy (~85 MB):
-# the image runs the computer server; `hangar host serve` here says where to run it instead. The
-# packages bundled into dist/cli (zod, hono, the MCP SDK, pino…: ~30 MB) are not kept twice.
-RUN npm run build && npm pkg delete "dependencies.@nut-tree-fork/nut-js" "dependencies.@kubernetes/client-node" \
-   "dependencies.dockerode" "dependencies.http-proxy-3" \
+# The packages bundled into dist/cli (zod, hono, the MCP SDK, pino…: ~25 MB) are not kept twice.
+# (The host service stays: deploy/kubernetes/host runs it in the cluster from this image.)
+RUN npm run build && npm pkg delete "dependencies.@nut-tree-fork/nut-js" \
  && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force \
  && node scripts/bundle-cli.mjs --prune-bundled
 

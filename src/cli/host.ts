@@ -11,14 +11,7 @@ import { DEFAULT_HOST_PORT } from "../host/port.js";
 import { loopbackNetworkProblem } from "../host/qemu/loopback.js";
 import { webhookUrl } from "../host/webhooks.js";
 import { HOST_TOKEN_ENV, readTokenFile } from "./host-client.js";
-import {
-  browserAccess,
-  browserAccessOptions,
-  logLevelOption,
-  onShutdown,
-  parsePort,
-  UsageError,
-} from "./util.js";
+import { browserAccess, browserAccessOptions, logLevelOption, onShutdown, parsePort } from "./util.js";
 
 function ipv4Address(value: string): string {
   if (isIP(value) !== 4) throw new InvalidArgumentError("expected an IPv4 address, e.g. 10.244.0.1");
@@ -66,18 +59,6 @@ function portRange(value: string) {
   const range = parsePortRange(value);
   if (typeof range === "string") throw new InvalidArgumentError(range);
   return range;
-}
-
-/**
- * The desktop image leaves out the host service's packages (the container engine's and Kubernetes'
- * clients): it runs the computer server only.
- */
-function hostPackagesMissing(err: Error): UsageError {
-  const name = /Cannot find (?:package|module) '([^']+)'/.exec(err.message)?.[1] ?? "a package";
-  return new UsageError(
-    `the host service cannot start here: ${name} is not installed. This installation (the desktop ` +
-      "image) carries the computer server only; run the host service from the npm package on the host.",
-  );
 }
 
 function collectUlimit(value: string, previous: Ulimit[] = []) {
@@ -226,9 +207,7 @@ export function registerHost(program: Command) {
     delete process.env[HOST_TOKEN_ENV];
     delete process.env[E2B_API_KEYS_ENV];
     // Loaded here so that the other commands do not carry the host service in memory.
-    const { startHostService } = await import("../host/server.js").catch((err: NodeJS.ErrnoException) => {
-      throw err.code === "ERR_MODULE_NOT_FOUND" ? hostPackagesMissing(err) : err;
-    });
+    const { startHostService } = await import("../host/server.js");
     const server = await startHostService({
       host: opts.host,
       port: opts.port,

@@ -123,14 +123,6 @@ async function ready(base: string) {
     const { result } = await cmd(base, "run_command", { command: "id -u" });
     return result?.stdout?.trim() === "10001" ? undefined : `got ${JSON.stringify(result)}`;
   });
-  await check("hangar host serve says the image carries the computer server only (exit 2)", async () => {
-    const { result } = await cmd(base, "run_command", { command: "hangar host serve --port 0" });
-    const said =
-      /is not installed\. This installation \(the desktop image\) carries the computer server only/;
-    return result?.return_code === 2 && said.test(result.stderr ?? "")
-      ? undefined
-      : `got ${JSON.stringify(result)}`;
-  });
 }
 
 async function local() {
