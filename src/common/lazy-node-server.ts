@@ -11,6 +11,7 @@ import { EventEmitter } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { upgradeWebSocket as adapterUpgradeWebSocket, createAdaptorServer } from "@hono/node-server";
 import type { Context, MiddlewareHandler, Next } from "hono";
+import { loadOnce } from "./load-once.js";
 
 type AdaptorOptions = Parameters<typeof createAdaptorServer>[0];
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
@@ -36,9 +37,8 @@ export function createLazyAdaptorServer(options: LazyServerOptions): Server {
   let listener: RequestListener | undefined;
   // The adapter's handler of upgrades listens here; the server's upgrades are passed on to it.
   const upgrades = new EventEmitter();
-  let loading: Promise<RequestListener> | undefined;
-  const load = () =>
-    (loading ??= import("@hono/node-server").then(({ createAdaptorServer }) => {
+  const adapterLoad = loadOnce(() =>
+    import("@hono/node-server").then(({ createAdaptorServer }) => {
       createAdaptorServer({
         fetch: options.fetch,
         hostname: options.hostname,
@@ -50,7 +50,9 @@ export function createLazyAdaptorServer(options: LazyServerOptions): Server {
         },
       } as unknown as AdaptorOptions);
       return listener!;
-    }));
+    }),
+  );
+  const load = () => adapterLoad.get();
   const adapter: RequestListener = (req, res) => {
     if (listener) return listener(req, res);
     load().then(

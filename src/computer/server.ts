@@ -17,6 +17,7 @@ import {
 } from "../common/idle.js";
 import { createLazyAdaptorServer } from "../common/lazy-node-server.js";
 import { closeServer, listening } from "../common/listen.js";
+import { loadOnce } from "../common/load-once.js";
 import { type Logger, silentLogger } from "../common/logger.js";
 import { isLoopbackName, nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
 import { LazyWebSocketServer } from "../common/ws-server.js";
@@ -454,7 +455,7 @@ async function startOsworld(
       addLocalKey: (key) => authenticator.addLocalKey(key),
     },
   });
-  const load = async () => {
+  const app = loadOnce(async () => {
     const [{ osworldCommands }, { createOsworldApp }] = await Promise.all([
       import("../../commands/osworld.js"),
       import("./transports/osworld/osworld-app.js"),
@@ -470,18 +471,13 @@ async function startOsworld(
       openFileTimeoutSeconds: options.openFileTimeoutSeconds,
       log: server.log,
     });
-  };
-  let app: ReturnType<typeof load> | undefined;
+  });
   // The streaming routes' sockets (`/ws/h264`, `/ws/control`).
   const sockets = new LazyWebSocketServer(server.bodyLimitBytes);
   const listener = createLazyAdaptorServer({
     fetch: async (request, env) => {
-      // A load that failed is tried again at the next request.
-      app ??= load().catch((err) => {
-        app = undefined;
-        throw err;
-      });
-      return (await app).fetch(request, env as Parameters<Awaited<typeof app>["fetch"]>[1]);
+      const routes = await app.get();
+      return routes.fetch(request, env as Parameters<typeof routes.fetch>[1]);
     },
     hostname: server.host,
     websocket: { server: sockets },
@@ -516,24 +512,18 @@ async function startEnvdListener(
 ) {
   // envd's modules (Connect, protobuf, its services) are loaded at its first request: a desktop's
   // first screenshot should not wait behind them.
-  type Loaded = ReturnType<typeof import("./transports/envd/envd-server.js").envdListener>;
-  let loaded: Promise<Loaded> | undefined;
-  const load = () =>
+  const envd = loadOnce(() =>
     import("./transports/envd/envd-server.js").then(({ envdListener }) =>
       envdListener({ ...server, token: options.token }),
-    );
+    ),
+  );
   const createServer = (server.tls?.createServer ?? (await import("node:http")).createServer) as (
     serverOptions: object,
     listener: RequestListener,
   ) => HttpServer;
   const listener = createServer({ ...(server.tls?.serverOptions ?? {}) }, (req, res) => {
-    // A load that failed is tried again at the next request.
-    loaded ??= load().catch((err) => {
-      loaded = undefined;
-      throw err;
-    });
-    loaded.then(
-      (envd) => envd.listener(req, res),
+    envd.get().then(
+      (loaded) => loaded.listener(req, res),
       (err: Error) => res.destroy(err),
     );
   });
@@ -546,7 +536,7 @@ async function startEnvdListener(
     url,
     close: async () => {
       await closeServer(listener);
-      (await loaded?.catch(() => undefined))?.close();
+      (await envd.current?.catch(() => undefined))?.close();
     },
   };
 }
