@@ -20,6 +20,7 @@ import { tmpdir } from "node:os";
 import { extname, join, normalize } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { WebSocketServer } from "ws";
+import { listening } from "../common/listen.js";
 import { nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
 import { relaySocket } from "../common/socket-relay.js";
 import type { VncSettings } from "./settings.js";
@@ -128,15 +129,14 @@ async function startViewer(settings: VncSettings, web: WebOptions): Promise<Serv
       relaySocket(ws, connect({ host: "127.0.0.1", port: settings.port })),
     );
   });
-  server.listen(settings.webPort, web.host);
-  await Promise.race([
-    once(server, "listening"),
-    once(server, "error").then(([err]) => {
-      throw new Error(
-        `the noVNC viewer cannot listen on ${web.host}:${settings.webPort}: ${(err as Error).message}`,
-      );
-    }),
-  ]);
+  // events.once for "listening" rejects on "error" with the bare error: listening() says where.
+  await listening(server, {
+    host: web.host,
+    tls: Boolean(web.tls),
+    listen: () => server.listen(settings.webPort, web.host),
+  }).catch((err: Error) => {
+    throw new Error(`the noVNC viewer cannot listen on ${web.host}:${settings.webPort}: ${err.message}`);
+  });
   server.on("error", () => undefined);
   return server;
 }

@@ -186,6 +186,39 @@ describe("the container entrypoint", () => {
     expect((await healthcheck(dir)).stderr).toMatch(/unhealthy: the server has not started/);
   }, 60_000);
 
+  it("takes the container down, with its desktop and x11vnc, when VNC cannot start beside the server", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "hangar-container-"));
+    const [port, vncPort, webPort] = [await freePort(), await freePort(), await freePort()];
+    await writeFile(join(dir, "vnc-password"), "watch-it\n", { mode: 0o600 });
+    // Another program holds the viewer's port: x11vnc starts, the viewer cannot listen.
+    const squatter = createServer().listen(webPort, "127.0.0.1");
+    await once(squatter, "listening");
+    try {
+      const s = await startEntrypoint(
+        {
+          HANGAR_HOST: "127.0.0.1",
+          HANGAR_SECRETS_DIR: join(dir, "no-secrets"),
+          HANGAR_VNC: "1",
+          HANGAR_VNC_PASSWORD_FILE: join(dir, "vnc-password"),
+          HANGAR_VNC_PORT: String(vncPort),
+          HANGAR_NOVNC_PORT: String(webPort),
+        },
+        ["--port", String(port)],
+        dir,
+      );
+      const [code] = await once(s.child, "exit");
+      expect(code, s.output()).toBe(2);
+      expect(s.output()).toMatch(/the noVNC viewer cannot listen on 127\.0\.0\.1:\d+/);
+      // Nothing it started is left: no x11vnc on its port, no X server of its display.
+      await expect(vncSecurityTypes(vncPort)).rejects.toThrow();
+      const display = /display (:\d+)/.exec(s.output())?.[1];
+      if (display) expect(existsSync(`/tmp/.X11-unix/X${display.slice(1)}`)).toBe(false);
+      await expect(fetch(`http://127.0.0.1:${port}/status`)).rejects.toThrow();
+    } finally {
+      squatter.close();
+    }
+  }, 60_000);
+
   it("started as root, keeps the server root and gives the agent's processes, files and desktop a user of their own", async () => {
     const outer = await mkdtemp(join(tmpdir(), "hangar-container-root-"));
     try {
