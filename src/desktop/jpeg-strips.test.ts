@@ -5,7 +5,7 @@
 import sharp from "sharp";
 import { describe, expect, it } from "vitest";
 import type { RawImage } from "./backend.js";
-import { encodeInStrips, STRIP_ROWS, type StripCache } from "./jpeg-strips.js";
+import { encodeInParts, encodeInStrips, STRIP_ROWS, type StripCache } from "./jpeg-strips.js";
 import { JPEG_OPTIONS } from "./screenshot.js";
 
 // Neither a multiple of 16 wide nor of the strip height high: partial MCUs on the right and below.
@@ -103,5 +103,29 @@ describe("JPEG in strips", () => {
         .jpeg({ quality: 80, progressive: true })
         .toBuffer();
     expect(await encodeInStrips(frame(3), "q80", progressive, null)).toBeNull();
+  });
+
+  it("encodes a whole frame in parts at once that decode to the pixels of one encoding", async () => {
+    const raw = frame(4);
+    const single = await wholeJpeg(raw);
+    for (const parts of [2, 3]) {
+      const calls: number[] = [];
+      const joined = await encodeInParts(raw, parts, encoderCounting(calls));
+      // Tall strips of whole MCU rows; the last takes the rest.
+      const rows = Math.ceil(HEIGHT / parts / 16) * 16;
+      expect(calls).toEqual([...Array(parts - 1).fill(rows), HEIGHT - rows * (parts - 1)]);
+      expect(await samePixels(joined!, single)).toBe(true);
+    }
+    const other = frame(5);
+    expect(await samePixels((await encodeInParts(other, 2, encoderCounting([])))!, single)).toBe(false);
+  });
+
+  it("gives null for parts it cannot join", async () => {
+    const progressive = (rows: Buffer, height: number) =>
+      sharp(rows, { raw: { width: WIDTH, height, channels: 4 } })
+        .removeAlpha()
+        .jpeg({ quality: 80, progressive: true })
+        .toBuffer();
+    expect(await encodeInParts(frame(3), 2, progressive)).toBeNull();
   });
 });

@@ -14,7 +14,14 @@ import { CommandError } from "../common/errors.js";
 import { IDLE_RELEASE_MS, idleTimer } from "../common/idle.js";
 import { settled } from "../common/settled.js";
 import type { DesktopBackend, Point, RawImage, Rect, Rows, Size } from "./backend.js";
-import { changedStrips, encodeInStrips, STRIP_ROWS, type StripCache } from "./jpeg-strips.js";
+import {
+  changedStrips,
+  encodeInParts,
+  encodeInStrips,
+  STRIP_ROWS,
+  type StripCache,
+  type StripEncoder,
+} from "./jpeg-strips.js";
 import { encodePngInStrips, type PngStripCache } from "./png-strips.js";
 import { type BandSource, type ResizeCache, resizeInBands } from "./resize-bands.js";
 
@@ -231,10 +238,14 @@ async function encode(raw: RawImage, options: ScreenshotOptions, origin: Point):
 let jpegStrips: StripCache | null = null;
 
 /**
- * The share of a frame's strips that, changed, make a JPEG cheaper encoded whole (one sharp call, about
- * half the CPU of its strips one by one: each costs a call's set-up). Its strips are then not kept.
+ * The share of a frame's strips that, changed, make a JPEG cheaper encoded whole (a sharp call per
+ * core, about half the CPU of its strips one by one: each costs a call's set-up). Its strips are then
+ * not kept.
  */
 const WHOLE_JPEG_SHARE = 0.75;
+
+/** A frame encoded whole is encoded in this many parts at once, one per core (jpeg-strips.ts). */
+const WHOLE_JPEG_PARTS = Math.min(4, availableParallelism());
 
 /**
  * The last full-size JPEG encoded whole (and its variant): while the frames keep changing nearly
@@ -260,28 +271,26 @@ async function jpegInStrips(raw: RawImage, quality: number): Promise<Buffer | nu
   const whole = previous
     ? changedStrips(raw, variant, previous) >= most
     : changedRows !== undefined && changedRows.height >= raw.height * WHOLE_JPEG_SHARE;
+  const encodeStrip: StripEncoder = (rows, height, top) => {
+    // The R,G,B form of the strip's rows only: most strips are usually unchanged.
+    const rgb = rgbPixels(raw, top, height);
+    const { width } = raw;
+    const strip = rgb
+      ? sharp(rgb.subarray(top * width * 3, (top + height) * width * 3), {
+          raw: { width, height, channels: 3 },
+        })
+      : withoutAlpha(sharp(rows, { raw: { width, height, channels: raw.channels } }), raw.channels);
+    return strip.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
+  };
   if (strips > 1 && whole) {
     const size = { width: raw.width, height: raw.height };
-    const data = await (await pipelineFor(raw, size, "jpeg", quality)).toBuffer();
+    const data =
+      (WHOLE_JPEG_PARTS > 1 && (await encodeInParts(raw, WHOLE_JPEG_PARTS, encodeStrip))) ||
+      (await (await pipelineFor(raw, size, "jpeg", quality)).toBuffer());
     wholeJpeg = { image: raw, variant };
     return data;
   }
-  const encoded = await encodeInStrips(
-    raw,
-    variant,
-    (rows, height, top) => {
-      // The R,G,B form of the strip's rows only: most strips are usually unchanged.
-      const rgb = rgbPixels(raw, top, height);
-      const { width } = raw;
-      const strip = rgb
-        ? sharp(rgb.subarray(top * width * 3, (top + height) * width * 3), {
-            raw: { width, height, channels: 3 },
-          })
-        : withoutAlpha(sharp(rows, { raw: { width, height, channels: raw.channels } }), raw.channels);
-      return strip.jpeg({ ...JPEG_OPTIONS, quality }).toBuffer();
-    },
-    previous,
-  );
+  const encoded = await encodeInStrips(raw, variant, encodeStrip, previous);
   jpegStrips = encoded?.cache ?? null;
   return encoded?.data ?? null;
 }

@@ -16,7 +16,8 @@ export const RUN_ENV = "HANGAR_TEST_RUN";
 /**
  * Left without failing the run, and killed: a daemon that a test's program starts for the whole
  * display and that ends by itself (lxpanel's menu starts menu-cached, which exits a minute after its
- * last client; podman's `conmon` of an exec session, which ends a moment after the container it
+ * last client; `dbus-launch --autolaunch`, which GTK starts for a program that names no session bus
+ * and which ends a few seconds after its display; podman's `conmon` of an exec session, which ends a moment after the container it
  * ran in was removed; the group reaper of a test worker that spawned a shell, src/os/group-reaper.ts,
  * which ends with that worker, stopped after the teardowns), and in the temporary directory tsx's compile cache, Chromium's scratch
  * directories (`org.chromium.Chromium.*`, left by a browser that ended with its desktop: the browser
@@ -24,7 +25,7 @@ export const RUN_ENV = "HANGAR_TEST_RUN";
  * (`pulse-*`: libpulse makes it for a client that names no server, such as a test's Chromium
  * playing a page's sound, when ~/.config/pulse's link to the last one points nowhere).
  */
-const LINGERING = /(^|\/)(menu-cached|conmon) | hangar-group-reaper$/;
+const LINGERING = /(^|\/)(menu-cached|conmon|dbus-launch --autolaunch) | hangar-group-reaper$/;
 const CACHES = /^(tsx-\d+|org\.chromium\.Chromium\.\w+|pulse-\w+)$/;
 
 interface Run {
