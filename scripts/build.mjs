@@ -76,7 +76,6 @@ const tsc = spawnSync(
 );
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 copyFileSync(join(root, "src/os/shell-launcher.sh"), join(root, "dist/src/os/shell-launcher.sh"));
-copyFileSync(join(root, "src/desktop/wallpaper.png"), join(root, "dist/src/desktop/wallpaper.png"));
 await import("./bundle-cli.mjs");
 await import("../web/build.mjs");
 writeFileSync(STAMP, `${digest}\n`);

@@ -12,7 +12,7 @@
 //   MB). The others stay in node_modules and are loaded from there on first use, as before
 //   (native addons, workers of their own, the large ones loaded lazily).
 // - Files the code finds next to itself are put beside the bundle: the nut-js worker (an entry of
-//   its own), the run_command shells' launcher, the panel's wallpaper.
+//   its own), the run_command shells' launcher.
 import { copyFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 
@@ -107,7 +107,7 @@ for (const file of readdirSync(out).filter((name) => name.endsWith(".js"))) {
   if (ascii !== text) writeFileSync(join(out, file), ascii);
 }
 // Files a module finds beside itself (`new URL("./name", import.meta.url)`: the run_command shells'
-// launcher, the panel's wallpaper) are beside the chunk that holds it now: copied there, all of them,
+// launcher) are beside the chunk that holds it now: copied there, all of them,
 // so that one added later is not forgotten. Two with one name would be one file here.
 const besides = new Map();
 for (const file of readdirSync(join(root, "src"), { recursive: true })) {

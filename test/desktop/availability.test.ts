@@ -182,8 +182,8 @@ describe("desktop availability", () => {
     expect(Math.abs(r - 55)).toBeLessThan(25);
     expect(Math.abs(g - 90)).toBeLessThan(25);
     expect(Math.abs(b - 113)).toBeLessThan(25);
-    // Scaled from a small file (xwallpaper --zoom): near its corners the gradient's ends (the bottom
-    // one under the panel), and no steps between neighbouring pixels.
+    // A vertical gradient: near its corners the gradient's ends (the bottom one under the panel), and
+    // no steps between neighbouring pixels of a row.
     const corner = async (x: number, y: number) => [
       ...(await (await session.manager.get()).capture({ x, y, width: 1, height: 1 })).data.subarray(0, 3),
     ];

@@ -3,7 +3,7 @@
  * bands over a white bar) must come out with the right colours at the right pixels, whatever the
  * format, region, scale or capture path.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -297,8 +297,17 @@ describe("screenshots (X11)", () => {
     expect(region.error).toContain("region");
   });
 
-  it("lets go of its last capture and screenshot once idle: nothing keeps their pixels", async () => {
+  it("lets go of its last capture, screenshot and shared segment once idle: nothing keeps their pixels", async () => {
     const backend = await X11Backend.connect(desk.display.display);
+    /** This process's descriptors of capture segments (unlinked /dev/shm files). */
+    const segments = () =>
+      readdirSync("/proc/self/fd").filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`).includes(`hangar-capture-${process.pid}-`);
+        } catch {
+          return false;
+        }
+      }).length;
     try {
       // Made in a function of their own, so that only the weak references outlive it here.
       const [pixels, shot] = await (async () => {
@@ -318,6 +327,16 @@ describe("screenshots (X11)", () => {
         },
         { timeout: IDLE_RELEASE_MS + 15_000, interval: 500 },
       );
+      expect(segments()).toBe(0);
+      // The next capture attaches a segment again and reads the screen afresh.
+      const again = await backend.capture();
+      expect(segments()).toBe(1);
+      const fresh = await X11Backend.connect(desk.display.display);
+      try {
+        expect(again.rgb?.().equals((await fresh.capture()).rgb?.() as Buffer)).toBe(true);
+      } finally {
+        await fresh.close();
+      }
     } finally {
       await backend.close();
     }

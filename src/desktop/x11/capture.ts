@@ -20,7 +20,7 @@
  * use): a fresh 8 MB buffer per 1080p capture costs more in page faults (about 10 ms) than the whole
  * copy out of the shared segment. Each holds a capture and, after it, room for its R,G,B form (whose
  * pages are only touched when an encoder asks for it). After a few idle seconds they are let go,
- * with the last capture.
+ * with the last capture and the shared segment.
  */
 import { closeSync, ftruncateSync, openSync, readSync, unlinkSync } from "node:fs";
 import { CommandError } from "../../common/errors.js";
@@ -110,7 +110,12 @@ export class ScreenCapture {
   private queue: Promise<unknown> = Promise.resolve();
   private readonly buffers: (PixelMemory | undefined)[] = [undefined, undefined];
   private turn = 0;
-  private readonly idle = idleTimer(IDLE_RELEASE_MS, () => this.releaseBuffers());
+  private readonly idle = idleTimer(IDLE_RELEASE_MS, () => {
+    this.releaseBuffers();
+    // The shared segment too, between two captures: its pages are the desktop's memory (4 MB at
+    // 1280x800, charged to the container's cgroup) and attaching a new one costs a round trip.
+    this.queue = settled(this.queue.then(() => this.releaseSegment()));
+  });
   /** Callers of `waitForChange`, woken by the next DamageNotify. */
   private readonly changeWaiters = new Set<() => void>();
   /** The watches of `watch()` still running, each told of every change. */
@@ -232,8 +237,13 @@ export class ScreenCapture {
     for (const wake of this.changeWaiters) wake();
     for (const watch of this.watches) watch.stop();
     this.releaseBuffers();
-    this.segment?.release(this.conn, this.shm);
+    this.releaseSegment();
+  }
+
+  private releaseSegment() {
+    const segment = this.segment;
     this.segment = null;
+    if (segment && this.shm) segment.release(this.conn, this.shm);
   }
 
   /** Drops the pixel buffers and the last capture (the next capture reads the screen afresh). */
