@@ -42,3 +42,15 @@ export function canListen(address: string, port: number): Promise<boolean> {
     server.listen({ host: address, port, exclusive: true }, () => server.close(() => resolve(true)));
   });
 }
+
+/** A port free on 127.0.0.1 now (the kernel's pick; another program may take it before it is used). */
+export function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen({ host: "127.0.0.1", port: 0, exclusive: true }, () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -119,10 +119,12 @@ export async function runContainer(
           cert: await readFile(settings.tlsFiles.cert),
           key: await readFile(settings.tlsFiles.key),
         };
-        vnc = await startVnc(settings.vnc, desktop.env, {
-          host: settings.insecureHttp ? "127.0.0.1" : settings.host,
-          tls,
-        });
+        vnc = await startVnc(
+          settings.vnc,
+          desktop.env,
+          { host: settings.insecureHttp ? "127.0.0.1" : settings.host, tls },
+          { log },
+        );
         marks.push(`VNC ${elapsed()}`);
       }
     })();

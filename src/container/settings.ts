@@ -12,9 +12,10 @@
  *   API keys (a key file, HANGAR_API_KEYS) or an auth URL (HANGAR_AUTH_URL) → cloud mode: --cloud,
  *   HTTPS on 8443, with a self-signed certificate for CONTAINER_NAME when none is given; plain HTTP
  *   with keys only with --insecure-http.
- *   HANGAR_VNC=1                   x11vnc on 127.0.0.1:HANGAR_VNC_PORT (5900) and noVNC on
+ *   HANGAR_VNC=1                   VNC on 127.0.0.1:HANGAR_VNC_PORT (5900) and noVNC on
  *                                  HANGAR_NOVNC_PORT (6080), with the password in
- *                                  HANGAR_VNC_PASSWORD_FILE or HANGAR_VNC_PASSWORD
+ *                                  HANGAR_VNC_PASSWORD_FILE or HANGAR_VNC_PASSWORD (x11vnc runs
+ *                                  while a viewer is connected, vnc.ts)
  *   HANGAR_OSWORLD=5000            OSWorld's controller API on this port (`--osworld`, docs/osworld.md);
  *                                  the image sets 5000, `off` turns it off
  *   HANGAR_EXTERNAL_DISPLAY=:0     the desktop is someone else's to start (E2B's `desktop` template:

@@ -1,7 +1,8 @@
 /**
  * VNC for people who want to watch the container's desktop: x11vnc on loopback with a password,
- * and in front of it a small web server of Hangar's own (no Python websockify): noVNC's pages from
- * Debian's novnc package (`/` is the viewer) and a WebSocket relay to x11vnc. It answers over TLS
+ * started when a viewer comes, and in front of it a small web server of Hangar's own (no Python
+ * websockify): noVNC's pages from Debian's novnc package (`/` is the viewer) and a WebSocket relay to
+ * x11vnc, beside a plain TCP relay on the VNC port. It answers over TLS
  * when given a certificate, refuses pages of other origins and foreign Host headers like the
  * computer server, and closes the VNC connection when the browser goes.
  */
@@ -15,12 +16,12 @@ import {
   type ServerResponse,
 } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
-import { connect } from "node:net";
+import { connect, createServer as createNetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { extname, join, normalize } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { WebSocketServer } from "ws";
-import { listening } from "../common/listen.js";
+import { closeServer, freeLoopbackPort, listening } from "../common/listen.js";
 import { nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
 import { relaySocket } from "../common/socket-relay.js";
 import type { VncSettings } from "./settings.js";
@@ -52,43 +53,33 @@ export interface WebOptions {
   webRoot?: string;
 }
 
+/** How long x11vnc runs on after its last viewer left: a reload or a reconnect finds it running. */
+export const VNC_LINGER_MS = 60_000;
+
+/**
+ * Listens for viewers: raw VNC on 127.0.0.1:`settings.port` and the noVNC viewer on
+ * `settings.webPort`. x11vnc itself starts with the first viewer and ends `lingerMs` after the last
+ * one left (x11vnc held 6 MB and a 4 MB shared copy of the screen in every desktop, most of them
+ * never watched). A viewer that comes while it cannot start is closed, and the reason logged.
+ */
 export async function startVnc(
   settings: VncSettings,
   display: Record<string, string>,
   web: WebOptions,
+  options: { log?: (message: string) => void; lingerMs?: number } = {},
 ): Promise<VncServers> {
-  const env = { ...process.env, ...display };
-  const dir = await mkdtemp(join(tmpdir(), "hangar-vnc-"));
-  // x11vnc reads the password from the file and deletes it (`rm:`), so it never shows in `ps`.
-  const passwordFile = join(dir, "password");
-  await writeFile(passwordFile, `${settings.password}\n`, { mode: 0o600 });
-  let x11vnc: ChildProcess | undefined;
+  const log = options.log ?? (() => undefined);
+  const x11vnc = new X11vncOnDemand({ ...process.env, ...display }, settings.password, log, options.lingerMs);
+  let raw: RawRelay | undefined;
   let viewer: Server | undefined;
   const stop = async () => {
     if (viewer) await closeServer(viewer);
-    if (x11vnc) await terminate(x11vnc);
-    await rm(dir, { recursive: true, force: true });
+    await raw?.close();
+    await x11vnc.stop();
   };
   try {
-    x11vnc = spawn(
-      "x11vnc",
-      [
-        "-display",
-        display.DISPLAY,
-        "-rfbport",
-        String(settings.port),
-        "-localhost",
-        "-forever",
-        "-shared",
-        // No remote control through X properties (any program on the display could send it) and
-        // no external commands: x11vnc runs as the server's user, the agent's programs may not.
-        "-noremote",
-        "-nocmds",
-      ].concat(["-passwdfile", `rm:${passwordFile}`, "-quiet", "-nossl", "-noipv6"]),
-      { env, stdio: "ignore" },
-    );
-    await waitForPort(settings.port, "x11vnc", x11vnc);
-    viewer = await startViewer(settings, web);
+    raw = await startRawRelay(settings.port, x11vnc, log);
+    viewer = await startViewer(settings, web, x11vnc, log);
     return { stop };
   } catch (err) {
     await stop();
@@ -96,8 +87,165 @@ export async function startVnc(
   }
 }
 
+/** x11vnc, started when a viewer asks for it and ended once none has been connected for a while. */
+class X11vncOnDemand {
+  private child: ChildProcess | undefined;
+  /** Its port once it listens; cleared when it ends or is being ended. */
+  private starting: Promise<number> | undefined;
+  private viewers = 0;
+  private linger: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly password: string,
+    private readonly log: (message: string) => void,
+    private readonly lingerMs = VNC_LINGER_MS,
+  ) {}
+
+  /** A connection to x11vnc for one viewer (started first if needed); counted until it closes. */
+  async connect(): Promise<Socket> {
+    this.viewers++;
+    clearTimeout(this.linger);
+    try {
+      const port = await this.running();
+      const tcp = connect({ host: "127.0.0.1", port });
+      tcp.once("close", () => this.left());
+      return tcp;
+    } catch (err) {
+      this.left();
+      throw err;
+    }
+  }
+
+  async stop() {
+    this.stopped = true;
+    clearTimeout(this.linger);
+    await this.end();
+  }
+
+  private left() {
+    this.viewers--;
+    if (this.viewers > 0 || this.stopped) return;
+    this.linger = setTimeout(() => void this.end(), this.lingerMs);
+    this.linger.unref();
+  }
+
+  private running(): Promise<number> {
+    if (this.stopped) return Promise.reject(new Error("VNC is stopping"));
+    if (!this.starting) {
+      const starting = this.start();
+      this.starting = starting;
+      starting.catch(() => {
+        if (this.starting === starting) this.starting = undefined;
+      });
+    }
+    return this.starting;
+  }
+
+  private async start(): Promise<number> {
+    const port = await freeLoopbackPort();
+    const dir = await mkdtemp(join(tmpdir(), "hangar-vnc-"));
+    // x11vnc reads the password from the file and deletes it (`rm:`), so it never shows in `ps`.
+    const passwordFile = join(dir, "password");
+    let child: ChildProcess | undefined;
+    try {
+      await writeFile(passwordFile, `${this.password}\n`, { mode: 0o600 });
+      // Stopped while the file was written: nothing may start after the stop.
+      if (this.stopped) throw new Error("VNC is stopping");
+      child = spawn(
+        "x11vnc",
+        [
+          "-display",
+          String(this.env.DISPLAY),
+          "-rfbport",
+          String(port),
+          "-localhost",
+          "-forever",
+          "-shared",
+          // No remote control through X properties (any program on the display could send it) and
+          // no external commands: x11vnc runs as the server's user, the agent's programs may not.
+          "-noremote",
+          "-nocmds",
+        ].concat(["-passwdfile", `rm:${passwordFile}`, "-quiet", "-nossl", "-noipv6"]),
+        { env: this.env, stdio: "ignore" },
+      );
+      const started = child;
+      this.child = started;
+      started.once("exit", (code, signal) => {
+        if (this.child !== started) return;
+        this.child = undefined;
+        this.starting = undefined;
+        if (!this.stopped)
+          this.log(`x11vnc ended (${signal ?? `code ${code}`}); the next viewer starts it again`);
+      });
+      await waitForPort(port, "x11vnc", started);
+      return port;
+    } catch (err) {
+      if (child) await terminate(child);
+      throw err;
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  private async end() {
+    const child = this.child;
+    this.child = undefined;
+    this.starting = undefined;
+    if (child) await terminate(child);
+  }
+}
+
+interface RawRelay {
+  close(): Promise<void>;
+}
+
+/** Raw VNC on 127.0.0.1:`port`, each connection relayed to x11vnc (started for it if needed). */
+async function startRawRelay(port: number, x11vnc: X11vncOnDemand, log: (message: string) => void) {
+  const open = new Set<Socket>();
+  const server = createNetServer((client) => {
+    open.add(client);
+    client.on("error", () => undefined);
+    client.once("close", () => open.delete(client));
+    x11vnc.connect().then(
+      (tcp) => {
+        if (client.destroyed) return void tcp.destroy();
+        tcp.on("error", () => client.destroy());
+        client.once("close", () => tcp.destroy());
+        tcp.once("close", () => client.destroy());
+        client.pipe(tcp);
+        tcp.pipe(client);
+      },
+      (err: Error) => {
+        log(`a VNC viewer was turned away: ${err.message}`);
+        client.destroy();
+      },
+    );
+  });
+  await listening(server, {
+    host: "127.0.0.1",
+    tls: false,
+    listen: () => server.listen(port, "127.0.0.1"),
+  }).catch((err: Error) => {
+    throw new Error(`VNC cannot listen on 127.0.0.1:${port}: ${err.message}`);
+  });
+  server.on("error", () => undefined);
+  return {
+    close: async () => {
+      for (const socket of open) socket.destroy();
+      await closeServer(server);
+    },
+  };
+}
+
 /** The noVNC pages and the WebSocket relay to x11vnc on `settings.webPort`. */
-async function startViewer(settings: VncSettings, web: WebOptions): Promise<Server> {
+async function startViewer(
+  settings: VncSettings,
+  web: WebOptions,
+  x11vnc: X11vncOnDemand,
+  log: (message: string) => void,
+): Promise<Server> {
   const root = web.webRoot ?? NOVNC_WEB_ROOT;
   const policy = new OriginPolicy({ listenHost: web.host });
   const refused = (req: IncomingMessage) => {
@@ -125,9 +273,18 @@ async function startViewer(settings: VncSettings, web: WebOptions): Promise<Serv
       socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\n${reason}\n`);
       return;
     }
-    sockets.handleUpgrade(req, socket, head, (ws) =>
-      relaySocket(ws, connect({ host: "127.0.0.1", port: settings.port })),
-    );
+    sockets.handleUpgrade(req, socket, head, (ws) => {
+      x11vnc.connect().then(
+        (tcp) => {
+          if (ws.readyState !== ws.OPEN) return void tcp.destroy();
+          relaySocket(ws, tcp);
+        },
+        (err: Error) => {
+          log(`a VNC viewer was turned away: ${err.message}`);
+          if (ws.readyState === ws.OPEN) ws.close(1011, "VNC could not start");
+        },
+      );
+    });
   });
   // events.once for "listening" rejects on "error" with the bare error: listening() says where.
   await listening(server, {
@@ -163,13 +320,6 @@ async function servePage(root: string, req: IncomingMessage, res: ServerResponse
     "x-content-type-options": "nosniff",
   });
   res.end(req.method === "HEAD" ? undefined : body);
-}
-
-function closeServer(server: Server): Promise<void> {
-  return new Promise((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  });
 }
 
 async function waitForPort(port: number, name: string, child: ChildProcess, timeoutMs = 15_000) {

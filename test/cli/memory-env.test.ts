@@ -271,4 +271,21 @@ describe("hangar mcp started as the npm bin", () => {
     }
     await expect.poll(() => alive(launcher), { timeout: 10_000 }).toBe(false);
   });
+
+  it("collects what loading the program left a few seconds after its start, before any request", async () => {
+    const cli = await startCli(["serve", "--port", "0", "--no-virtual-display"], {
+      ...userEnv(),
+      DISPLAY: ":999",
+      HANGAR_LOG_LEVEL: "debug",
+    });
+    try {
+      await expect
+        .poll(() => cli.log(), { timeout: 20_000, interval: 200 })
+        .toContain("idle: memory after a full garbage collection");
+      // Nothing asked it anything: the log has no request in it.
+      expect(cli.log()).not.toMatch(/"(method|path)":/);
+    } finally {
+      await cli.stop();
+    }
+  }, 30_000);
 });
