@@ -56,6 +56,7 @@ export async function runContainer(
   // The command line and the server are loaded below, with the young generation held
   // (young-generation.ts): loaded with this module, they grew it for good.
   holdYoungGeneration();
+  const entry = elapsed();
   forgetMemorySettings(env);
   const settings = containerSettings(env, args, process.getuid?.());
   // As root: the desktop and the agent's processes are this user's, the server stays root.
@@ -75,13 +76,21 @@ export async function runContainer(
   // The server in this process is loaded while the desktop's programs start (the module graph is a
   // few hundred ms of one core; the programs are other processes).
   const cli = serverSecrets[API_KEYS_ENV] ? undefined : import("../cli/main.js");
-  cli?.catch(() => undefined);
+  let programLoaded: number | undefined;
+  cli?.then(
+    () => {
+      programLoaded = elapsed();
+    },
+    () => undefined,
+  );
   // Caught from the start: a stop while the desktop starts still takes everything down.
   const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
     for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve(signal));
   });
   // A caged desktop's egress CA, in the desktop user's NSS database before any browser starts.
   const trusted = existsSync(EGRESS_CA_IN_DESKTOP) ? trustEgressCa(env, user) : undefined;
+  /** When each part of the display was up. */
+  const parts: string[] = [];
   const desktop = settings.externalDisplay
     ? externalDisplay(settings.externalDisplay)
     : await startVirtualDisplay({
@@ -90,9 +99,10 @@ export async function runContainer(
         accessibility: true,
         audio: true,
         user,
+        onPart: (part) => parts.push(`${part} ${elapsed()}`),
       });
   if (desktop.audioError) log(`the desktop has no sound: ${desktop.audioError}`);
-  const marks: string[] = [`display ${elapsed()}`];
+  const marks: string[] = [`entry ${entry}`, `display ${elapsed()} (${parts.join(", ")})`];
   let vnc: VncServers | undefined;
   let server: ChildProcess | undefined;
   /** False once the server in this process listens: its shutdown stops the desktop then. */
@@ -154,6 +164,7 @@ export async function runContainer(
       await buildProgram().parseAsync([process.execPath, HANGAR_BIN, ...settings.serveArgs]);
       releaseYoungGeneration();
       await furniture;
+      if (programLoaded !== undefined) marks.push(`program loaded ${programLoaded}`);
       log(`ready, ms since the process began: ${marks.join(", ")}, server ${elapsed()}`);
       cleanupOnExit = false;
       return undefined;

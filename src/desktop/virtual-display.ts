@@ -16,12 +16,12 @@ import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { asUser, type CommandUser, userCwd, userEnv } from "../os/command-user.js";
 import { makeOwnedTempDir } from "../os/owned-temp-dir.js";
 import { withParentDeathSignal } from "../os/parent-death.js";
 import { type DesktopAudio, startDesktopAudio } from "./audio.js";
 import { writeOpenboxConfig } from "./openbox-config.js";
+import { XConnection } from "./x11/connection.js";
 
 export interface VirtualDisplayOptions {
   width?: number;
@@ -35,6 +35,8 @@ export interface VirtualDisplayOptions {
    * A display whose sound could not start still starts: `audioError` says why.
    */
   audio?: boolean;
+  /** Told as each part is up (`Xvfb`, `bus`, `window manager`, `sound`): the container logs when. */
+  onPart?: (part: string) => void;
   /** The user the agent's programs run as (`--command-user`), who must reach the bus and the sound too. */
   user?: CommandUser;
 }
@@ -97,10 +99,13 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
     children.push(xvfb);
     const display = `:${await readDisplayNumber(xvfb)}`;
     const env: Record<string, string> = { DISPLAY: display };
+    const onPart = options.onPart ?? (() => undefined);
+    onPart("Xvfb");
 
     if (options.accessibility) {
       bus = await startAccessibilityBus(env, options.user);
       Object.assign(env, bus.env);
+      onPart("bus");
     }
 
     let audioError: string | undefined;
@@ -108,6 +113,7 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
       audioStart = startDesktopAudio(options.user).then(
         (started) => {
           audio = started;
+          onPart("sound");
         },
         (err: Error) => {
           audioError = err.message;
@@ -138,7 +144,8 @@ export async function startVirtualDisplay(options: VirtualDisplayOptions = {}): 
       wm.once("exit", (code, signal) => {
         wmFailed ??= `exited (${signal ?? `code ${code}`})`;
       });
-      await waitForWindowManager(env, () => wmFailed);
+      await waitForWindowManager(display, () => wmFailed);
+      onPart("window manager");
     }
     await audioStart;
     if (audio) Object.assign(env, audio.env);
@@ -265,29 +272,48 @@ function firstLine(child: ChildProcess, name: string, fd = 1, timeoutMs = 10_000
   });
 }
 
-/** openbox is ready when it has set `_NET_SUPPORTING_WM_CHECK` on the root window. */
-async function waitForWindowManager(
-  env: Record<string, string>,
-  failed: () => string | undefined,
-  timeoutMs = 10_000,
-) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const why = failed();
-    if (why) throw new Error(`the window manager (openbox) ${why}`);
-    const probe = spawn("xprop", ["-root", "_NET_SUPPORTING_WM_CHECK"], {
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "ignore"],
-    });
-    let out = "";
-    probe.stdout.on("data", (d) => {
-      out += String(d);
-    });
-    const [code] = await once(probe, "exit");
-    if (code === 0 && out.includes("window id")) return;
-    await sleep(25);
+/** X's PropertyChangeMask: PropertyNotify events for the window's properties. */
+const PROPERTY_CHANGE = 0x00400000;
+/** How often the wait looks whether the window manager failed, between property changes. */
+const WM_FAILURE_CHECK_MS = 100;
+
+/**
+ * openbox is ready when it has set `_NET_SUPPORTING_WM_CHECK` on the root window: told by the X
+ * server (PropertyNotify on the root), where `xprop` run every 25 ms cost a fork of this process
+ * each time, on the start's busiest moment.
+ */
+async function waitForWindowManager(display: string, failed: () => string | undefined, timeoutMs = 10_000) {
+  const conn = await XConnection.open(display);
+  let wake: () => void = () => undefined;
+  const onEvent = (event: { name?: string }) => {
+    if (event.name === "PropertyNotify") wake();
+  };
+  try {
+    const atom = await conn.atom("_NET_SUPPORTING_WM_CHECK");
+    conn.X.on("event", onEvent);
+    conn.X.ChangeWindowAttributes(conn.root, { eventMask: PROPERTY_CHANGE });
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const why = failed();
+      if (why) throw new Error(`the window manager (openbox) ${why}`);
+      const property = await conn.call<{ type: number; data: Buffer }>((cb) =>
+        conn.X.GetProperty(0, conn.root, atom, 0, 0, 1, cb),
+      );
+      if (property.type !== 0 && property.data.length >= 4) return;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error("the window manager (openbox) did not start");
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.min(left, WM_FAILURE_CHECK_MS));
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  } finally {
+    conn.X.removeListener("event", onEvent);
+    conn.close();
   }
-  throw new Error("the window manager (openbox) did not start");
 }
 
 async function terminate(child: ChildProcess) {
