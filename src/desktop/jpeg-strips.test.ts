@@ -40,6 +40,13 @@ function encoderCounting(calls: number[]) {
   };
 }
 
+/** Strips no baseline decoder can join: progressive JPEGs. */
+const progressive = (rows: Buffer, height: number) =>
+  sharp(rows, { raw: { width: WIDTH, height, channels: 4 } })
+    .removeAlpha()
+    .jpeg({ quality: 80, progressive: true })
+    .toBuffer();
+
 const wholeJpeg = (raw: RawImage) =>
   sharp(raw.data, { raw: { width: WIDTH, height: HEIGHT, channels: 4 } })
     .removeAlpha()
@@ -97,11 +104,6 @@ describe("JPEG in strips", () => {
   });
 
   it("gives null for strips it cannot join (a progressive JPEG)", async () => {
-    const progressive = (rows: Buffer, height: number) =>
-      sharp(rows, { raw: { width: WIDTH, height, channels: 4 } })
-        .removeAlpha()
-        .jpeg({ quality: 80, progressive: true })
-        .toBuffer();
     expect(await encodeInStrips(frame(3), "q80", progressive, null)).toBeNull();
   });
 
@@ -121,11 +123,6 @@ describe("JPEG in strips", () => {
   });
 
   it("gives null for parts it cannot join", async () => {
-    const progressive = (rows: Buffer, height: number) =>
-      sharp(rows, { raw: { width: WIDTH, height, channels: 4 } })
-        .removeAlpha()
-        .jpeg({ quality: 80, progressive: true })
-        .toBuffer();
     expect(await encodeInParts(frame(3), 2, progressive)).toBeNull();
   });
 });
