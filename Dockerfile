@@ -31,9 +31,13 @@ COPY scripts/build.mjs scripts/bundle-cli.mjs ./scripts/
 # The nut-js backend (macOS, Windows; `--backend nut` elsewhere) is left out: on Linux the X11 one serves.
 # The packages bundled into dist/cli (zod, hono, the MCP SDK, pino…: ~25 MB) are not kept twice.
 # (The host service stays: deploy/kubernetes/host runs it in the cluster from this image.)
+# The packages' type declarations, source maps and Markdown (their licences stay) are for
+# development: about 43 MB, 28 of them the Kubernetes client's declarations.
 RUN npm run build && npm pkg delete "dependencies.@nut-tree-fork/nut-js" \
  && npm prune --omit=dev --no-audit --no-fund && npm cache clean --force \
- && node scripts/bundle-cli.mjs --prune-bundled
+ && node scripts/bundle-cli.mjs --prune-bundled \
+ && find node_modules -type f \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.map' \
+      -o \( -iname '*.md' ! -iname 'licen[cs]e*' \) \) -delete
 
 # Run: Debian bookworm-slim with Node 20, packages from install-deps.sh (no Debian nodejs or Python), then
 # slim-image.sh removes what nothing in the container uses (Mesa's LLVM, Python, Ghostscript…).
