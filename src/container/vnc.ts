@@ -20,8 +20,8 @@ import { connect, createServer as createNetServer, type Socket } from "node:net"
 import { tmpdir } from "node:os";
 import { extname, join, normalize } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { WebSocketServer } from "ws";
 import { closeServer, freeLoopbackPort, listening } from "../common/listen.js";
+import { loadOnce } from "../common/load-once.js";
 import { nodeHeader, OriginPolicy, policyHeaders } from "../common/origin-policy.js";
 import { relaySocket } from "../common/socket-relay.js";
 import type { VncSettings } from "./settings.js";
@@ -265,15 +265,23 @@ async function startViewer(
     ? createHttpsServer({ cert: web.tls.cert, key: web.tls.key }, pages)
     : createHttpServer(pages);
   server.on("clientError", (_err, socket) => socket.destroy());
-  const sockets = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
-  server.on("upgrade", (req, socket, head) => {
+  // `ws` is loaded by the first viewer: 30 ms of a container's start, most of them never watched.
+  const sockets = loadOnce(
+    async () => new (await import("ws")).WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 }),
+  );
+  server.on("upgrade", async (req, socket, head) => {
     socket.on("error", () => socket.destroy());
     const reason = refused(req);
     if (reason) {
       socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\n${reason}\n`);
       return;
     }
-    sockets.handleUpgrade(req, socket, head, (ws) => {
+    const relay = await sockets.get().catch((err: Error) => {
+      log(`a VNC viewer was turned away: ${err.message}`);
+      socket.destroy();
+    });
+    if (!relay || socket.destroyed) return;
+    relay.handleUpgrade(req, socket, head, (ws) => {
       x11vnc.connect().then(
         (tcp) => {
           if (ws.readyState !== ws.OPEN) return void tcp.destroy();
