@@ -66,7 +66,7 @@ export function registerServe(program: Command) {
     .option("--no-virtual-display", "never start a virtual display")
     .option(
       "--warm-up",
-      "connect to the desktop and capture it once as soon as the server listens, so that the first " +
+      "connect to the desktop and capture it once before the server listens, so that the first " +
         "screenshot costs what later ones do (the container image does; a few MB more at idle)",
     )
     .option("--panel", "on the virtual display, also a panel (lxpanel: task list, clock) and a wallpaper")
@@ -169,6 +169,9 @@ export function registerServe(program: Command) {
       backend: opts.backend,
       panel: Boolean(opts.panel),
     });
+    // Warm before it listens: a desktop counts as ready when it answers, and its first screenshot
+    // then costs what later ones do, with nothing of the start still competing for its CPU.
+    if (opts.warmUp) await desktop.manager.warm();
     const server = await startComputerServer({
       ...cloud,
       ...access,
@@ -207,7 +210,6 @@ export function registerServe(program: Command) {
     process.stdout.write(`${listeningLine(server.url, Boolean(cloud.cloud), desktop, opts.backend)}\n`);
     if (server.osworldUrl) process.stdout.write(`OSWorld controller API on ${server.osworldUrl}\n`);
     if (server.envdUrl) process.stdout.write(`E2B envd on ${server.envdUrl}\n`);
-    if (opts.warmUp) void desktop.manager.warm();
     onShutdown(async () => {
       log.info("shutting down");
       await server.close();
