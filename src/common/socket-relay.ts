@@ -46,6 +46,8 @@ export function relaySocket(ws: WebSocket, tcp: Socket, options: RelayOptions = 
   const end = () => tcp.destroy();
   ws.on("close", end);
   ws.on("error", end);
+  // A connection handed over paused (its first bytes read and put back) flows now.
+  tcp.resume();
 }
 
 function closeWs(ws: WebSocket, code: number, reason: string) {

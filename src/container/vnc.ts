@@ -95,6 +95,8 @@ class X11vncOnDemand {
   private viewers = 0;
   private linger: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** The x11vnc processes ended here (the others' ends are logged). */
+  private readonly ended = new WeakSet<ChildProcess>();
 
   constructor(
     private readonly env: NodeJS.ProcessEnv,
@@ -108,10 +110,21 @@ class X11vncOnDemand {
     this.viewers++;
     clearTimeout(this.linger);
     try {
-      const port = await this.running();
-      const tcp = connect({ host: "127.0.0.1", port });
-      tcp.once("close", () => this.left());
-      return tcp;
+      for (let attempt = 1; ; attempt++) {
+        const starting = this.running();
+        const port = await starting;
+        try {
+          const tcp = await greeted(port);
+          tcp.once("close", () => this.left());
+          return tcp;
+        } catch (err) {
+          // An x11vnc killed before its exit was told refuses, or accepts and closes at once:
+          // another is started, once.
+          if (attempt > 1) throw err;
+          this.log(`x11vnc did not answer a viewer (${(err as Error).message}); it starts again for it`);
+          if (this.starting === starting) await this.end();
+        }
+      }
     } catch (err) {
       this.left();
       throw err;
@@ -173,16 +186,21 @@ class X11vncOnDemand {
       const started = child;
       this.child = started;
       started.once("exit", (code, signal) => {
-        if (this.child !== started) return;
-        this.child = undefined;
-        this.starting = undefined;
-        if (!this.stopped)
-          this.log(`x11vnc ended (${signal ?? `code ${code}`}); the next viewer starts it again`);
+        if (this.child === started) {
+          this.child = undefined;
+          this.starting = undefined;
+        }
+        if (!this.ended.has(started))
+          this.log(`x11vnc ended (${signal ?? `code ${code}`}); it starts again for the next viewer`);
       });
       await waitForPort(port, "x11vnc", started);
       return port;
     } catch (err) {
-      if (child) await terminate(child);
+      if (child) {
+        if (this.child === child) this.child = undefined;
+        this.ended.add(child);
+        await terminate(child);
+      }
       throw err;
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -193,8 +211,35 @@ class X11vncOnDemand {
     const child = this.child;
     this.child = undefined;
     this.starting = undefined;
-    if (child) await terminate(child);
+    if (!child) return;
+    this.ended.add(child);
+    await terminate(child);
   }
+}
+
+/**
+ * A connection to the VNC server on 127.0.0.1:`port` once it has sent its first bytes (a VNC server
+ * speaks first), paused with them unread. One that is being killed may still accept a connection
+ * and close it at once: that is a failure here, not a viewer's connection closed.
+ */
+function greeted(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: "127.0.0.1", port });
+    const fail = (err?: Error) => {
+      socket.destroy();
+      reject(err ?? new Error(`the VNC server on port ${port} closed the connection before greeting`));
+    };
+    const closed = () => fail();
+    socket.once("error", fail);
+    socket.once("close", closed);
+    socket.once("data", (first: Buffer) => {
+      socket.off("error", fail);
+      socket.off("close", closed);
+      socket.pause();
+      socket.unshift(first);
+      resolve(socket);
+    });
+  });
 }
 
 interface RawRelay {
