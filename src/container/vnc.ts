@@ -6,8 +6,9 @@
  * when given a certificate, refuses pages of other origins and foreign Host headers like the
  * computer server, and closes the VNC connection when the browser goes.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import {
   createServer as createHttpServer,
@@ -186,6 +187,7 @@ class X11vncOnDemand {
       const started = child;
       this.child = started;
       started.once("exit", (code, signal) => {
+        if (started.pid !== undefined) removeSegmentsOf(started.pid, this.log);
         if (this.child === started) {
           this.child = undefined;
           this.starting = undefined;
@@ -240,6 +242,34 @@ function greeted(port: number): Promise<Socket> {
       resolve(socket);
     });
   });
+}
+
+/**
+ * The System V shared-memory segments `pid` made and nobody attaches any more, removed: x11vnc
+ * marks its polling segments for removal only when it exits cleanly (SIGTERM, or its X server
+ * gone), and one killed outright left about 1.7 MB in them for good (`ipcs -m`).
+ */
+export function removeSegmentsOf(pid: number, log: (message: string) => void) {
+  let table: string;
+  try {
+    table = readFileSync("/proc/sysvipc/shm", "utf8");
+  } catch {
+    return;
+  }
+  const ids = table
+    .split("\n")
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .filter((f) => f.length > 6 && Number(f[4]) === pid && f[6] === "0")
+    .map((f) => f[1]);
+  if (ids.length === 0) return;
+  execFile(
+    "ipcrm",
+    ids.flatMap((id) => ["-m", id]),
+    (err) => {
+      if (err) log(`the shared memory x11vnc left could not be removed: ${err.message}`);
+    },
+  );
 }
 
 interface RawRelay {

@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -48,6 +48,18 @@ afterEach(async () => {
   }
 });
 
+/** VNC with a password file in `dir`, on these ports, and the server on loopback. */
+function vncEnv(dir: string, vncPort: number, webPort: number): Record<string, string> {
+  return {
+    HANGAR_HOST: "127.0.0.1",
+    HANGAR_SECRETS_DIR: join(dir, "no-secrets"),
+    HANGAR_VNC: "1",
+    HANGAR_VNC_PASSWORD_FILE: join(dir, "vnc-password"),
+    HANGAR_VNC_PORT: String(vncPort),
+    HANGAR_NOVNC_PORT: String(webPort),
+  };
+}
+
 async function startEntrypoint(env: Record<string, string>, args: string[], dir: string): Promise<Started> {
   const child = spawn(process.execPath, [MAIN, ...args], {
     // The tests run as root: the entry point would give the agent a user of its own (the image's
@@ -65,6 +77,21 @@ async function startEntrypoint(env: Record<string, string>, args: string[], dir:
   const s = { child, dir, output: () => output };
   started.push(s);
   return s;
+}
+
+/** The processes `pid` started that run `name`. */
+function childrenNamed(pid: number, name: string): number[] {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean);
+  return children.map(Number).filter((child) => {
+    try {
+      return readFileSync(`/proc/${child}/comm`, "utf8").trim() === name;
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** Runs the HEALTHCHECK command as Docker would: exit code 0 means healthy. */
@@ -115,15 +142,7 @@ describe("the container entrypoint", () => {
     const [port, vncPort, webPort] = [await freePort(), await freePort(), await freePort()];
     await writeFile(join(dir, "vnc-password"), "watch-it\n", { mode: 0o600 });
     const s = await startEntrypoint(
-      {
-        HANGAR_HOST: "127.0.0.1",
-        HANGAR_DISPLAY: "1024x700",
-        HANGAR_SECRETS_DIR: join(dir, "no-secrets"),
-        HANGAR_VNC: "1",
-        HANGAR_VNC_PASSWORD_FILE: join(dir, "vnc-password"),
-        HANGAR_VNC_PORT: String(vncPort),
-        HANGAR_NOVNC_PORT: String(webPort),
-      },
+      { ...vncEnv(dir, vncPort, webPort), HANGAR_DISPLAY: "1024x700" },
       ["--port", String(port)],
       dir,
     );
@@ -190,22 +209,11 @@ describe("the container entrypoint", () => {
     const dir = await mkdtemp(join(tmpdir(), "hangar-container-"));
     const [port, vncPort, webPort] = [await freePort(), await freePort(), await freePort()];
     await writeFile(join(dir, "vnc-password"), "watch-it\n", { mode: 0o600 });
-    // Another program holds the viewer's port: x11vnc starts, the viewer cannot listen.
+    // Another program holds the viewer's port: the VNC port listens, the viewer's cannot.
     const squatter = createServer().listen(webPort, "127.0.0.1");
     await once(squatter, "listening");
     try {
-      const s = await startEntrypoint(
-        {
-          HANGAR_HOST: "127.0.0.1",
-          HANGAR_SECRETS_DIR: join(dir, "no-secrets"),
-          HANGAR_VNC: "1",
-          HANGAR_VNC_PASSWORD_FILE: join(dir, "vnc-password"),
-          HANGAR_VNC_PORT: String(vncPort),
-          HANGAR_NOVNC_PORT: String(webPort),
-        },
-        ["--port", String(port)],
-        dir,
-      );
+      const s = await startEntrypoint(vncEnv(dir, vncPort, webPort), ["--port", String(port)], dir);
       const [code] = await once(s.child, "exit");
       expect(code, s.output()).toBe(2);
       expect(s.output()).toMatch(/the noVNC viewer cannot listen on 127\.0\.0\.1:\d+/);
@@ -217,6 +225,36 @@ describe("the container entrypoint", () => {
     } finally {
       squatter.close();
     }
+  }, 60_000);
+
+  it("killed with SIGKILL while a viewer watches, leaves no x11vnc and no X server behind", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "hangar-container-"));
+    const [port, vncPort, webPort] = [await freePort(), await freePort(), await freePort()];
+    await writeFile(join(dir, "vnc-password"), "watch-it\n", { mode: 0o600 });
+    const s = await startEntrypoint(vncEnv(dir, vncPort, webPort), ["--port", String(port)], dir);
+    await waitHealthy(s);
+    // A viewer starts x11vnc, a child of the entry point.
+    const viewer = connect({ host: "127.0.0.1", port: vncPort });
+    viewer.on("error", () => undefined);
+    await once(viewer, "data");
+    const x11vnc = childrenNamed(s.child.pid!, "x11vnc");
+    expect(x11vnc).toHaveLength(1);
+    const display = /display (:\d+)/.exec(s.output())?.[1];
+    s.child.kill("SIGKILL");
+    await once(s.child, "exit");
+    // The X server ends with it (a parent-death signal), and x11vnc with its X server (cleanly:
+    // its shared memory goes too); the X server's socket goes with the X server.
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    await expect.poll(() => x11vnc.filter(alive), { timeout: 10_000 }).toEqual([]);
+    if (display) await expect.poll(() => existsSync(`/tmp/.X11-unix/X${display.slice(1)}`)).toBe(false);
+    viewer.destroy();
   }, 60_000);
 
   it("started as root, keeps the server root and gives the agent's processes, files and desktop a user of their own", async () => {
