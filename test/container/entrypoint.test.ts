@@ -15,6 +15,7 @@ import { promisify } from "node:util";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { WebSocket } from "ws";
 import { send } from "../support/clients.js";
+import { isAlive } from "../support/processes.js";
 import { rawRequest, tryUpgrade } from "../support/raw-http.js";
 import { postCmd } from "../support/server.js";
 import { makeTestCertificate } from "../support/tls.js";
@@ -244,15 +245,7 @@ describe("the container entrypoint", () => {
     await once(s.child, "exit");
     // The X server ends with it (a parent-death signal), and x11vnc with its X server (cleanly:
     // its shared memory goes too); the X server's socket goes with the X server.
-    const alive = (pid: number) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    await expect.poll(() => x11vnc.filter(alive), { timeout: 10_000 }).toEqual([]);
+    await expect.poll(() => x11vnc.filter(isAlive), { timeout: 10_000 }).toEqual([]);
     if (display) await expect.poll(() => existsSync(`/tmp/.X11-unix/X${display.slice(1)}`)).toBe(false);
     viewer.destroy();
   }, 60_000);
