@@ -157,6 +157,18 @@ describe("lifecycle events and metrics", () => {
     }
 
     // /metrics: the claim's histogram, the events counted, the pool's members and the desktops by state.
+    // The replacement's create is counted when its making starts, which a loaded machine may not
+    // have reached yet: wait for it, then read the whole scrape.
+    await vi.waitFor(
+      async () => {
+        const created = metrics(await (await fetch(`${host.url}/metrics`)).text())
+          .get("hangar_lifecycle_events_total")
+          ?.metrics.filter((m) => m.labels?.type === "create" && m.labels?.runtime === "container")
+          .reduce((sum, m) => sum + Number(m.value), 0);
+        expect(created).toBeGreaterThanOrEqual(2);
+      },
+      { timeout: 30_000, interval: 100 },
+    );
     const scrape = await fetch(`${host.url}/metrics`);
     expect(scrape.status).toBe(200);
     expect(scrape.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
