@@ -9,7 +9,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { mkdir, readdir, readlink, symlink, unlink } from "node:fs/promises";
+import { mkdir, open, readdir, readlink, symlink, unlink } from "node:fs/promises";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { fileKind, notRegularFile } from "./errors.js";
@@ -50,6 +50,17 @@ export async function writeAtomicWith(
     throw err;
   }
   await write.commit();
+}
+
+/** Puts a file's data on disk (its pages written by another process too); a missing file is left. */
+export async function flushFile(path: string) {
+  const file = await open(path, "r").catch(() => undefined);
+  if (!file) return;
+  try {
+    await file.datasync();
+  } finally {
+    await file.close();
+  }
 }
 
 /** A write in progress to a temporary file beside its target (see `beginAtomicWrite`). */

@@ -45,6 +45,12 @@ describe("startVirtualDisplay", () => {
         .filter((p) => /(^|\/)(pulseaudio|parec) /.test(p.args))
         .map((p) => p.pid);
       expect(pulse.length).toBe(2);
+      // The reader that keeps the idle sink rendering reads its own format: nothing is resampled
+      // (at 44.1 kHz the server spent six times the CPU on it).
+      const sink = execFileSync("pactl", ["list", "short", "sinks"], { env }).toString();
+      const readers = execFileSync("pactl", ["list", "short", "source-outputs"], { env }).toString();
+      expect(sink).toMatch(/\ts16le 2ch 48000Hz\t/);
+      expect(readers.trim().split("\n")).toEqual([expect.stringMatching(/\ts16le 2ch 48000Hz$/)]);
     } finally {
       await desktop.stop();
     }

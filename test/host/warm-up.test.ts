@@ -9,7 +9,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, expect, it } from "vitest";
 import type { RuntimeRecord } from "../../src/host/desktops/runtime.js";
-import { WARM_UP_SCREENSHOTS, warmUp } from "../../src/host/pools/warm-up.js";
+import { WARM_UP_SCREENSHOTS, warmUp } from "../../src/host/desktops/warm-up.js";
 
 const servers: Server[] = [];
 afterEach(async () => {

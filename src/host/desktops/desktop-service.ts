@@ -34,6 +34,7 @@ import {
   type SnapshottingRuntime,
   type StopOutcome,
 } from "./runtime.js";
+import { warmUp } from "./warm-up.js";
 
 export type { DesktopRecord } from "./desktop-record.js";
 
@@ -41,6 +42,8 @@ export type { DesktopRecord } from "./desktop-record.js";
 export const MAX_WAIT_MS = 15 * 60_000;
 /** `waitReady` reads the record at least this often, told of a change or not. */
 const RELOOK_MS = 5000;
+/** How long a desktop's warm-up before its memory snapshot may take (a guest under TCG: seconds). */
+const SNAPSHOT_WARM_UP_MS = 10_000;
 
 export class DesktopService {
   private readonly byKind: Map<RuntimeKind, DesktopRuntime>;
@@ -295,7 +298,35 @@ export class DesktopService {
   /** A snapshot of the desktop (docs/host.md): its whole state when it runs, its disk when stopped. */
   async snapshot(name: string, snapshot: string): Promise<SnapshotRecord> {
     const { runtime, record } = await this.locateOrFail(name);
-    return snapshotting(runtime).snapshot(record.name, snapshot);
+    const snapshots = snapshotting(runtime);
+    if (snapshots.snapshots.running === "memory") await this.warmBeforeSnapshot(record);
+    return snapshots.snapshot(record.name, snapshot);
+  }
+
+  /**
+   * A memory snapshot keeps the computer server as it is. Taken right after the server answered its
+   * first-use screenshots (warm-up.ts), every restore and fork of it starts with the X connection,
+   * the capture's buffers (which an idle server lets go after 5 s) and the encoders' code at hand;
+   * taken later, each resumed desktop pays for them again, under an emulated CPU where there is no
+   * KVM. Only a desktop that counts as ready is warmed, once: a screenshot that fails is logged,
+   * and the snapshot is taken all the same.
+   */
+  private async warmBeforeSnapshot(record: RuntimeRecord) {
+    if (record.status !== "running" || !this.readiness.of(record).ready) return;
+    const started = performance.now();
+    try {
+      if ((await warmUp(record, SNAPSHOT_WARM_UP_MS, { retry: false })) === "warm") {
+        await this.log.info("Desktop warmed for its snapshot", {
+          vm: record.name,
+          ms: Math.round(performance.now() - started),
+        });
+      }
+    } catch (err) {
+      await this.log.error("Desktop not warmed for its snapshot; taking it as it is", {
+        vm: record.name,
+        error: (err as Error).message,
+      });
+    }
   }
 
   async listSnapshots(name: string): Promise<SnapshotRecord[]> {

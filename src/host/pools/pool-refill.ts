@@ -6,12 +6,12 @@
  */
 import { randomBytes } from "node:crypto";
 import { availableParallelism } from "node:os";
+import { warmUp } from "../desktops/warm-up.js";
 import { HostError } from "../errors.js";
 import type { PoolClaims } from "./pool-claims.js";
 import type { PoolContext, PoolState } from "./pool-context.js";
 import { planPool } from "./pool-sizing.js";
 import type { PoolMember } from "./pool-types.js";
-import { warmUp } from "./warm-up.js";
 
 /** How long a started desktop may take to answer its warm-up screenshots. */
 const WARM_UP_TIMEOUT_MS = 60_000;
@@ -263,7 +263,7 @@ export class PoolRefill {
       // answer them is a failed start.
       if (
         this.ctx.options.warmUp !== false &&
-        (await warmUp(record, WARM_UP_TIMEOUT_MS, signal)) === "no commands"
+        (await warmUp(record, WARM_UP_TIMEOUT_MS, { signal })) === "no commands"
       ) {
         void this.ctx.log.info("A pool desktop's server has no commands (/cmd): nothing to warm up", {
           pool: def.name,

@@ -14,10 +14,10 @@
  * progress, written before anything changes; a service killed mid-way finds it at start and
  * finishes to one side (`settleIntent`): hibernated, or running, never both and never neither.
  */
-import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { writeFileAtomic } from "../../common/atomic-write.js";
+import { flushFile, writeFileAtomic } from "../../common/atomic-write.js";
 import { type Session, sessionSchema } from "./session.js";
 import { bytesOf, MEMORY_FILE, STATE_FILE } from "./snapshots.js";
 import { vmConfigSchema } from "./vm-config.js";
@@ -115,7 +115,7 @@ export async function newBuildDir(vm: VmRef): Promise<string> {
 
 /** Writes the record last, after the files it describes are on disk (flushed). */
 export async function completeBuild(dir: string, record: HibernationRecord) {
-  for (const file of [STATE_FILE, MEMORY_FILE]) await flush(join(dir, file));
+  for (const file of [STATE_FILE, MEMORY_FILE]) await flushFile(join(dir, file));
   await writeFileAtomic(join(dir, HIBERNATION_RECORD), `${JSON.stringify(record, null, 2)}\n`, {
     mode: 0o600,
   });
@@ -180,14 +180,4 @@ export function clearIntent(vm: VmRef) {
 /** A build directory of an intent, when it is complete (its record written). */
 export function readBuild(dir: string): Promise<Hibernation | undefined> {
   return readHibernationIn(dir);
-}
-
-async function flush(path: string) {
-  const file = await open(path, "r").catch(() => undefined);
-  if (!file) return;
-  try {
-    await file.datasync();
-  } finally {
-    await file.close();
-  }
 }

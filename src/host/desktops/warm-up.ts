@@ -23,13 +23,13 @@ const RETRY_MS = 250;
 
 /**
  * Takes the warm-up screenshots through the desktop's computer server, trying again until each
- * answers or `timeoutMs` runs out (or `signal` aborts): then it throws, saying what failed.
- * "no commands" when the server has no `/cmd`, else "warm".
+ * answers or `timeoutMs` runs out (or `signal` aborts): then it throws, saying what failed. With
+ * `retry: false` the first failure throws. "no commands" when the server has no `/cmd`, else "warm".
  */
 export async function warmUp(
   record: RuntimeRecord,
   timeoutMs = 30_000,
-  signal?: AbortSignal,
+  { signal, retry = true }: { signal?: AbortSignal; retry?: boolean } = {},
 ): Promise<"warm" | "no commands"> {
   const url = record.computerServerUrl;
   if (!url) throw new Error(`${record.name} has no computer server to warm up`);
@@ -43,7 +43,7 @@ export async function warmUp(
       if (failure === NO_COMMANDS) return "no commands";
       // A request cut short by the deadline says less than the answer before it.
       if (!stop.aborted || !why) why = failure;
-      if (stop.aborted) {
+      if (stop.aborted || !retry) {
         throw new Error(
           `${record.name} did not answer its warm-up screenshot (${JSON.stringify(params)}): ${why}`,
         );
