@@ -152,6 +152,12 @@ mkdir -p "$ROOT/etc/systemd/network"
 printf '[Match]\nName=en* eth*\n\n[Network]\nDHCP=yes\n' >"$ROOT/etc/systemd/network/20-wired.network"
 in_chroot "$ROOT" systemctl enable systemd-networkd.service >/dev/null 2>&1
 in_chroot "$ROOT" systemctl mask systemd-networkd-wait-online.service >/dev/null 2>&1
+# No daily maintenance of its own: package lists and upgrades, TRIM, e2scrub and dpkg's backup ran at
+# random times and, on a restore or fork of an older snapshot, all at once when the clock agent set
+# the time forward (apt-daily catches up what it missed): minutes of emulated CPU and network traffic
+# nobody asked for, under the agent's feet. The desktop's image is updated by rebuilding it.
+in_chroot "$ROOT" systemctl mask apt-daily.timer apt-daily-upgrade.timer fstrim.timer e2scrub_all.timer \
+  dpkg-db-backup.timer >/dev/null 2>&1
 in_chroot "$ROOT" useradd --create-home --uid 1000 --user-group --shell /bin/bash hangar
 in_chroot "$ROOT" passwd --lock root >/dev/null
 install -m 0644 deploy/systemd/hangar-computer.service "$ROOT/etc/systemd/system/hangar-computer.service"

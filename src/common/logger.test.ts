@@ -23,7 +23,7 @@ it("writes a line within a quarter second, and nothing while idle", async () => 
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
     const writes = vi.spyOn(fs, "write");
     const logger = createLogger({ destination: file });
-    const destination = logger[pino.symbols.streamSym] as unknown as NodeJS.EventEmitter;
+    const destination = (logger as unknown as Record<symbol, NodeJS.EventEmitter>)[pino.symbols.streamSym];
     await once(destination, "ready");
     logger.info({ n: 1 }, "a line");
     expect(writes).not.toHaveBeenCalled();

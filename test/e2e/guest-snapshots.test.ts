@@ -90,6 +90,13 @@ describe("snapshots of the guest desktop", () => {
         params: { command: "cat /sys/kernel/mm/transparent_hugepage/enabled" },
       });
       expect(thp.event?.stdout).toContain("[madvise]");
+      // No daily maintenance jobs (build-guest-image.sh): none may fire when a restore sets the clock forward.
+      const maintenance = ["apt-daily", "apt-daily-upgrade", "fstrim", "e2scrub_all", "dpkg-db-backup"];
+      const timers = await postCmd(url, {
+        command: "run_command",
+        params: { command: `systemctl is-enabled ${maintenance.map((unit) => `${unit}.timer`).join(" ")}` },
+      });
+      expect(String(timers.event?.stdout).trim().split("\n")).toEqual(maintenance.map(() => "masked"));
 
       const launched = await postCmd(url, { command: "launch", params: { app: "mousepad" } });
       expect(launched.event?.success).toBe(true);

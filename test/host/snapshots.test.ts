@@ -4,7 +4,7 @@
  * the counter, the disk and the clock are the snapshot's (the clock: the host's); forks count and
  * write independently and answer with their own boot ids.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -63,11 +63,17 @@ describe("snapshot and restore", () => {
     await guest(url, "/disk/after");
     expect(await guest(url, "/disk")).toBe("after");
     const before = await record("tiny");
+    const oldDisk = statSync(join(host.home, "tiny", "disk.img")).ino;
 
     const restored = await host.api("POST", "/svc/vms/tiny/restore?wait=ready&timeout=60", {
       snapshot: "s1",
     });
     expect(restored.status, restored.text).toBe(200);
+    // The disk the VM had is freed once the restored VM runs: no name of it is left.
+    expect(statSync(join(host.home, "tiny", "disk.img")).ino).not.toBe(oldDisk);
+    await expect
+      .poll(async () => (await readdir(join(host.home, "tiny"))).filter((f) => f.includes("replaced-disk")))
+      .toEqual([]);
     expect(restored.body).toMatchObject({
       status: "running",
       ready: true,
