@@ -4,12 +4,13 @@
  * for JPEG, WebP and resizing: 100–200 ms on a loaded machine; PNG's strips on Node's zlib). A pool
  * member counts as ready only once its computer server has answered a screenshot in each way a
  * claimant's first one may ask (JPEG, PNG, scaled down), so that the claimant's first screenshot
- * costs what any other does. These are the computer server's own commands, whichever runtime
+ * costs what any other does; a memory snapshot is taken right after them (desktop-service.ts), so
+ * that every restore and fork starts warm. These are the computer server's own commands, whichever runtime
  * backs the desktop; a desktop whose server has no `/cmd` (404, 405 or 501: a stand-in that answers
  * `/status` alone, as the tests' tiny guest and light Pods) has nothing to warm.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import type { RuntimeRecord } from "../desktops/runtime.js";
+import type { RuntimeRecord } from "./runtime.js";
 
 /** The screenshots a member takes before it counts as ready, each a first-use path of its own. */
 export const WARM_UP_SCREENSHOTS = [
