@@ -269,8 +269,10 @@ docker() {
       /usr/bin/tini -- node /opt/hangar/dist/cli/container.js $quoted
   " >"$LOGS/run-$RUN.log" 2>&1 &
   RUNNER=$!
-  # timeout → unshare → (forked) PID 1 of the new namespace, which becomes tini.
-  PID1=$(timeout 10 bash -c "until u=\$(pgrep -P $RUNNER) && pgrep -P \$u; do sleep 0.1; done" | sed -n 1p) ||
+  # timeout → unshare → (forked) PID 1 of the new namespace, which becomes tini. A container that
+  # ends at once (run 3's, refusing an unreadable key) may be gone before it is seen: PID1 stays
+  # empty, and a run that checks it says so.
+  PID1=$(timeout 10 bash -c "until u=\$(pgrep -P $RUNNER) && pgrep -P \$u; do kill -0 $RUNNER 2>/dev/null || exit 0; sleep 0.1; done" | sed -n 1p) ||
     fail "the container did not start (log: $LOGS/run-$RUN.log)"
   STARTED_MS=$(date +%s%3N)
 }
@@ -278,6 +280,7 @@ docker() {
 # Runs the checker in the container's network namespace (with Docker: the published ports).
 check() {
   local ns
+  [ -n "$PID1" ] || { tail -30 "$LOGS/run-$RUN.log" >&2; fail "the container of run $RUN ended at once (log: $LOGS/run-$RUN.log)"; }
   ns=$(readlink "/proc/$PID1/ns/pid")
   if [ "$ENGINE" = docker ]; then
     IMAGE_STARTED_MS=$STARTED_MS IMAGE_SHOTS=$SHOTS timeout 5m "${CHECK[@]}" "$@" --pid-ns "$ns"
