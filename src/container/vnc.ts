@@ -245,9 +245,11 @@ function greeted(port: number): Promise<Socket> {
 }
 
 /**
- * The System V shared-memory segments `pid` made and nobody attaches any more, removed: x11vnc
- * marks its polling segments for removal only when it exits cleanly (SIGTERM, or its X server
- * gone), and one killed outright left about 1.7 MB in them for good (`ipcs -m`).
+ * The System V shared-memory segments `pid` (gone) made, removed: x11vnc marks its polling segments
+ * for removal only when it exits cleanly (SIGTERM, or its X server gone), and one killed outright
+ * left about 1.7 MB in them for good (`ipcs -m`). A segment the X server still has attached (it
+ * lets go once it has seen the killed client's connection close, which on a loaded machine can be
+ * after this runs) is marked for removal all the same: it goes at its last detach.
  */
 export function removeSegmentsOf(pid: number, log: (message: string) => void) {
   let table: string;
@@ -260,7 +262,7 @@ export function removeSegmentsOf(pid: number, log: (message: string) => void) {
     .split("\n")
     .slice(1)
     .map((line) => line.trim().split(/\s+/))
-    .filter((f) => f.length > 6 && Number(f[4]) === pid && f[6] === "0")
+    .filter((f) => f.length > 6 && Number(f[4]) === pid)
     .map((f) => f[1]);
   if (ids.length === 0) return;
   execFile(
