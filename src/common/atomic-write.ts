@@ -54,7 +54,10 @@ export async function writeAtomicWith(
 
 /** Puts a file's data on disk (its pages written by another process too); a missing file is left. */
 export async function flushFile(path: string) {
-  const file = await open(path, "r").catch(() => undefined);
+  const file = await open(path, "r").catch((err: NodeJS.ErrnoException) => {
+    if (err.code === "ENOENT") return undefined;
+    throw err;
+  });
   if (!file) return;
   try {
     await file.datasync();

@@ -98,6 +98,12 @@ async function checkInvariants() {
   for (const entry of readdirSync(home)) {
     expect(entry.startsWith(".hangar-tmp-"), `temporary VM directory ${entry}`).toBe(false);
     expect(existsSync(join(home, entry, ".hangar-restore.json")), `restore journal of ${entry}`).toBe(false);
+    // Nor a temporary name inside a VM (the disk a restore replaced, kept until the VM ran).
+    const inside = existsSync(join(home, entry, "config.json")) ? readdirSync(join(home, entry)) : [];
+    expect(
+      inside.filter((name) => name.startsWith(".hangar-tmp-")),
+      `temporary files of ${entry}`,
+    ).toEqual([]);
   }
 }
 
@@ -137,6 +143,11 @@ describe("kill -9 of the host service", () => {
       "while a restore replaces the disk",
       () => api("POST", "/svc/vms/tiny/restore", { snapshot: "base" }),
       () => existsSync(join(home, "tiny", ".hangar-restore.json")),
+    ],
+    [
+      "while a restore keeps the disk it replaced",
+      () => api("POST", "/svc/vms/tiny/restore", { snapshot: "base" }),
+      () => readdirSync(join(home, "tiny")).some((name) => name.includes("replaced-disk")),
     ],
     [
       "while a restored QEMU waits for its state",

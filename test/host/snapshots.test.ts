@@ -4,7 +4,7 @@
  * the counter, the disk and the clock are the snapshot's (the clock: the host's); forks count and
  * write independently and answer with their own boot ids.
  */
-import { readFileSync, statSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -291,6 +291,25 @@ describe("the CLI", () => {
     // tiny itself runs on the snapshot's disk: restored to s1 first, the snapshot can go.
     expect((await host.api("POST", "/svc/vms/tiny/restore", { snapshot: "s1" })).status).toBe(200);
     expect(await hangar("vm", "snapshot", "tiny", "cli", "--delete")).toBe("Deleted snapshot cli.\n");
+  });
+});
+
+describe("a restore that fails", () => {
+  it("says why, and frees the disk it replaced all the same", async () => {
+    expect((await host.api("POST", "/svc/vms/tiny/snapshots", { name: "bad" })).status).toBe(200);
+    // A saved state QEMU cannot load: the restore fails once the disk has been replaced.
+    const state = join(host.home, "tiny", "snapshots", "bad", "state.bin");
+    writeFileSync(state, Buffer.alloc(statSync(state).size, 0x5a));
+    const failed = await host.api("POST", "/svc/vms/tiny/restore", { snapshot: "bad" });
+    expect(failed.status, failed.text).toBe(400);
+    expect(failed.body.message).toMatch(/^Cannot start tiny from snapshot tiny\/bad: /);
+    await expect
+      .poll(async () => (await readdir(join(host.home, "tiny"))).filter((f) => f.includes("replaced-disk")))
+      .toEqual([]);
+    expect(
+      (await host.api("POST", "/svc/vms/tiny/restore?wait=ready&timeout=60", { snapshot: "s1" })).status,
+    ).toBe(200);
+    expect((await host.api("DELETE", "/svc/vms/tiny/snapshots/bad")).status).toBe(200);
   });
 });
 

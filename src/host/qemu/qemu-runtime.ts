@@ -561,12 +561,12 @@ export class QemuRuntime implements HibernatingRuntime {
     const vm = await this.store.find(vmName(name));
     const snap = snapshotName(snapshot);
     const started = Date.now();
-    let replaced: string | undefined;
     await this.locks.run(vm.dir, async () => {
       this.activity.assertIdle(vm, "restore");
       await this.starting.get(vm.dir);
       const found = await this.findSnapshot(vm, snap);
       await this.writeJournal(vm.dir, found);
+      let replaced: string | undefined;
       try {
         const session = await liveSession(vm.dir);
         if (session) await stopQemu(vm.dir, session, 0);
@@ -574,16 +574,16 @@ export class QemuRuntime implements HibernatingRuntime {
         await discard(vm);
         this.changed(vm.name);
         // The disk it had is freed once the VM runs: dropping a large disk's blocks (a booted VM's
-        // raw disk) took 0.2 s on the way of its first restore. A second name keeps it until then;
-        // a killed service's is swept at the next start.
+        // raw disk) took 0.2 s on the way of its first restore. A second name keeps it until then
+        // (or a failure); a killed service's is swept at the next start.
         replaced = await keepAside(join(vm.dir, DISK_FILE), await tempPath(vm.dir, "replaced-disk-"));
         const config = await this.useSnapshotDisk(vm.dir, found);
         if (found.memory) await this.startFrom(vm, config, fromSnapshot(found));
       } finally {
         await rm(join(vm.dir, RESTORE_JOURNAL_FILE), { force: true });
+        if (replaced) void rm(replaced, { force: true }).catch(() => undefined);
       }
     });
-    if (replaced) void rm(replaced, { force: true }).catch(() => undefined);
     this.changed(vm.name);
     await this.log.info("VM restored", { vm: vm.name, snapshot: snap, ms: Date.now() - started });
   }
