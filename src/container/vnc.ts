@@ -219,12 +219,16 @@ class X11vncOnDemand {
   }
 }
 
+/** How long a VNC server may take to greet a new connection (x11vnc does so at once). */
+const GREETING_MS = 10_000;
+
 /**
  * A connection to the VNC server on 127.0.0.1:`port` once it has sent its first bytes (a VNC server
  * speaks first), paused with them unread. One that is being killed may still accept a connection
- * and close it at once: that is a failure here, not a viewer's connection closed.
+ * and close it at once, and one that is stuck may never greet: that is a failure here, not a
+ * viewer's connection.
  */
-function greeted(port: number): Promise<Socket> {
+export function greeted(port: number, withinMs = GREETING_MS): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = connect({ host: "127.0.0.1", port });
     const fail = (err?: Error) => {
@@ -234,9 +238,13 @@ function greeted(port: number): Promise<Socket> {
     const closed = () => fail();
     socket.once("error", fail);
     socket.once("close", closed);
+    socket.setTimeout(withinMs, () =>
+      fail(new Error(`the VNC server on port ${port} did not greet within ${withinMs} ms`)),
+    );
     socket.once("data", (first: Buffer) => {
       socket.off("error", fail);
       socket.off("close", closed);
+      socket.setTimeout(0);
       socket.pause();
       socket.unshift(first);
       resolve(socket);

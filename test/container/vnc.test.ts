@@ -8,11 +8,11 @@
 import { execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
-import { connect, type Socket } from "node:net";
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { WebSocket } from "ws";
 import { freeLoopbackPort } from "../../src/common/listen.js";
-import { startVnc, type VncServers } from "../../src/container/vnc.js";
+import { greeted, startVnc, type VncServers } from "../../src/container/vnc.js";
 import { startVirtualDisplay, type VirtualDisplay } from "../../src/desktop/virtual-display.js";
 
 const LINGER_MS = 500;
@@ -152,4 +152,22 @@ describe("VNC started by its viewers", () => {
       await vnc.stop();
     }
   }, 30_000);
+
+  it("gives up on a VNC server that accepts a viewer but never greets, and lets the connection go", async () => {
+    const silent = createServer();
+    const accepted: Socket[] = [];
+    silent.on("connection", (socket) => accepted.push(socket));
+    silent.listen(0, "127.0.0.1");
+    await once(silent, "listening");
+    try {
+      const { port } = silent.address() as AddressInfo;
+      await expect(greeted(port, 200)).rejects.toThrow(
+        `the VNC server on port ${port} did not greet within 200 ms`,
+      );
+      expect(accepted).toHaveLength(1);
+      if (!accepted[0].closed) await once(accepted[0], "close");
+    } finally {
+      silent.close();
+    }
+  });
 });
