@@ -10,7 +10,7 @@
  * 10,000 (and never above this process's own hard limits), through the API.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -70,7 +70,12 @@ export async function startPodman(): Promise<TestEngine> {
     ].join("\n"),
   );
   const socket = join(root, "podman.sock");
-  const env = { ...process.env, CONTAINERS_STORAGE_CONF: conf };
+  // podman makes and at once removes a temporary file in $TMPDIR for many of its API calls
+  // (dozens a second while a pool test runs); one killed between the two would leave it in the
+  // run's directory. Here it is under the engine's root, which cleanup() removes.
+  const scratch = join(root, "tmp");
+  mkdirSync(scratch);
+  const env = { ...process.env, CONTAINERS_STORAGE_CONF: conf, TMPDIR: scratch };
   let service: ChildProcess | undefined;
 
   const podman = async (...args: string[]) =>

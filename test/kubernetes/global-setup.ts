@@ -7,7 +7,7 @@
  * (default 17400: BASE+1…+9 on 127.0.0.1).
  */
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -53,8 +53,13 @@ export async function startTestCluster(
     );
   }
   const root = mkdtempSync(join(tmpdir(), "hangar-k8s-test-"));
+  // The cluster's programs (buildah, containerd, the kubelet…) keep their temporary files under
+  // the root that stop() removes, not in the run's directory, where one killed mid-way left one.
+  const scratch = join(root, "tmp");
+  mkdirSync(scratch);
   const env = {
     ...process.env,
+    TMPDIR: scratch,
     K8S_STATE: join(root, "cluster"),
     K8S_PORT_BASE: String(portBase),
     K8S_REGISTRY: "1",
@@ -80,7 +85,7 @@ export async function startTestCluster(
     const pushed = await run(
       join(import.meta.dirname, "light-image.sh"),
       [join(images, "busybox.tar"), registry],
-      { timeout: 120_000 },
+      { env, timeout: 120_000 },
     );
     lightImage = pushed.stdout.trim().split("\n").at(-1) ?? "";
   } catch (err) {
@@ -116,7 +121,7 @@ export async function pushDesktopImage(registry: string, workDir: string): Promi
     "buildah",
     ["push", "-q", "--disable-compression", "--tls-verify=false", image, `docker://${target}`],
     {
-      env: { ...process.env, CONTAINERS_STORAGE_CONF: conf },
+      env: { ...process.env, CONTAINERS_STORAGE_CONF: conf, TMPDIR: workDir },
       timeout: 600_000,
     },
   );
