@@ -13,7 +13,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { launchBrowser } from "../support/browser.js";
+import { collectProblems, launchBrowser } from "../support/browser.js";
 import { type DesktopServer, eventually, startDesktopServer } from "../support/desktop.js";
 import { rawRequest } from "../support/raw-http.js";
 import { postCmd } from "../support/server.js";
@@ -34,8 +34,7 @@ beforeAll(async () => {
     launchBrowser(),
   ]);
   page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-  page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
-  page.on("pageerror", (err) => problems.push(err.message));
+  collectProblems(page, problems);
   await page.goto(desk.server.url);
   await page.waitForFunction(() => (window as any).hangarLive.frames > 0);
 }, 60_000);

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { launchBrowser } from "../support/browser.js";
+import { collectProblems, launchBrowser } from "../support/browser.js";
 import { type DesktopServer, PYTHON, startDesktopServer } from "../support/desktop.js";
 import { liveEncoders, SavedStream, StreamSocket } from "../support/live-stream.js";
 import { rawRequest } from "../support/raw-http.js";
@@ -37,8 +37,7 @@ beforeAll(async () => {
   // The stream draws the pointer: it waits in a corner, away from the pixels looked at.
   await desk.run("xdotool", ["mousemove", "1270", "790"]);
   page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-  page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
-  page.on("pageerror", (err) => problems.push(err.message));
+  collectProblems(page, problems);
   await page.goto(desk.server.url);
 }, 60_000);
 afterAll(async () => {

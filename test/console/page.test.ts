@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startComputerServer } from "../../src/computer/server.js";
-import { launchBrowser } from "../support/browser.js";
+import { collectProblems, launchBrowser } from "../support/browser.js";
 import { APPS, type DesktopServer, eventually, PYTHON, startDesktopServer } from "../support/desktop.js";
 
 const SHOTS = join(import.meta.dirname, "../../.tmp/console");
@@ -25,8 +25,7 @@ beforeAll(async () => {
   await desk.run("xsetroot", ["-solid", "#203040"]);
   desk.spawn(PYTHON, [join(APPS, "pattern.py"), String(PATTERN_AT.x), String(PATTERN_AT.y)]);
   page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-  page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
-  page.on("pageerror", (err) => problems.push(err.message));
+  collectProblems(page, problems);
   await page.goto(desk.server.url);
 }, 60_000);
 afterAll(async () => {

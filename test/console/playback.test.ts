@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchBrowser } from "../support/browser.js";
+import { collectProblems, launchBrowser } from "../support/browser.js";
 import { type DesktopServer, startDesktopServer } from "../support/desktop.js";
 
 const SHOTS = join(import.meta.dirname, "../../.tmp/console");
@@ -62,8 +62,7 @@ beforeAll(async () => {
   expect(recordedSeconds).toBeGreaterThan(2.5);
 
   page = await browser.newPage({ viewport: { width: 1400, height: 1200 } });
-  page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
-  page.on("pageerror", (err) => problems.push(err.message));
+  collectProblems(page, problems);
   await page.goto(desk.server.url);
 }, 90_000);
 afterAll(async () => {

@@ -7,7 +7,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchBrowser } from "../support/browser.js";
+import { collectProblems, launchBrowser } from "../support/browser.js";
 import { startRegistry, type TestRegistry } from "../support/registry.js";
 import { LINUX_VM, startTestHost, type TestHost } from "./support.js";
 
@@ -28,8 +28,7 @@ beforeAll(async () => {
     startRegistry(),
   ]);
   page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
-  page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
-  page.on("pageerror", (err) => problems.push(err.message));
+  collectProblems(page, problems);
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
@@ -107,5 +106,35 @@ describe("the host page", () => {
     await page.click("#prune");
     await expect.poll(() => page.textContent("#message")).toBe("Prune the image cache: done");
     expect(problems).toEqual([]);
+  });
+
+  it("rides out a moment the service cannot be reached: after an action, and when it loads", async () => {
+    // The VM list's requests fail, as Chromium's do when the machine's network changes.
+    let cut = true;
+    let failed = 0;
+    await page.route("**/svc/vms", (route) => {
+      if (!cut || route.request().method() !== "GET") return route.continue();
+      failed++;
+      return route.abort("internetdisconnected");
+    });
+    await page.click("#prune");
+    await expect.poll(() => page.textContent("#message")).toBe("Prune the image cache: done");
+    // The action's own refresh fails after its message (the next failure), and a later one works.
+    const before = failed;
+    await expect.poll(() => failed).toBeGreaterThan(before);
+    cut = false;
+    await expect.poll(() => page.textContent("#status")).toMatch(/version \d+\.\d+\.\d+ · \d+ running/);
+
+    // Loaded while the service cannot be reached: it says so and tries again.
+    cut = true;
+    await page.reload();
+    await expect
+      .poll(() => page.textContent("#status"))
+      .toMatch(/Cannot reach the host service .*trying again/);
+    cut = false;
+    await expect.poll(() => page.textContent("#status")).toMatch(/version \d+\.\d+\.\d+ · \d+ running/);
+    expect(await page.isVisible("#app")).toBe(true);
+    await page.unroute("**/svc/vms");
+    expect(problems.filter((problem) => !problem.includes("net::ERR_INTERNET_DISCONNECTED"))).toEqual([]);
   });
 });

@@ -8,7 +8,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchBrowser } from "../support/browser.js";
+import { collectProblems, launchBrowser } from "../support/browser.js";
 import { makeLightImage, startPodman, TEST_IMAGE, type TestEngine, testUlimits } from "./podman.js";
 import { startTestHost, type TestHost } from "./support.js";
 
@@ -35,8 +35,7 @@ beforeAll(async () => {
     launchBrowser(),
   ]);
   page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
-  page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
-  page.on("pageerror", (err) => problems.push(err.message));
+  collectProblems(page, problems);
 }, 120_000);
 afterAll(async () => {
   await browser?.close();

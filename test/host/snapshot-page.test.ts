@@ -8,7 +8,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchBrowser } from "../support/browser.js";
+import { collectProblems, launchBrowser } from "../support/browser.js";
 import { startTestHost, type TestHost } from "./support.js";
 import { bootTinyGuest, guest, TINY_VM, tinyGuest } from "./tiny-guest.js";
 
@@ -29,8 +29,7 @@ beforeAll(async () => {
   expect((await host.api("POST", "/svc/vms/tiny/run", {})).status).toBe(202);
   expect((await host.api("GET", "/svc/vms/tiny?wait=ready&timeout=170")).status).toBe(200);
   page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
-  page.on("console", (message) => message.type() === "error" && problems.push(message.text()));
-  page.on("pageerror", (err) => problems.push(err.message));
+  collectProblems(page, problems);
   page.on("dialog", (dialog) => void dialog.accept(answer));
 }, 200_000);
 afterAll(async () => {

@@ -60,7 +60,9 @@ async function act(what: string, action: () => Promise<unknown>) {
   } catch (err) {
     say(`${what}: ${(err as Error).message}`, true);
   }
-  await refresh();
+  // A refresh that cannot reach the service (its restart, the machine's network changing) is left
+  // to the next one, two seconds on.
+  await refresh().catch(() => undefined);
 }
 
 const post = <T = unknown>(path: string, body: unknown = {}) =>
@@ -500,8 +502,12 @@ async function start() {
   try {
     await refresh();
   } catch (err) {
-    if (!(err instanceof Unauthorized)) throw err;
-    return showLogin(sessionStorage.getItem(STORE) ? err.message : "");
+    if (err instanceof Unauthorized) return showLogin(sessionStorage.getItem(STORE) ? err.message : "");
+    // The service could not be reached: the page tries again, as its refresh does.
+    element("status").textContent =
+      `Cannot reach the host service (${(err as Error).message}); trying again…`;
+    setTimeout(() => void start(), 2000);
+    return;
   }
   element("login").hidden = true;
   element("app").hidden = false;
