@@ -64,6 +64,8 @@ export interface HostServiceOptions extends SettingsOptions, QemuRuntimeOptions 
   containerUlimits?: Ulimit[];
   /** The loopback ports container desktops are published on (default 20000–29999). */
   containerPorts?: PortRange;
+  /** The longest a starting container desktop runs without its CPU limit if never seen ready (default 10 s). */
+  containerStartBoostMaxMs?: number;
   desktopKeys?: boolean;
   /**
    * Kubernetes desktops (a Pod each): on when the default runtime is `kubernetes` or a kubeconfig
@@ -302,6 +304,7 @@ async function containerRuntime(
       desktopImage: options.desktopImage ?? configured?.desktopImage,
       ulimits: options.containerUlimits ?? configured?.ulimits?.map(parseUlimit),
       publishedPorts: options.containerPorts,
+      startBoostMaxMs: options.containerStartBoostMaxMs,
       desktopKeys: options.desktopKeys,
       stopGraceMs: options.stopGraceMs,
       secretsDir: join(await settings.homeDirectory(), ".containers"),

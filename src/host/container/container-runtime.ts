@@ -55,6 +55,7 @@ import {
 } from "./labels.js";
 import { DEFAULT_PUBLISHED_PORTS, type PortRange, PublishedPorts } from "./published-ports.js";
 import { DesktopSecrets, SECRETS_MOUNT } from "./secrets.js";
+import { StartBoost } from "./start-boost.js";
 
 /** A resource limit for the container's processes (`--ulimit nofile=10000:10000`). */
 export interface Ulimit {
@@ -82,6 +83,8 @@ export interface ContainerRuntimeOptions {
   egress?: EgressService;
   /** The loopback ports desktops' ports are published on (default 20000–29999), outside the ephemeral ones. */
   publishedPorts?: PortRange;
+  /** The longest a starting desktop runs without its CPU limit when it is never seen ready (default 10 s). */
+  startBoostMaxMs?: number;
 }
 
 export const DEFAULT_DESKTOP_IMAGE = "hangar:latest";
@@ -121,6 +124,8 @@ export class ContainerRuntime implements HibernatingRuntime {
   private liveUpdate = true;
   /** Paused desktops watched for waiting requests (only with the engine on this host). */
   private readonly paused: PausedWatch;
+  /** A starting desktop's CPU limit, lifted until it is ready (start-boost.ts). */
+  private readonly boost: StartBoost;
   private wakeRequest?: (name: string, why: string) => Promise<void>;
 
   constructor(
@@ -144,6 +149,7 @@ export class ContainerRuntime implements HibernatingRuntime {
       (desktop) => this.changed(desktop),
       () => this.changed(""),
     );
+    this.boost = new StartBoost(this.engine.docker, log, options.startBoostMaxMs);
     this.paused = new PausedWatch((name) => {
       this.wakeRequest?.(name, "a request waiting on its published port").catch((err: Error) =>
         this.log.error("A paused desktop could not be woken for a request", { vm: name, error: err.message }),
@@ -293,6 +299,7 @@ export class ContainerRuntime implements HibernatingRuntime {
       const info = await this.inspectOrFail(name);
       await this.starting.get(name);
       this.paused.unwatch(name);
+      this.boost.end(name);
       await this.removeContainer(info);
       await this.cage?.remove(name);
       this.startErrors.delete(name);
@@ -422,6 +429,7 @@ export class ContainerRuntime implements HibernatingRuntime {
           ? request.graceSeconds * 1000
           : (this.options.stopGraceMs ?? 10_000);
       const container = this.engine.docker.getContainer(info.Id);
+      this.boost.end(name);
       try {
         if (graceMs === 0) await container.kill();
         else await container.stop({ t: Math.max(1, Math.ceil(graceMs / 1000)) });
@@ -596,19 +604,37 @@ export class ContainerRuntime implements HibernatingRuntime {
       if (info.State === "paused") await this.watchPaused(name);
       else if (info.State === "running") await clearMark(secretsDir);
     }
-    const running = containers
-      .filter((c) => c.State === "running")
-      .map((c) => c.Labels?.[LABEL.desktop])
-      .filter((n): n is string => n !== undefined);
-    await this.cage?.recover(running);
+    const running = containers.filter(
+      (c) => c.State === "running" && c.Labels?.[LABEL.desktop] !== undefined,
+    );
+    // A desktop whose start a killed service had lifted the CPU limit of gets it back.
+    const limits = await Promise.all(
+      running.map((c) =>
+        this.engine.docker
+          .getContainer(c.Id)
+          .inspect()
+          .then(
+            (info) => ({ id: c.Id, nanoCpus: info.HostConfig?.NanoCpus ?? 0 }),
+            () => ({ id: c.Id, nanoCpus: 0 }),
+          ),
+      ),
+    );
+    await this.boost.restoreAll(limits);
+    await this.cage?.recover(running.map((c) => c.Labels?.[LABEL.desktop] as string));
   }
 
   async settled() {
     await Promise.all([...this.starting.values()]);
   }
 
+  /** Desktop `name` answered after its start: its CPU limit is put back. */
+  ready(name: string) {
+    void this.boost.restore(name);
+  }
+
   async close() {
     await this.settled();
+    this.boost.close();
     this.paused.stop();
     await this.events.close();
     await this.cage?.close();
@@ -644,7 +670,8 @@ export class ContainerRuntime implements HibernatingRuntime {
   private async start(name: string, info: ContainerInspectInfo) {
     try {
       await this.cage?.beforeStart(name);
-      await this.startContainer(name, info);
+      const started = await this.startContainer(name, info);
+      await this.boost.lift(name, started.Id, started.HostConfig?.NanoCpus ?? 0);
       await this.cage?.afterStart(name);
       await this.log.info("Container desktop started", { vm: name, container: info.Id.slice(0, 12) });
     } catch (err) {
@@ -666,11 +693,11 @@ export class ContainerRuntime implements HibernatingRuntime {
    * engine binds them only when it starts: one taken meanwhile by another program is a failure to start, so the
    * container is made again (its writable layer kept) with new ports, up to PORT_ATTEMPTS times.
    */
-  private async startContainer(name: string, info: ContainerInspectInfo) {
+  private async startContainer(name: string, info: ContainerInspectInfo): Promise<ContainerInspectInfo> {
     for (let attempt = 1; ; attempt++) {
       try {
         await this.engine.docker.getContainer(info.Id).start();
-        return;
+        return info;
       } catch (err) {
         const message = engineMessage(err);
         if (attempt >= PORT_ATTEMPTS || !/address already in use/i.test(message)) throw err;

@@ -72,7 +72,10 @@ export class DesktopService {
     this.readiness = new ReadinessTracker(
       (record) => this.runtime(record.runtime).find(record.name),
       undefined,
-      (record, ms) => this.lifecycle.emit({ type: "ready", name: record.name, runtime: record.runtime, ms }),
+      (record, ms) => {
+        this.byKind.get(record.runtime)?.ready?.(record.name);
+        this.lifecycle.emit({ type: "ready", name: record.name, runtime: record.runtime, ms });
+      },
     );
     for (const runtime of runtimes) {
       runtime.onChange?.((name) => {

@@ -75,6 +75,8 @@ export interface DesktopRuntime {
   settled(): Promise<void>;
   /** Lets go of connections and watches; the desktops keep running. */
   close(): Promise<void>;
+  /** Told by the runtime's owner when a desktop first answered after a start. */
+  ready?(name: string): void;
   /** Called by the runtime's owner to learn of changes (a desktop started, stopped, vanished). */
   onChange?(listener: (name: string) => void): void;
   /**
