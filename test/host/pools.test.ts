@@ -138,6 +138,18 @@ describe("a pool's life", () => {
     expect(waited.status).toBe(200);
     expect(waited.body.name).not.toBe(first.body.name);
     expect(Date.parse(waited.body.claim.expiresAt) - Date.parse(waited.body.claim.at)).toBe(3600_000);
+    // The desktop the claim waited for was handed over once it answered, without the pool's
+    // warm-up (its screenshots would have been taken while the claim waited); the first was warmed.
+    const readyLine = (vm: string) =>
+      vi.waitFor(() => {
+        const line = readFileSync(join(host.home, ".logs", "info.log"), "utf8")
+          .split("\n")
+          .find((l) => l.includes("Pool desktop ready pool=life ") && l.includes(` vm=${vm} `));
+        if (!line) throw new Error(`no ready line for ${vm}`);
+        return line;
+      });
+    expect(await readyLine(waited.body.name)).toMatch(/ warmMs=\d+ .*forWaitingClaim=true/);
+    expect(await readyLine(first.body.name)).not.toContain("forWaitingClaim");
     // The ttl of one second releases the first claim by itself.
     await vi.waitFor(
       async () => {

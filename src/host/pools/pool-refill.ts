@@ -260,9 +260,12 @@ export class PoolRefill {
       phase("waitMs", "warming it up");
       signal.throwIfAborted();
       // Ready only once warm: its first screenshots answered (warm-up.ts); a desktop that does not
-      // answer them is a failed start.
+      // answer them is a failed start. A claim already waiting for it gets it at once instead: the
+      // warm-up would be the claimant's own first screenshots, taken while it waits.
+      const claimWaits = state.waiters.length > 0;
       if (
         this.ctx.options.warmUp !== false &&
+        !claimWaits &&
         (await warmUp(record, WARM_UP_TIMEOUT_MS, { signal })) === "no commands"
       ) {
         void this.ctx.log.info("A pool desktop's server has no commands (/cmd): nothing to warm up", {
@@ -287,6 +290,7 @@ export class PoolRefill {
         vm: name,
         ms: Date.now() - started,
         ...phases,
+        ...(claimWaits && { forWaitingClaim: true }),
       });
       this.claims.handOut(state, name, record);
     } catch (err) {
