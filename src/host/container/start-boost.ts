@@ -14,7 +14,7 @@
  */
 import type Dockerode from "dockerode";
 import type { HostLog } from "../host-log.js";
-import { statusOf } from "./engine.js";
+import { engineMessage, statusOf } from "./engine.js";
 
 /** The CFS period the quota is given in (the kernel's default). */
 const PERIOD_US = 100_000;
@@ -37,7 +37,7 @@ export class StartBoost {
   async lift(name: string, id: string, nanoCpus: number): Promise<void> {
     if (!this.available || nanoCpus <= 0) return;
     this.end(name);
-    if (!(await this.setQuota(id, -1))) return;
+    if ((await this.setQuota(id, -1)) !== "done") return;
     const timer = setTimeout(() => void this.restore(name), this.maxMs);
     timer.unref();
     this.lifted.set(name, { id, nanoCpus, timer });
@@ -48,9 +48,11 @@ export class StartBoost {
     const lift = this.lifted.get(name);
     if (!lift) return;
     this.end(name);
-    if (!(await this.setQuota(lift.id, quotaOf(lift.nanoCpus)))) {
+    const outcome = await this.setQuota(lift.id, quotaOf(lift.nanoCpus));
+    if (outcome !== "done" && outcome !== "gone") {
       await this.log.error("A container desktop's CPU limit could not be put back after its start", {
         vm: name,
+        error: outcome.failed,
       });
     }
   }
@@ -75,8 +77,8 @@ export class StartBoost {
     for (const name of [...this.lifted.keys()]) this.end(name);
   }
 
-  /** Sets the container's CPU quota (-1: none); false when the engine could not. */
-  private async setQuota(id: string, quota: number): Promise<boolean> {
+  /** Sets the container's CPU quota (-1: none): done, the container gone, or why the engine could not. */
+  private async setQuota(id: string, quota: number): Promise<"done" | "gone" | { failed: string }> {
     try {
       await new Promise<void>((resolve, reject) =>
         this.docker.modem.dial(
@@ -95,10 +97,10 @@ export class StartBoost {
           (err: unknown) => (err ? reject(err) : resolve()),
         ),
       );
-      return true;
+      return "done";
     } catch (err) {
       // Docker answers 404 for the path; podman answers 404 for a container that is gone.
-      if (statusOf(err) === 404 && !(await this.exists(id))) return false;
+      if (statusOf(err) === 404 && !(await this.exists(id))) return "gone";
       if (statusOf(err) === 404) {
         this.available = false;
         await this.log.info(
@@ -106,7 +108,7 @@ export class StartBoost {
           {},
         );
       }
-      return false;
+      return { failed: engineMessage(err) };
     }
   }
 
