@@ -8,7 +8,7 @@
  * (`paths.ts`): `~` expanded, NUL bytes refused. Failures are OS errors; `describeOsError` turns
  * them into a `CommandError` that names the path, which each transport maps to its wire.
  */
-import { constants, createWriteStream } from "node:fs";
+import { constants, createWriteStream, write, writev } from "node:fs";
 import { dirname } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -164,6 +164,18 @@ export async function writeWhole(abs: string, data: string | Uint8Array, options
 }
 
 /**
+ * The file system calls of a write stream on a descriptor it borrows from a `FileHandle`: its own
+ * `close` does nothing. A stream that pipeline destroys (a client gone mid-upload) closes its
+ * descriptor whatever `autoClose` says; the handle then closed the same number again, by then
+ * perhaps another socket's or file's, which it cut (a test's next upload failed with EPIPE).
+ */
+const BORROWED_DESCRIPTOR = {
+  write,
+  writev,
+  close: (_fd: number, done: (err: NodeJS.ErrnoException | null) => void) => done(null),
+};
+
+/**
  * Streams `source` to a temporary file beside `abs` and renames it over the target once `source`
  * ends; resolves with the number of bytes written. A source that fails (a limit passed, a client
  * gone) leaves the target as it was and no temporary file; its error is the rejection. The source is
@@ -180,7 +192,12 @@ export async function writeStreamed(
     async (handle) => {
       const fd = localDescriptor(handle);
       if (fd !== undefined) {
-        const out = createWriteStream("", { fd, autoClose: false, highWaterMark: WRITE_BUFFER });
+        const out = createWriteStream("", {
+          fd,
+          autoClose: false,
+          highWaterMark: WRITE_BUFFER,
+          fs: BORROWED_DESCRIPTOR,
+        });
         await pipeline(source, out);
         written = out.bytesWritten;
       } else {
