@@ -77,7 +77,7 @@ export class StartBoost {
     for (const name of [...this.lifted.keys()]) this.end(name);
   }
 
-  /** Sets the container's CPU quota (-1: none): done, the container gone, or why the engine could not. */
+  /** Sets the container's CPU quota (-1: none): done, the container gone or stopped, or why the engine could not. */
   private async setQuota(id: string, quota: number): Promise<"done" | "gone" | { failed: string }> {
     try {
       await new Promise<void>((resolve, reject) =>
@@ -99,8 +99,9 @@ export class StartBoost {
       );
       return "done";
     } catch (err) {
+      // A container gone, or stopped from outside meanwhile, starts under its limit next time.
       // Docker answers 404 for the path; podman answers 404 for a container that is gone.
-      if (statusOf(err) === 404 && !(await this.exists(id))) return "gone";
+      if (!(await this.runs(id))) return "gone";
       if (statusOf(err) === 404) {
         this.available = false;
         await this.log.info(
@@ -112,12 +113,12 @@ export class StartBoost {
     }
   }
 
-  private async exists(id: string): Promise<boolean> {
+  private async runs(id: string): Promise<boolean> {
     return this.docker
       .getContainer(id)
       .inspect()
       .then(
-        () => true,
+        (info) => info.State.Running,
         () => false,
       );
   }
