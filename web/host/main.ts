@@ -34,11 +34,21 @@ interface Vm {
 
 class Unauthorized extends Error {}
 
+/** Methods a request may be sent again with, when it never reached the service (HTTP's idempotent ones). */
+const IDEMPOTENT = ["GET", "HEAD", "PUT", "DELETE"];
+
 async function api<T>(path: string, init: RequestInit = {}): Promise<T> {
   const token = sessionStorage.getItem(STORE);
   const headers: Record<string, string> = { ...(init.body ? { "content-type": "application/json" } : {}) };
   if (token) headers.authorization = `Bearer ${token}`;
-  const res = await fetch(path, { ...init, headers });
+  const send = () => fetch(path, { ...init, headers });
+  // A browser cuts requests in flight when the machine's network changes (a container started
+  // beside it adds an interface): an idempotent request is sent once more.
+  const res = await send().catch(async (err: unknown) => {
+    if (!IDEMPOTENT.includes((init.method ?? "GET").toUpperCase())) throw err;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    return send();
+  });
   const body = await res.json().catch(() => ({}));
   if (res.status === 401) throw new Unauthorized(body.message);
   if (!res.ok) throw new Error(body.message ?? `HTTP ${res.status}`);
@@ -377,10 +387,14 @@ function showScreen(vm: Vm) {
   element("screen-section").hidden = false;
 }
 
+/** The pools the page shows. */
+let shownPools: Pool[] = [];
+
 async function refresh() {
   const [vms, pools, images, locations, logs] = await Promise.all([
     api<Vm[]>("/svc/vms"),
-    api<Pool[]>("/svc/pools").catch((): Pool[] => []),
+    // The last list shown stays when the service cannot be reached, rather than none.
+    api<Pool[]>("/svc/pools").catch((): Pool[] => shownPools),
     api<unknown[]>(
       `/svc/images?organization=${encodeURIComponent(element<HTMLInputElement>("images-org").value)}`,
     ).catch(() => []),
@@ -416,6 +430,7 @@ async function refresh() {
           }),
         ]),
   );
+  shownPools = pools;
   element("pools").replaceChildren(...pools.map(poolRow));
   const claims = claimRows(pools);
   element("claims").replaceChildren(
