@@ -39,6 +39,13 @@ RUN npm run build && npm pkg delete "dependencies.@nut-tree-fork/nut-js" \
  && find node_modules -type f \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.map' \
       -o \( -iname '*.md' ! -iname 'licen[cs]e*' \) \) -delete
 
+# ffmpeg, the encoder of start_recording and the live stream: built from Debian's source package
+# with what the desktop uses (scripts/build-ffmpeg.sh; about 20 MB against about 170 MB for Debian's
+# package and the libraries it links). Its own stage, kept while the script stays the same.
+FROM node:20-bookworm-slim AS ffmpeg
+COPY scripts/build-ffmpeg.sh /tmp/
+RUN /tmp/build-ffmpeg.sh /opt/ffmpeg
+
 # Run: Debian bookworm-slim with Node 20, packages from install-deps.sh (no Debian nodejs or Python), then
 # slim-image.sh removes what nothing in the container uses (Mesa's LLVM, Python, Ghostscript…).
 FROM node:20-bookworm-slim
@@ -47,6 +54,8 @@ RUN /opt/hangar/scripts/install-deps.sh --container && /opt/hangar/scripts/slim-
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
  && useradd --uid 10001 --user-group --create-home --shell /bin/bash hangar \
  && mkdir -p /tmp/.X11-unix && chmod 1777 /tmp/.X11-unix
+COPY --from=ffmpeg /opt/ffmpeg/bin/ffmpeg /opt/ffmpeg/bin/ffprobe /usr/local/bin/
+RUN ffmpeg -hide_banner -version > /dev/null
 COPY deploy/desktop/chromium-flags /etc/chromium.d/hangar
 COPY deploy/desktop/mimeapps.list /etc/xdg/mimeapps.list
 WORKDIR /opt/hangar

@@ -33,8 +33,9 @@ RUNTIME=(
   python3
   # the server's allocator: gives back what transfers and screenshots freed (src/common/memory-env.ts)
   libjemalloc2
-  # the video encoder of start_recording (H.264/MP4, VP8/WebM); with its libraries about 150 MB
-  # installed on top of the packages above
+  # the video encoder of start_recording and the live stream (H.264/MP4, VP8/WebM); with its
+  # libraries about 150 MB installed on top of the packages above (the container builds its own:
+  # CONTAINER_FFMPEG below)
   ffmpeg
   # the desktop's sound: a PulseAudio null sink that programs play into, recorded and streamed
   # live (src/desktop/audio.ts; with it pulseaudio-utils' parec, which reads it)
@@ -45,6 +46,12 @@ RUNTIME=(
 # iptables for a caged Pod's init container, which sets the Pod's filter (docs/egress.md).
 CONTAINER=(
   tini x11vnc iptables
+)
+# The container's ffmpeg is built from Debian's source with what the desktop uses
+# (scripts/build-ffmpeg.sh, the Dockerfile's ffmpeg stage): of Debian's libraries it links x264,
+# libvpx and Opus (PulseAudio's comes with pulseaudio). These replace the ffmpeg package there.
+CONTAINER_FFMPEG=(
+  libx264-164 libvpx7 libopus0
 )
 # Only the web pages of this package are taken (its dependencies are Python and Debian's nodejs).
 NOVNC_PAGES=novnc
@@ -94,11 +101,16 @@ selected=()
 for g in "${groups[@]}"; do
   case "$g" in
     runtime) selected+=("${RUNTIME[@]}") ;;
-    container) selected+=("${CONTAINER[@]}") ;;
+    container) selected+=("${CONTAINER[@]}" "${CONTAINER_FFMPEG[@]}") ;;
     all) selected+=("${PACKAGES[@]}") ;;
   esac
 done
-mapfile -t selected < <(printf '%s\n' "${selected[@]}" | awk '!seen[$0]++')
+# The container alone (not a developer's machine, which runs the tests with Debian's ffmpeg) takes
+# its own ffmpeg.
+drop=()
+[[ " ${groups[*]} " == *" container "* && " ${groups[*]} " != *" all "* ]] && drop=(ffmpeg)
+mapfile -t selected < <(printf '%s\n' "${selected[@]}" | awk -v drop="${drop[*]}" \
+  'BEGIN { n = split(drop, d, " "); for (i = 1; i <= n; i++) skip[d[i]] = 1 } !skip[$0] && !seen[$0]++')
 
 if [ "$list" -eq 1 ]; then
   printf '%s\n' "${selected[@]}"

@@ -205,6 +205,21 @@ async function desktop(pidNamespace: string) {
     });
     return probed.result?.stdout?.trim() === "aac" ? undefined : `audio: ${probed.text.slice(0, 300)}`;
   });
+  await check("the image's own ffmpeg records WebM too: VP8 and Opus, read back by its ffprobe", async () => {
+    const started = await cmd(base, "start_recording", { path: "/tmp/clip.webm" });
+    if (!started.result?.success) return `start: ${started.text.slice(0, 300)}`;
+    await cmd(base, "run_command", {
+      command: "ffmpeg -v error -f lavfi -i sine=frequency=660 -t 1 -f pulse tone",
+      timeout: 30,
+    });
+    const stopped = await cmd(base, "stop_recording");
+    if (!stopped.result?.success) return `stop: ${stopped.text.slice(0, 300)}`;
+    const probed = await cmd(base, "run_command", {
+      command: "ffprobe -v error -show_entries stream=codec_name -of csv=p=0 /tmp/clip.webm",
+    });
+    const codecs = (probed.result?.stdout ?? "").trim().split("\n").sort().join(",");
+    return codecs === "opus,vp8" ? undefined : `streams: ${probed.text.slice(0, 300)}`;
+  });
   await check(
     "no process but PID 1 and Hangar's node processes has the keys in its environment",
     async () => {
