@@ -190,35 +190,32 @@ async function desktop(pidNamespace: string) {
       return result.frames >= 1 && result.size_bytes > 1000 ? undefined : `got ${JSON.stringify(result)}`;
     },
   );
-  await check("the desktop has sound: a tone played while recording is the video's audio track", async () => {
-    const started = await cmd(base, "start_recording", { path: "/tmp/sound.mp4" });
-    if (!started.result?.success) return `start: ${started.text.slice(0, 300)}`;
+  /**
+   * Records `path` while a tone plays into the desktop's sound (the image's own ffmpeg plays it), and
+   * gives the codecs of the file's streams, sorted, as its ffprobe reads them (or what went wrong).
+   */
+  const recordTone = async (path: string): Promise<{ codecs?: string; error?: string }> => {
+    const started = await cmd(base, "start_recording", { path });
+    if (!started.result?.success) return { error: `start: ${started.text.slice(0, 300)}` };
     await cmd(base, "run_command", {
       command: "ffmpeg -v error -f lavfi -i sine=frequency=440 -t 1.5 -f pulse tone",
       timeout: 30,
     });
     const stopped = await cmd(base, "stop_recording");
-    if (!stopped.result?.success) return `stop: ${stopped.text.slice(0, 300)}`;
+    if (!stopped.result?.success) return { error: `stop: ${stopped.text.slice(0, 300)}` };
     const probed = await cmd(base, "run_command", {
-      command:
-        "ffprobe -v error -select_streams a -show_entries stream=codec_name -of csv=p=0 /tmp/sound.mp4",
-    });
-    return probed.result?.stdout?.trim() === "aac" ? undefined : `audio: ${probed.text.slice(0, 300)}`;
-  });
-  await check("the image's own ffmpeg records WebM too: VP8 and Opus, read back by its ffprobe", async () => {
-    const started = await cmd(base, "start_recording", { path: "/tmp/clip.webm" });
-    if (!started.result?.success) return `start: ${started.text.slice(0, 300)}`;
-    await cmd(base, "run_command", {
-      command: "ffmpeg -v error -f lavfi -i sine=frequency=660 -t 1 -f pulse tone",
-      timeout: 30,
-    });
-    const stopped = await cmd(base, "stop_recording");
-    if (!stopped.result?.success) return `stop: ${stopped.text.slice(0, 300)}`;
-    const probed = await cmd(base, "run_command", {
-      command: "ffprobe -v error -show_entries stream=codec_name -of csv=p=0 /tmp/clip.webm",
+      command: `ffprobe -v error -show_entries stream=codec_name -of csv=p=0 ${path}`,
     });
     const codecs = (probed.result?.stdout ?? "").trim().split("\n").sort().join(",");
-    return codecs === "opus,vp8" ? undefined : `streams: ${probed.text.slice(0, 300)}`;
+    return codecs ? { codecs } : { error: `ffprobe: ${probed.text.slice(0, 300)}` };
+  };
+  await check("the desktop has sound: a tone played while recording is the video's audio track", async () => {
+    const { codecs, error } = await recordTone("/tmp/sound.mp4");
+    return codecs === "aac,h264" ? undefined : (error ?? `streams: ${codecs}`);
+  });
+  await check("the image's own ffmpeg records WebM too: VP8 and Opus, read back by its ffprobe", async () => {
+    const { codecs, error } = await recordTone("/tmp/clip.webm");
+    return codecs === "opus,vp8" ? undefined : (error ?? `streams: ${codecs}`);
   });
   await check(
     "no process but PID 1 and Hangar's node processes has the keys in its environment",
