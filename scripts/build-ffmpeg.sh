@@ -27,7 +27,7 @@ ENCODERS='libx264,libvpx_vp8,libvpx_vp9,libopus,aac,pcm*,rawvideo,png,mjpeg,gif,
 MUXERS='mp4,mov,ipod,matroska,webm,flv,mpegts,adts,tee,null,wav,ogg,opus,flac,gif,image2,image2pipe,mjpeg,rawvideo,h264,hevc,pcm*,segment,hls,framemd5,md5'
 DEMUXERS='matroska,mov,flv,mpegts,aac,wav,ogg,mp3,flac,gif,image2,image_png_pipe,image_jpeg_pipe,image_gif_pipe,image_bmp_pipe,image_webp_pipe,mjpeg,rawvideo,h264,hevc,pcm*,concat,ivf,webm_dash_manifest,avi,ac3,hls'
 PARSERS='h264,hevc,aac,aac_latm,mpegaudio,vp8,vp9,opus,vorbis,flac,png,mjpeg,gif,mpeg4video,mpegvideo,ac3,bmp,webp'
-FILTERS='scale,format,fps,null,anull,aresample,aformat,setpts,asetpts,trim,atrim,crop,pad,transpose,hflip,vflip,rotate,split,asplit,concat,overlay,amix,amerge,volume,loudnorm,atempo,setsar,setdar,palettegen,paletteuse,sine,anullsrc,aevalsrc,color,testsrc,testsrc2,nullsrc,select,aselect,tpad,apad,fade,afade,drawbox,showinfo,ashowinfo,copy,acopy,vflip,boxblur,eq,hue,colorkey,chromakey,xfade,framerate,minterpolate,reverse,areverse,silencedetect,silenceremove,thumbnail,tile,zoompan,pan,channelmap,channelsplit,join'
+FILTERS='scale,format,fps,null,anull,aresample,aformat,setpts,asetpts,trim,atrim,crop,pad,transpose,hflip,vflip,rotate,split,asplit,concat,overlay,amix,amerge,volume,loudnorm,atempo,setsar,setdar,palettegen,paletteuse,sine,anullsrc,aevalsrc,color,testsrc,testsrc2,nullsrc,select,aselect,tpad,apad,fade,afade,drawbox,showinfo,ashowinfo,copy,acopy,vflip,boxblur,eq,hue,colorkey,chromakey,xfade,framerate,minterpolate,reverse,areverse,silencedetect,silenceremove,volumedetect,astats,thumbnail,tile,zoompan,pan,channelmap,channelsplit,join'
 PROTOCOLS='file,pipe,tcp,udp,rtp,http,hls,crypto,data,concat,subfile,fd'
 
 export DEBIAN_FRONTEND=noninteractive

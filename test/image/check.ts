@@ -197,8 +197,10 @@ async function desktop(pidNamespace: string) {
   const recordTone = async (path: string): Promise<{ codecs?: string; error?: string }> => {
     const started = await cmd(base, "start_recording", { path });
     if (!started.result?.success) return { error: `start: ${started.text.slice(0, 300)}` };
+    // At the tone's own pace (-re): a stream that ends is dropped with what PulseAudio had not played.
+    // For 4 s: a recording's sound starts a second or two after it (the null sink's first block).
     await cmd(base, "run_command", {
-      command: "ffmpeg -v error -f lavfi -i sine=frequency=440 -t 1.5 -f pulse tone",
+      command: "ffmpeg -v error -re -f lavfi -i sine=frequency=440 -t 4 -f pulse tone",
       timeout: 30,
     });
     const stopped = await cmd(base, "stop_recording");
@@ -207,7 +209,15 @@ async function desktop(pidNamespace: string) {
       command: `ffprobe -v error -show_entries stream=codec_name -of csv=p=0 ${path}`,
     });
     const codecs = (probed.result?.stdout ?? "").trim().split("\n").sort().join(",");
-    return codecs ? { codecs } : { error: `ffprobe: ${probed.text.slice(0, 300)}` };
+    if (!codecs) return { error: `ffprobe: ${probed.text.slice(0, 300)}` };
+    // The tone is in it: silence measures -91 dB.
+    const measured = await cmd(base, "run_command", {
+      command: `ffmpeg -v info -nostats -i ${path} -map 0:a -af volumedetect -f null - 2>&1 | grep max_volume`,
+    });
+    const loudest = Number(/max_volume: (-?[\d.]+) dB/.exec(measured.result?.stdout ?? "")?.[1]);
+    return loudest > -30
+      ? { codecs }
+      : { error: `the sound track is silent: ${measured.text.slice(0, 300)}` };
   };
   await check("the desktop has sound: a tone played while recording is the video's audio track", async () => {
     const { codecs, error } = await recordTone("/tmp/sound.mp4");
