@@ -28,6 +28,7 @@ const ALL = [
   "egress",
   "snapshots",
   "guest-snapshots",
+  "guest-idle",
   "kubernetes",
   "images",
   "spread",
