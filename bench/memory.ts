@@ -13,6 +13,8 @@
  * - `hangar mcp` as a desktop agent starts it (the npm bin, an MCP client over stdio), driven
  *   through MCP tool calls.
  *
+ * Beside them, the floor: a bare Node HTTP server and a Hono app on its Node adapter, idle.
+ *
  * One server at a time, each with a virtual display of 1280x800: RSS 2 s after /status answers,
  * right after a burst (screenshots of a changing screen, 1 MiB writes and reads, `version`), and
  * 60 s later. Then the time from spawning the process to /status answering (no display), median
@@ -152,6 +154,45 @@ async function mcpRow(dir: string): Promise<Row> {
   }
 }
 
+/**
+ * The floor under the server's figure: Node itself answering HTTP, and a Hono app on its Node
+ * adapter (what `hangar serve` is built on), each one process with Node's defaults, RSS 2 s after
+ * it listens.
+ */
+const FLOORS = [
+  {
+    name: "a bare Node HTTP server",
+    source: "require('node:http').createServer((q, r) => r.end('ok')).listen(0, () => console.log('up'));",
+  },
+  {
+    name: "a Hono app on @hono/node-server",
+    source:
+      "const { Hono } = require('hono'); const { serve } = require('@hono/node-server');" +
+      "const app = new Hono(); app.get('/status', (c) => c.json({ ok: true }));" +
+      "serve({ fetch: app.fetch, port: 0 }, () => console.log('up'));",
+  },
+];
+
+async function floorRow(floor: (typeof FLOORS)[number]): Promise<Row> {
+  const child = spawn(process.execPath, ["-e", floor.source], {
+    env: plainEnv(),
+    cwd: join(import.meta.dirname, ".."),
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  try {
+    await once(child.stdout!, "data");
+    await sleep(2000);
+    return {
+      name: `RSS, the floor: ${floor.name}, idle`,
+      median: `${rssMb(child.pid!).toFixed(1)} MB`,
+      p95: "",
+      target: "",
+    };
+  } finally {
+    await stop(child);
+  }
+}
+
 const dir = mkdtempSync(join(tmpdir(), "hangar-bench-memory-"));
 const rows: Row[] = [];
 try {
@@ -175,6 +216,7 @@ try {
     });
   }
   rows.push(await mcpRow(dir));
+  for (const floor of FLOORS) rows.push(await floorRow(floor));
   // Interleaved, so that every way sees the same machine.
   const times = WAYS.map(() => [] as number[]);
   for (let i = 0; i < STARTS; i++) {
