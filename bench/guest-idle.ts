@@ -9,15 +9,10 @@
  * (without HANGAR_GUEST_IMAGE the image of this checkout is built first: test/e2e/guest-image.ts).
  */
 import { readdirSync, readFileSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { copySparse } from "../src/host/qemu/sparse-copy.js";
-import { type RunningHostService, startHostService } from "../src/host/server.js";
 import { ensureGuestImage } from "../test/e2e/guest-image.js";
-import { killQemusUnder } from "../test/host/support.js";
 import { postCmd } from "../test/support/server.js";
+import { startGuestHost } from "./guest-host.js";
 import { machineLoad } from "./lib.js";
 
 const arg = (name: string, fallback: number) => {
@@ -44,19 +39,6 @@ awk 'function parse(line,   i, j, f) {
 rm -f /tmp/hangar-idle.a /tmp/hangar-idle.b
 `;
 
-let host: RunningHostService | undefined;
-
-async function svc(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${host!.url}${path}`, {
-    method,
-    headers: body === undefined ? {} : { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
-  return text ? JSON.parse(text) : null;
-}
-
 /** CPU seconds (user + system) of the QEMUs whose command line names `dir`. */
 function qemuCpuSeconds(dir: string): number {
   let ticks = 0;
@@ -73,24 +55,11 @@ function qemuCpuSeconds(dir: string): number {
   return ticks / TICKS;
 }
 
-const dir = await mkdtemp(join(tmpdir(), "hangar-bench-idle-"));
+const image = await ensureGuestImage();
+const guests = await startGuestHost("hangar-bench-idle-");
+const { dir, svc } = guests;
 try {
-  const image = await ensureGuestImage();
-  host = await startHostService({
-    port: 0,
-    configHome: join(dir, "config"),
-    userHome: dir,
-    defaultHomeDirectory: join(dir, "vms"),
-  });
-  await svc("POST", "/svc/vms", {
-    name: VM,
-    os: "linux",
-    cpu: 2,
-    memory: "2GB",
-    diskSize: "8GB",
-    display: "1024x768",
-  });
-  await copySparse(image.path, join(dir, "vms", VM, "disk.img"));
+  await guests.createDesktop(VM, image);
   await svc("POST", `/svc/vms/${VM}/run`, {});
   const { computerServerUrl: url } = await svc("GET", `/svc/vms/${VM}?wait=ready&timeout=900`);
   await postCmd(url, { command: "screenshot", params: { format: "png" } });
@@ -133,7 +102,5 @@ try {
     );
   }
 } finally {
-  await host?.close();
-  await killQemusUnder(dir);
-  await rm(dir, { recursive: true, force: true });
+  await guests.close();
 }

@@ -14,16 +14,12 @@
  * (without HANGAR_GUEST_IMAGE the image of this checkout is built first: test/e2e/guest-image.ts).
  */
 import { readdirSync, readFileSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { copySparse } from "../src/host/qemu/sparse-copy.js";
-import { type RunningHostService, startHostService } from "../src/host/server.js";
 import { ensureGuestImage } from "../test/e2e/guest-image.js";
-import { killQemusUnder } from "../test/host/support.js";
 import { postCmd } from "../test/support/server.js";
 import { burst, type Call } from "./burst.js";
+import { startGuestHost } from "./guest-host.js";
 import { machineLoad, median, p95, printTable, type Row } from "./lib.js";
 
 const arg = (name: string, fallback: number) => {
@@ -34,20 +30,6 @@ const RUNS = arg("--runs", 10);
 const FORKS = arg("--forks", 8);
 const VM = "bench-guest";
 const RAM_MB = 2048;
-
-let host: RunningHostService | undefined;
-
-async function svc(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${host!.url}${path}`, {
-    method,
-    headers: body === undefined ? {} : { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  const parsed = text ? JSON.parse(text) : null;
-  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
-  return parsed;
-}
 
 /** A screenshot from a desktop's computer server; throws when it does not answer one. */
 async function screenshot(url: string) {
@@ -104,25 +86,12 @@ function qemuPssMb(dir: string): number {
   return kb / 1024;
 }
 
-const dir = await mkdtemp(join(tmpdir(), "hangar-bench-guest-"));
+const image = await ensureGuestImage();
+const guests = await startGuestHost("hangar-bench-guest-");
+const { dir, svc } = guests;
 const rows: Row[] = [];
 try {
-  const image = await ensureGuestImage();
-  host = await startHostService({
-    port: 0,
-    configHome: join(dir, "config"),
-    userHome: dir,
-    defaultHomeDirectory: join(dir, "vms"),
-  });
-  await svc("POST", "/svc/vms", {
-    name: VM,
-    os: "linux",
-    cpu: 2,
-    memory: `${RAM_MB / 1024}GB`,
-    diskSize: "8GB",
-    display: "1024x768",
-  });
-  await copySparse(image.path, join(dir, "vms", VM, "disk.img"));
+  await guests.createDesktop(VM, image);
 
   let started = performance.now();
   await svc("POST", `/svc/vms/${VM}/run`, {});
@@ -216,8 +185,6 @@ try {
     note: `${((pss / (FORKS * RAM_MB)) * 100).toFixed(0)} % of ${FORKS} × ${RAM_MB} MB`,
   });
 } finally {
-  await host?.close();
-  await killQemusUnder(dir);
-  await rm(dir, { recursive: true, force: true });
+  await guests.close();
 }
 printTable(`Snapshots of the full guest desktop (${machineLoad()})`, rows);

@@ -20,6 +20,7 @@ import { expectRefusalInTimeline } from "../egress/desktop-probe.js";
 import { startWorld, type World } from "../egress/world.js";
 import { killQemusUnder } from "../host/support.js";
 import { postCmd } from "../support/server.js";
+import { GUEST_DESKTOP } from "./guest-image.js";
 import { hostApi } from "./host-api.js";
 
 const VM = "caged-guest";
@@ -53,11 +54,7 @@ beforeAll(async () => {
   expect((await svc("POST", "/svc/secrets", { name: "api-token", value: SECRET })).status).toBe(201);
   const created = await svc("POST", "/svc/vms", {
     name: VM,
-    os: "linux",
-    cpu: 2,
-    memory: "2GB",
-    diskSize: "8GB",
-    display: "1024x768",
+    ...GUEST_DESKTOP,
     network: {
       egress: { allow: ["api.example.test"] },
       credentials: [{ domain: "api.example.test", secret: "api-token" }],

@@ -10,6 +10,15 @@ import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { runScript } from "../support/run-script.js";
 
+/** The full guest desktop the end-to-end tests and the guest benchmarks create (`POST /svc/vms`). */
+export const GUEST_DESKTOP = {
+  os: "linux",
+  cpu: 2,
+  memory: "2GB",
+  diskSize: "8GB",
+  display: "1024x768",
+} as const;
+
 export interface GuestImage {
   path: string;
   /** How long its build took, or null when `HANGAR_GUEST_IMAGE` gave it. */

@@ -16,6 +16,7 @@ import { copySparse } from "../../src/host/qemu/sparse-copy.js";
 import { type RunningHostService, startHostService } from "../../src/host/server.js";
 import { killQemusUnder } from "../host/support.js";
 import { postCmd } from "../support/server.js";
+import { GUEST_DESKTOP } from "./guest-image.js";
 import { hostApi, timedInto } from "./host-api.js";
 
 const VM = "snap-guest";
@@ -51,11 +52,7 @@ beforeAll(async () => {
   });
   const created = await svc("POST", "/svc/vms", {
     name: VM,
-    os: "linux",
-    cpu: 2,
-    memory: "2GB",
-    diskSize: "8GB",
-    display: "1024x768",
+    ...GUEST_DESKTOP,
   });
   expect(created.status, JSON.stringify(created.body)).toBe(200);
   await copySparse(built.path, join(dir, "vms", VM, "disk.img"));
