@@ -7,7 +7,8 @@
 #   ./scripts/install-deps.sh --runtime     only what the computer server needs at run time (no npm)
 #   ./scripts/install-deps.sh --container   --runtime plus the container's extras: tini, x11vnc, iptables and
 #                                           noVNC's web pages (without the Debian package's Python
-#                                           and nodejs: Hangar relays the WebSocket itself)
+#                                           and nodejs: Hangar relays the WebSocket itself), and
+#                                           the libraries of its own ffmpeg instead of Debian's
 #   ./scripts/install-deps.sh --list [...]  print the selected packages, one a line, install nothing
 #
 # The Dockerfile and the guest image builder take their package lists from here, so CI (which runs

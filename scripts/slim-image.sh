@@ -23,8 +23,7 @@ UNUSED=(
   # x11vnc's optional Tk settings window
   tk tk8.6 libtk8.6 tcl tcl8.6 libtcl8.6
   # (Python stays: OSWorld's controller runs the agents' pyautogui code with it, docs/osworld.md.)
-  # imlib2's PostScript and HEIF image loaders (openbox's libraries): Ghostscript and libde265 (x265
-  # and aom stay: ffmpeg, the video encoder of start_recording, loads them)
+  # imlib2's PostScript and HEIF image loaders (openbox's libraries): Ghostscript and libde265
   libspectre1 libgs10 libgs10-common poppler-data fonts-urw-base35 libheif1 libde265-0
   # libavcodec and the codecs it links (about 70 MB): the container's ffmpeg is built with its own
   # (scripts/build-ffmpeg.sh); PulseAudio's ALSA plugins pull libavcodec for their AC-3 output
