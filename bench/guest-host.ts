@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { copySparse } from "../src/host/qemu/sparse-copy.js";
 import { type RunningHostService, startHostService } from "../src/host/server.js";
 import { GUEST_DESKTOP, type GuestImage } from "../test/e2e/guest-image.js";
+import { hostApi } from "../test/e2e/host-api.js";
 import { killQemusUnder } from "../test/host/support.js";
 
 export interface GuestHost {
@@ -43,14 +44,11 @@ export async function startGuestHost(prefix: string): Promise<GuestHost> {
   }
   const url = host.url;
   const svc = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${url}${path}`, {
-      method,
-      headers: body === undefined ? {} : { "content-type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
-    return text ? JSON.parse(text) : null;
+    const answer = await hostApi(url, method, path, body);
+    if (answer.status >= 300) {
+      throw new Error(`${method} ${path}: ${answer.status} ${JSON.stringify(answer.body).slice(0, 300)}`);
+    }
+    return answer.body;
   };
   return {
     dir,

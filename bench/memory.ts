@@ -180,7 +180,13 @@ async function floorRow(floor: (typeof FLOORS)[number]): Promise<Row> {
     stdio: ["ignore", "pipe", "inherit"],
   });
   try {
-    await once(child.stdout!, "data");
+    // It says `up` once it listens; a child that cannot start (or exits) ends the wait with why.
+    await Promise.race([
+      once(child.stdout!, "data"),
+      once(child, "exit").then(([code]) => {
+        throw new Error(`${floor.name} exited with ${code} before listening`);
+      }),
+    ]);
     await sleep(2000);
     return {
       name: `RSS, the floor: ${floor.name}, idle`,
